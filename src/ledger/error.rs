@@ -1,0 +1,102 @@
+//! Errors of the ledger, one variant per thing a caller can act on.
+
+use std::path::PathBuf;
+
+/// What is wrong with one stored record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Corruption {
+    #[error("the record is torn: {len} bytes do not match the lengths in its header")]
+    Truncated { len: usize },
+    #[error("checksum mismatch: stored crc32c {stored:#010x}, computed {computed:#010x}")]
+    Checksum { stored: u32, computed: u32 },
+    #[error("the record carries format version {format_version}, which this build cannot read")]
+    UnknownFormat { format_version: u8 },
+    #[error("the record says it is {found_stream} #{found_position}, not what its key says")]
+    Misplaced {
+        found_stream: String,
+        found_position: u64,
+    },
+    #[error("position gap: expected position {expected}, found {found}")]
+    Gap { expected: u64, found: u64 },
+    #[error("global position {global} is out of order (after {previous} in the same stream)")]
+    GlobalOrder { global: u64, previous: u64 },
+    #[error("global position {global} is used by two records")]
+    GlobalDuplicate { global: u64 },
+    #[error("global position {global} has no record: a record is missing")]
+    GlobalMissing { global: u64 },
+    #[error("an unreadable key in the log tree")]
+    BadKey,
+}
+
+/// Errors of the ledger.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("invalid stream key {key:?}: {reason}")]
+    InvalidStreamKey { key: String, reason: &'static str },
+
+    #[error(
+        "append conflict on stream {stream}: expected position {expected}, but the stream is at {actual}; re-read the stream and retry"
+    )]
+    Conflict {
+        stream: String,
+        expected: u64,
+        actual: u64,
+    },
+
+    #[error("record too large: {len} bytes of payload, at most {max} allowed")]
+    PayloadTooLarge { len: usize, max: usize },
+
+    #[error("an append must carry between 1 and {max} records, got {len}")]
+    BatchSize { len: usize, max: usize },
+
+    #[error("stream {stream} is corrupt at position {position}: {corruption}; run `ledgerwire log verify` and restore the store from a backup")]
+    Corrupt {
+        stream: String,
+        position: u64,
+        corruption: Corruption,
+    },
+
+    #[error("stream {stream} cannot be folded at position {position}: {reason}")]
+    Fold {
+        stream: String,
+        position: u64,
+        reason: String,
+    },
+
+    #[error("the ledger stopped accepting writes after a failed flush ({reason}); restart the server")]
+    Poisoned { reason: String },
+
+    #[error("the ledger is shut down")]
+    Closed,
+
+    #[error("{path}: {problem}")]
+    Store { path: PathBuf, problem: StoreProblem },
+
+    #[error("storage error: {0}")]
+    Sled(#[from] sled::Error),
+
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+
+    #[error("cannot decode record payload: {0}")]
+    Payload(#[from] postcard::Error),
+}
+
+/// Why a data directory cannot be opened. Each says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreProblem {
+    #[error("no ledgerwire store here; pass --data with the directory `ledgerwire serve` created")]
+    Missing,
+    #[error("not a ledgerwire store (it has files but no LEDGERWIRE marker); point --data at an empty directory or an existing store")]
+    Foreign,
+    #[error("the LEDGERWIRE marker is unreadable ({0}); the directory is not a store this build understands")]
+    BadMarker(String),
+    #[error("written by a newer ledgerwire (store format {found}, this build reads up to {supported}); upgrade ledgerwire")]
+    NewerFormat { found: u32, supported: u32 },
+    #[error("in use by another ledgerwire process; stop that process or choose another --data directory")]
+    Locked,
+    #[error("not a directory")]
+    NotADirectory,
+}
+
+pub type Result<T, E = LedgerError> = std::result::Result<T, E>;

@@ -1,0 +1,261 @@
+//! Folds: state computed from a stream's records, an in-memory cache of it,
+//! and snapshots that spare a restart from folding every stream from zero.
+//!
+//! Owns: the `Fold` trait, `FoldCache` and the `snapshots` tree.
+//! Must never: let a snapshot change a result. A snapshot is only a
+//! shortcut: it is checked (checksum, fold version, the record it was taken
+//! after) and ignored when anything disagrees, and deleting every snapshot
+//! yields the same states.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::ledger::error::{LedgerError, Result};
+use crate::ledger::record::{Record, StreamKey};
+use crate::ledger::Ledger;
+
+/// Default distance, in records, between two snapshots of one stream.
+pub const SNAPSHOT_INTERVAL_RECORDS: u64 = 1024;
+
+/// Default number of streams whose folded state stays in memory.
+pub const FOLD_CACHE_STREAMS: usize = 10_000;
+
+/// Version byte of the snapshot value layout.
+const SNAPSHOT_FORMAT: u8 = 1;
+
+/// Why a record could not be folded.
+#[derive(Debug, thiserror::Error)]
+pub enum FoldError {
+    #[error("payload does not decode: {0}")]
+    Payload(#[from] postcard::Error),
+    #[error("record kind {0} does not belong in this stream")]
+    UnexpectedKind(u16),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A pure function from (state, record) to state. It must depend on
+/// nothing but its arguments, so any replica folding the same records
+/// reaches the same state.
+pub trait Fold: 'static {
+    type State: Default + Clone + Serialize + DeserializeOwned + Send + Sync + 'static;
+    /// Names the fold's snapshots.
+    const NAME: &'static str;
+    /// Bump when `apply` or `State` changes meaning: older snapshots are
+    /// then ignored and states are folded again from the records.
+    const VERSION: u32;
+
+    fn apply(state: &mut Self::State, record: &Record) -> Result<(), FoldError>;
+}
+
+/// A state and how far into its stream it has folded.
+#[derive(Clone, Debug, Default)]
+pub struct Folded<S> {
+    pub state: S,
+    /// Records folded, which is the position of the next record to fold.
+    pub position: u64,
+    /// Checksum of the last record folded (0 before any).
+    last_crc: u32,
+    /// Position of the newest snapshot written or read for this stream.
+    snapshot_position: u64,
+}
+
+/// Folds `records` onto `folded`.
+fn apply_all<F: Fold>(
+    folded: &mut Folded<F::State>,
+    stream: &StreamKey,
+    records: impl Iterator<Item = Result<Record>>,
+) -> Result<()> {
+    for record in records {
+        let record = record?;
+        F::apply(&mut folded.state, &record).map_err(|error| LedgerError::Fold {
+            stream: stream.to_string(),
+            position: record.position(),
+            reason: error.to_string(),
+        })?;
+        folded.position = record.position() + 1;
+        folded.last_crc = record.crc();
+    }
+    Ok(())
+}
+
+impl Ledger {
+    /// Folds `stream` from its first record, ignoring caches and snapshots.
+    pub fn fold<F: Fold>(&self, stream: &StreamKey) -> Result<Folded<F::State>> {
+        let mut folded = Folded::default();
+        apply_all::<F>(&mut folded, stream, self.read(stream, 0)?)?;
+        Ok(folded)
+    }
+}
+
+struct Entries<S> {
+    states: HashMap<StreamKey, Arc<Folded<S>>>,
+    /// Insertion order, for eviction.
+    order: VecDeque<StreamKey>,
+}
+
+/// Folded state per stream, kept in memory and snapshotted every
+/// `snapshot_every` records.
+pub struct FoldCache<F: Fold> {
+    ledger: Ledger,
+    entries: Mutex<Entries<F::State>>,
+    snapshot_every: u64,
+    capacity: usize,
+}
+
+impl<F: Fold> FoldCache<F> {
+    pub fn new(ledger: Ledger) -> Self {
+        Self::with_limits(ledger, SNAPSHOT_INTERVAL_RECORDS, FOLD_CACHE_STREAMS)
+    }
+
+    /// A cache snapshotting every `snapshot_every` records (0: never) and
+    /// keeping at most `capacity` streams in memory.
+    pub fn with_limits(ledger: Ledger, snapshot_every: u64, capacity: usize) -> Self {
+        Self {
+            ledger,
+            entries: Mutex::new(Entries {
+                states: HashMap::new(),
+                order: VecDeque::new(),
+            }),
+            snapshot_every,
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// The stream's state, folded up to its current end.
+    pub fn state(&self, stream: &StreamKey) -> Result<Arc<Folded<F::State>>> {
+        let cached = self.cached(stream);
+        let start = match cached {
+            Some(folded) => folded,
+            None => Arc::new(self.load_snapshot(stream)?.unwrap_or_default()),
+        };
+        let mut reader = self.ledger.read(stream, start.position)?.peekable();
+        if reader.peek().is_none() {
+            self.remember(stream, &start);
+            return Ok(start);
+        }
+        let mut folded = Arc::unwrap_or_clone(start);
+        apply_all::<F>(&mut folded, stream, reader)?;
+        if self.snapshot_every > 0
+            && folded.position - folded.snapshot_position >= self.snapshot_every
+        {
+            self.write_snapshot(stream, &folded)?;
+            folded.snapshot_position = folded.position;
+        }
+        let folded = Arc::new(folded);
+        self.remember(stream, &folded);
+        Ok(folded)
+    }
+
+    /// Drops every cached state (the next read folds from snapshots).
+    pub fn clear(&self) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.states.clear();
+        entries.order.clear();
+    }
+
+    fn cached(&self, stream: &StreamKey) -> Option<Arc<Folded<F::State>>> {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.states.get(stream).cloned()
+    }
+
+    fn remember(&self, stream: &StreamKey, folded: &Arc<Folded<F::State>>) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        match entries.states.get_mut(stream) {
+            // Another caller may have folded further meanwhile; keep the newer.
+            Some(existing) => {
+                if existing.position < folded.position {
+                    *existing = folded.clone();
+                }
+            }
+            None => {
+                while entries.states.len() >= self.capacity {
+                    match entries.order.pop_front() {
+                        Some(oldest) => {
+                            entries.states.remove(&oldest);
+                        }
+                        None => break,
+                    }
+                }
+                entries.states.insert(stream.clone(), folded.clone());
+                entries.order.push_back(stream.clone());
+            }
+        }
+    }
+
+    fn snapshot_key(stream: &StreamKey) -> Vec<u8> {
+        let mut key = Vec::with_capacity(F::NAME.len() + 1 + stream.as_str().len());
+        key.extend_from_slice(F::NAME.as_bytes());
+        key.push(0);
+        key.extend_from_slice(stream.as_str().as_bytes());
+        key
+    }
+
+    fn write_snapshot(&self, stream: &StreamKey, folded: &Folded<F::State>) -> Result<()> {
+        let state = postcard::to_allocvec(&folded.state)?;
+        let mut value = Vec::with_capacity(25 + state.len());
+        value.push(SNAPSHOT_FORMAT);
+        value.extend_from_slice(&F::VERSION.to_le_bytes());
+        value.extend_from_slice(&folded.position.to_le_bytes());
+        value.extend_from_slice(&folded.last_crc.to_le_bytes());
+        value.extend_from_slice(&(state.len() as u32).to_le_bytes());
+        value.extend_from_slice(&state);
+        let crc = crc32c::crc32c(&value);
+        value.extend_from_slice(&crc.to_le_bytes());
+        // Not flushed on purpose: a snapshot is derivable, and sled persists
+        // writes in order, so a snapshot on disk never outruns its records.
+        self.ledger
+            .snapshots()
+            .insert(Self::snapshot_key(stream), value)?;
+        Ok(())
+    }
+
+    /// The stream's snapshot, if there is one that passes every check.
+    fn load_snapshot(&self, stream: &StreamKey) -> Result<Option<Folded<F::State>>> {
+        let Some(value) = self.ledger.snapshots().get(Self::snapshot_key(stream))? else {
+            return Ok(None);
+        };
+        let Some(folded) = decode_snapshot::<F>(&value) else {
+            tracing::warn!(%stream, fold = F::NAME, "ignoring an unreadable or outdated snapshot");
+            return Ok(None);
+        };
+        // The snapshot must have been taken after the record that is now at
+        // position - 1; otherwise it describes another history.
+        if folded.position > 0 {
+            let mut reader = self.ledger.read(stream, folded.position - 1)?;
+            match reader.next() {
+                Some(Ok(record)) if record.crc() == folded.last_crc => {}
+                Some(Err(error)) => return Err(error),
+                _ => {
+                    tracing::warn!(%stream, fold = F::NAME, "ignoring a snapshot that does not match the log");
+                    return Ok(None);
+                }
+            }
+        }
+        Ok(Some(folded))
+    }
+}
+
+fn decode_snapshot<F: Fold>(value: &[u8]) -> Option<Folded<F::State>> {
+    let (body, crc) = value.split_at_checked(value.len().checked_sub(4)?)?;
+    if crc32c::crc32c(body) != u32::from_le_bytes(crc.try_into().ok()?) {
+        return None;
+    }
+    let (&format, rest) = body.split_first()?;
+    let version = u32::from_le_bytes(rest.get(0..4)?.try_into().ok()?);
+    if format != SNAPSHOT_FORMAT || version != F::VERSION {
+        return None;
+    }
+    let position = u64::from_le_bytes(rest.get(4..12)?.try_into().ok()?);
+    let last_crc = u32::from_le_bytes(rest.get(12..16)?.try_into().ok()?);
+    let len = u32::from_le_bytes(rest.get(16..20)?.try_into().ok()?) as usize;
+    let state = postcard::from_bytes(rest.get(20..20 + len)?).ok()?;
+    Some(Folded {
+        state,
+        position,
+        last_crc,
+        snapshot_position: position,
+    })
+}

@@ -1,0 +1,115 @@
+//! The vocabulary of record kinds: each kind's number, name and payload
+//! type, and decoding any payload to JSON for `ledgerwire log dump`.
+//!
+//! Rules (see log-format/LOG-FORMAT.md, "Evolving record kinds"): a kind's
+//! number is never reused and its payload type never changes once a build
+//! wrote it. A new shape is a new kind; old kinds stay decodable forever.
+
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+use crate::ledger::record::{NewRecord, Record};
+
+/// Every record kind this build knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum RecordKind {
+    /// A diagnostic record written by `ledgerwire log probe` (crash tests
+    /// and benchmarks). Payload: [`Probe`].
+    Probe = 1,
+}
+
+impl RecordKind {
+    pub const ALL: &'static [RecordKind] = &[RecordKind::Probe];
+
+    pub fn code(self) -> u16 {
+        self as u16
+    }
+
+    pub fn from_code(code: u16) -> Option<Self> {
+        Self::ALL.iter().copied().find(|kind| kind.code() == code)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordKind::Probe => "probe",
+        }
+    }
+}
+
+/// A payload type bound to its record kind.
+pub trait Payload: Serialize + DeserializeOwned {
+    const KIND: RecordKind;
+
+    /// Encodes the payload as a record to append.
+    fn to_record(&self) -> NewRecord {
+        NewRecord {
+            kind: Self::KIND.code(),
+            // Serialising plain data into a Vec cannot fail.
+            payload: postcard::to_allocvec(self).unwrap_or_default(),
+        }
+    }
+
+    /// Decodes a record of this kind; `None` if the record is another kind.
+    fn from_record(record: &Record) -> Option<Result<Self, postcard::Error>> {
+        (record.kind() == Self::KIND.code()).then(|| postcard::from_bytes(record.payload()))
+    }
+}
+
+/// A diagnostic record: writer `writer`'s `n`-th record, padded with
+/// `filler`, whose bytes are a function of (writer, n) so a reader can
+/// check them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Probe {
+    pub writer: u32,
+    pub n: u64,
+    pub filler: Vec<u8>,
+}
+
+impl Payload for Probe {
+    const KIND: RecordKind = RecordKind::Probe;
+}
+
+impl Probe {
+    /// The probe record `n` of `writer` with `filler_len` bytes of filler.
+    pub fn new(writer: u32, n: u64, filler_len: usize) -> Self {
+        let seed = (writer as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ n;
+        let filler = (0..filler_len)
+            .map(|i| (seed.wrapping_add(i as u64).wrapping_mul(31) >> 3) as u8)
+            .collect();
+        Self { writer, n, filler }
+    }
+
+    /// Whether the filler is the one [`Probe::new`] makes.
+    pub fn is_intact(&self) -> bool {
+        *self == Self::new(self.writer, self.n, self.filler.len())
+    }
+}
+
+/// Why a payload could not be shown as JSON.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("record kind {0} is unknown to this build (written by a newer ledgerwire?)")]
+    UnknownKind(u16),
+    #[error("payload of kind {kind} does not decode: {error}")]
+    Payload {
+        kind: &'static str,
+        error: postcard::Error,
+    },
+}
+
+/// Decodes a record's payload into JSON, by kind.
+pub fn payload_json(record: &Record) -> Result<serde_json::Value, DecodeError> {
+    let kind = RecordKind::from_code(record.kind()).ok_or(DecodeError::UnknownKind(record.kind()))?;
+    let to_json = |error| DecodeError::Payload {
+        kind: kind.name(),
+        error,
+    };
+    match kind {
+        RecordKind::Probe => decode_json::<Probe>(record).map_err(to_json),
+    }
+}
+
+fn decode_json<T: Payload>(record: &Record) -> Result<serde_json::Value, postcard::Error> {
+    let value: T = postcard::from_bytes(record.payload())?;
+    Ok(serde_json::to_value(value).unwrap_or(serde_json::Value::Null))
+}

@@ -1,0 +1,478 @@
+//! The ledger: a durable, checksummed, append-only log of records grouped
+//! in streams, stored in sled.
+//!
+//! Owns: the data directory, appending (optimistic concurrency, durable or
+//! buffered, group commit), reading and tailing streams, integrity checks,
+//! folds and their snapshots. Everything else in ledgerwire is a fold of
+//! what this module stores.
+//! Must never: hand out a record whose checksum or position does not
+//! check, acknowledge a durable append before it is on disk, or let two
+//! appends extend the same position of a stream.
+
+pub mod error;
+pub mod fold;
+pub mod kinds;
+pub mod record;
+pub mod store;
+pub mod verify;
+mod writer;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+
+use futures_util::Stream;
+use tokio::sync::{mpsc, oneshot, watch};
+
+pub use error::{Corruption, LedgerError, Result, StoreProblem};
+pub use fold::{Fold, FoldCache, FoldError, Folded};
+pub use kinds::{Payload, RecordKind};
+pub use record::{NewRecord, Record, StreamKey};
+pub use store::OpenMode;
+pub use verify::{Problem, VerifyReport};
+
+use record::{NEXT_GLOBAL_KEY, stream_prefix};
+use writer::{AppendRequest, Command, FlushQueue};
+
+/// Most records one append may carry.
+pub const MAX_RECORDS_PER_APPEND: usize = 1024;
+
+/// Appends waiting for the writer before callers are made to wait (backpressure).
+pub const MAX_PENDING_APPENDS: usize = 8192;
+
+/// What the caller believes the stream's next position to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpectedPosition {
+    /// The append succeeds only if the stream holds exactly this many
+    /// records (0: the stream must be new).
+    Exactly(u64),
+    /// Append at whatever the end is.
+    Any,
+}
+
+/// When an append is acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// After the records are on disk (sled flushed and its file synced).
+    Durable,
+    /// As soon as the records are visible to readers; they become durable
+    /// with the next durable append or flush, never out of order.
+    Buffered,
+}
+
+/// Where an append landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendOutcome {
+    /// Position of the first appended record.
+    pub first_position: u64,
+    /// The stream's next position after the append (its record count).
+    pub next_position: u64,
+    /// Global position of the first appended record.
+    pub first_global_position: u64,
+}
+
+/// State shared by the handle, the writer and the flusher.
+pub(crate) struct Shared {
+    path: PathBuf,
+    db: sled::Db,
+    log: sled::Tree,
+    snapshots: sled::Tree,
+    /// sled's data file, synced after each sled flush: sled 0.34 makes its
+    /// log stable with `sync_file_range`, which does not persist the file's
+    /// size nor flush the disk's cache; `fdatasync` does both.
+    data_file: File,
+    next_global_on_open: u64,
+    /// Streams found corrupt: never read, folded or extended.
+    corrupt: RwLock<HashMap<String, (u64, Corruption)>>,
+    poisoned: Mutex<Option<String>>,
+    watchers: Mutex<HashMap<StreamKey, watch::Sender<u64>>>,
+}
+
+impl Shared {
+    fn make_durable(&self) -> Result<()> {
+        self.db.flush()?;
+        self.data_file.sync_data()?;
+        Ok(())
+    }
+
+    fn poison(&self, reason: String) {
+        tracing::error!(%reason, "ledger refuses further writes");
+        let mut poisoned = self.poisoned.lock().unwrap_or_else(|p| p.into_inner());
+        poisoned.get_or_insert(reason);
+    }
+
+    fn poisoned(&self) -> Option<String> {
+        self.poisoned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn check_not_corrupt(&self, stream: &StreamKey) -> Result<()> {
+        let corrupt = self.corrupt.read().unwrap_or_else(|p| p.into_inner());
+        match corrupt.get(stream.as_str()) {
+            None => Ok(()),
+            Some((position, corruption)) => Err(LedgerError::Corrupt {
+                stream: stream.to_string(),
+                position: *position,
+                corruption: corruption.clone(),
+            }),
+        }
+    }
+
+    /// The stream's next position, read from the last key of the stream.
+    fn read_head(&self, stream: &StreamKey) -> Result<u64> {
+        let last = self.log.scan_prefix(stream_prefix(stream)).next_back();
+        match last {
+            None => Ok(0),
+            Some(entry) => {
+                let (key, _) = entry?;
+                let (_, position) =
+                    record::parse_record_key(&key).ok_or_else(|| LedgerError::Corrupt {
+                        stream: stream.to_string(),
+                        position: 0,
+                        corruption: Corruption::BadKey,
+                    })?;
+                Ok(position + 1)
+            }
+        }
+    }
+
+    fn notify_watchers(&self, heads: &HashMap<StreamKey, u64>) {
+        let mut watchers = self.watchers.lock().unwrap_or_else(|p| p.into_inner());
+        if watchers.is_empty() {
+            return;
+        }
+        for (stream, &head) in heads {
+            if let Some(sender) = watchers.get(stream) {
+                if sender.receiver_count() == 0 {
+                    watchers.remove(stream);
+                } else {
+                    sender.send_replace(head);
+                }
+            }
+        }
+    }
+}
+
+/// Stops the writer and the flusher when the last handle goes away, so the
+/// store's lock is released by the time `drop` returns.
+struct Threads {
+    commands: Option<mpsc::Sender<Command>>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Threads {
+    fn drop(&mut self) {
+        self.commands.take();
+        for handle in self.handles.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// A handle to an open ledger. Cheap to clone; the store closes when the
+/// last clone is dropped.
+#[derive(Clone)]
+pub struct Ledger {
+    shared: Arc<Shared>,
+    threads: Arc<Threads>,
+}
+
+impl Ledger {
+    /// Opens (or creates) the store in `path`, checks every record, and
+    /// starts the writer. Corrupt streams are listed in the returned report
+    /// and refused by every later read and append.
+    pub fn open(path: impl AsRef<Path>, mode: OpenMode) -> Result<(Self, VerifyReport)> {
+        let path = path.as_ref().to_path_buf();
+        let db = store::open_sled(&path, mode)?;
+        let log = db.open_tree("log")?;
+        let snapshots = db.open_tree("snapshots")?;
+        let data_file = File::open(path.join("db"))?;
+        let report = verify::verify(&log)?;
+        let corrupt = report.corrupt_streams();
+        let shared = Arc::new(Shared {
+            path,
+            db,
+            log,
+            snapshots,
+            data_file,
+            next_global_on_open: report.next_global,
+            corrupt: RwLock::new(corrupt),
+            poisoned: Mutex::new(None),
+            watchers: Mutex::new(HashMap::new()),
+        });
+        let (commands, receiver) = mpsc::channel(MAX_PENDING_APPENDS);
+        let queue = Arc::new(FlushQueue::default());
+        let writer = {
+            let (shared, queue) = (shared.clone(), queue.clone());
+            std::thread::Builder::new()
+                .name("ledger-writer".into())
+                .spawn(move || writer::run_writer(shared, receiver, queue))?
+        };
+        let flusher = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("ledger-flusher".into())
+                .spawn(move || writer::run_flusher(shared, queue))?
+        };
+        let threads = Arc::new(Threads {
+            commands: Some(commands),
+            handles: vec![writer, flusher],
+        });
+        Ok((Self { shared, threads }, report))
+    }
+
+    fn commands(&self) -> Result<&mpsc::Sender<Command>> {
+        self.threads.commands.as_ref().ok_or(LedgerError::Closed)
+    }
+
+    /// The directory this ledger lives in.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    fn request(
+        &self,
+        stream: &StreamKey,
+        expected: ExpectedPosition,
+        records: Vec<NewRecord>,
+        durability: Durability,
+    ) -> Result<(Command, oneshot::Receiver<Result<AppendOutcome>>)> {
+        if records.is_empty() || records.len() > MAX_RECORDS_PER_APPEND {
+            return Err(LedgerError::BatchSize {
+                len: records.len(),
+                max: MAX_RECORDS_PER_APPEND,
+            });
+        }
+        if let Some(big) = records
+            .iter()
+            .find(|r| r.payload.len() > record::MAX_PAYLOAD_BYTES)
+        {
+            return Err(LedgerError::PayloadTooLarge {
+                len: big.payload.len(),
+                max: record::MAX_PAYLOAD_BYTES,
+            });
+        }
+        let (reply, receiver) = oneshot::channel();
+        let command = Command::Append(AppendRequest {
+            stream: stream.clone(),
+            expected,
+            records,
+            durability,
+            reply,
+        });
+        Ok((command, receiver))
+    }
+
+    /// Appends `records` to `stream` atomically if the stream is at
+    /// `expected`; fails with [`LedgerError::Conflict`] otherwise.
+    pub async fn append(
+        &self,
+        stream: &StreamKey,
+        expected: ExpectedPosition,
+        records: Vec<NewRecord>,
+        durability: Durability,
+    ) -> Result<AppendOutcome> {
+        let (command, receiver) = self.request(stream, expected, records, durability)?;
+        self.commands()?
+            .send(command)
+            .await
+            .map_err(|_| LedgerError::Closed)?;
+        receiver.await.map_err(|_| LedgerError::Closed)?
+    }
+
+    /// [`Ledger::append`] for threads outside an async runtime.
+    pub fn append_blocking(
+        &self,
+        stream: &StreamKey,
+        expected: ExpectedPosition,
+        records: Vec<NewRecord>,
+        durability: Durability,
+    ) -> Result<AppendOutcome> {
+        let (command, receiver) = self.request(stream, expected, records, durability)?;
+        self.commands()?
+            .blocking_send(command)
+            .map_err(|_| LedgerError::Closed)?;
+        receiver.blocking_recv().map_err(|_| LedgerError::Closed)?
+    }
+
+    /// Resolves once every append acknowledged before the call is durable.
+    pub async fn flush(&self) -> Result<()> {
+        let (reply, receiver) = oneshot::channel();
+        self.commands()?
+            .send(Command::Flush(reply))
+            .await
+            .map_err(|_| LedgerError::Closed)?;
+        receiver.await.map_err(|_| LedgerError::Closed)?
+    }
+
+    /// [`Ledger::flush`] for threads outside an async runtime.
+    pub fn flush_blocking(&self) -> Result<()> {
+        let (reply, receiver) = oneshot::channel();
+        self.commands()?
+            .blocking_send(Command::Flush(reply))
+            .map_err(|_| LedgerError::Closed)?;
+        receiver.blocking_recv().map_err(|_| LedgerError::Closed)?
+    }
+
+    /// The stream's next position: the number of records it holds.
+    pub fn head(&self, stream: &StreamKey) -> Result<u64> {
+        self.shared.check_not_corrupt(stream)?;
+        self.shared.read_head(stream)
+    }
+
+    /// Reads `stream` in order from `from`; every record is checked.
+    pub fn read(&self, stream: &StreamKey, from: u64) -> Result<StreamReader> {
+        self.shared.check_not_corrupt(stream)?;
+        let prefix = stream_prefix(stream);
+        let start = record::record_key(stream, from);
+        let mut end = prefix;
+        end.extend_from_slice(&u64::MAX.to_be_bytes());
+        Ok(StreamReader {
+            shared: self.shared.clone(),
+            stream: stream.clone(),
+            next_position: from,
+            iter: self.shared.log.range(start..=end),
+            failed: false,
+        })
+    }
+
+    /// Reads `stream` from `from` and then waits for and yields every record
+    /// appended later, without polling. Ends only on an error.
+    pub fn tail(&self, stream: &StreamKey, from: u64) -> impl Stream<Item = Result<Record>> + use<> {
+        let ledger = self.clone();
+        let stream = stream.clone();
+        async_stream::try_stream! {
+            // Subscribe before reading: an append applied after this line
+            // notifies us, one applied before it is visible to the read.
+            let mut heads = ledger.watch(&stream);
+            let mut next = from;
+            loop {
+                let mut reader = ledger.read(&stream, next)?;
+                let mut progressed = false;
+                for record in &mut reader {
+                    let record = record?;
+                    next = record.position() + 1;
+                    progressed = true;
+                    yield record;
+                }
+                if !progressed {
+                    heads
+                        .wait_for(|&head| head > next)
+                        .await
+                        .map_err(|_| LedgerError::Closed)?;
+                }
+            }
+        }
+    }
+
+    /// A receiver of the stream's next position after each append to it.
+    fn watch(&self, stream: &StreamKey) -> watch::Receiver<u64> {
+        let mut watchers = self.shared.watchers.lock().unwrap_or_else(|p| p.into_inner());
+        watchers
+            .entry(stream.clone())
+            .or_insert_with(|| watch::channel(0).0)
+            .subscribe()
+    }
+
+    /// Every stream key in the store, in key order.
+    pub fn streams(&self) -> impl Iterator<Item = Result<StreamKey>> + use<> {
+        verify::stream_keys(self.shared.log.clone())
+    }
+
+    /// Streams refused because a record of theirs failed its checks, with
+    /// the first bad position.
+    pub fn corrupt_streams(&self) -> Vec<(String, u64)> {
+        let corrupt = self.shared.corrupt.read().unwrap_or_else(|p| p.into_inner());
+        let mut list: Vec<_> = corrupt.iter().map(|(s, (p, _))| (s.clone(), *p)).collect();
+        list.sort();
+        list
+    }
+
+    /// Checks the whole store again (what `ledgerwire log verify` runs).
+    pub fn verify(&self) -> Result<VerifyReport> {
+        verify::verify(&self.shared.log)
+    }
+
+    pub(crate) fn snapshots(&self) -> &sled::Tree {
+        &self.shared.snapshots
+    }
+
+
+}
+
+/// An iterator over one stream's records, in position order. It stops at
+/// the first bad record, which it reports as [`LedgerError::Corrupt`].
+pub struct StreamReader {
+    shared: Arc<Shared>,
+    stream: StreamKey,
+    next_position: u64,
+    iter: sled::Iter,
+    failed: bool,
+}
+
+impl StreamReader {
+    /// Reports a bad record and refuses the stream from now on.
+    fn corrupt(&mut self, corruption: Corruption) -> LedgerError {
+        self.failed = true;
+        tracing::error!(stream = %self.stream, position = self.next_position, %corruption, "corrupt record");
+        let mut corrupt = self.shared.corrupt.write().unwrap_or_else(|p| p.into_inner());
+        corrupt
+            .entry(self.stream.to_string())
+            .or_insert((self.next_position, corruption.clone()));
+        LedgerError::Corrupt {
+            stream: self.stream.to_string(),
+            position: self.next_position,
+            corruption,
+        }
+    }
+}
+
+impl Iterator for StreamReader {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let (key, value) = match self.iter.next()? {
+            Ok(entry) => entry,
+            Err(error) => {
+                self.failed = true;
+                return Some(Err(error.into()));
+            }
+        };
+        let Some((_, position)) = record::parse_record_key(&key) else {
+            return Some(Err(self.corrupt(Corruption::BadKey)));
+        };
+        if position != self.next_position {
+            let gap = Corruption::Gap {
+                expected: self.next_position,
+                found: position,
+            };
+            return Some(Err(self.corrupt(gap)));
+        }
+        match Record::decode(value, self.stream.as_str(), position) {
+            Ok(record) => {
+                self.next_position += 1;
+                Some(Ok(record))
+            }
+            Err(corruption) => Some(Err(self.corrupt(corruption))),
+        }
+    }
+}
+
+/// Reads the next global position stored beside the records.
+pub(crate) fn stored_next_global(log: &sled::Tree) -> Result<u64> {
+    Ok(match log.get(NEXT_GLOBAL_KEY)? {
+        Some(bytes) if bytes.len() == 8 => {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&bytes);
+            u64::from_be_bytes(word)
+        }
+        _ => 0,
+    })
+}

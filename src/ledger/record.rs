@@ -1,0 +1,350 @@
+//! The on-disk record envelope and the sled key layout.
+//!
+//! Owns: the byte layout of one record (see `log-format/LOG-FORMAT.md`), its
+//! CRC32C, stream keys and the keys records are stored under. Pure: no I/O.
+//! Must never: change the meaning of a byte of format version 1; every change
+//! to the layout is a new format version that old code refuses to read.
+
+use std::fmt;
+
+use crate::ledger::error::{Corruption, LedgerError};
+
+/// Version of the envelope layout this code writes. Readers accept every
+/// version up to and including it.
+pub const FORMAT_VERSION: u8 = 1;
+
+/// Longest stream key, in bytes. A key is part of every record and of every
+/// sled key of its stream, so it is kept short.
+pub const MAX_STREAM_KEY_BYTES: usize = 512;
+
+/// Largest payload of one record, in bytes. Larger values belong in a blob
+/// store, not in the log; the bound keeps every record one cheap read.
+pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+
+/// Bytes of the fixed header that precedes the stream key.
+pub const HEADER_BYTES: usize = 34;
+
+/// Bytes of the trailing CRC32C.
+pub const CRC_BYTES: usize = 4;
+
+/// First byte of every record key in the `log` tree.
+pub const RECORD_KEY_TAG: u8 = b's';
+
+/// Key in the `log` tree holding the next global position (u64 big-endian).
+pub const NEXT_GLOBAL_KEY: &[u8] = b"m/next_global";
+
+/// The name of a stream: a non-empty UTF-8 string of at most
+/// [`MAX_STREAM_KEY_BYTES`] bytes with no control characters, such as
+/// `studio/alice/conv-1`.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamKey(String);
+
+impl StreamKey {
+    /// Validates and wraps a stream key.
+    pub fn new(key: impl Into<String>) -> Result<Self, LedgerError> {
+        let key = key.into();
+        if key.is_empty() || key.len() > MAX_STREAM_KEY_BYTES {
+            return Err(LedgerError::InvalidStreamKey {
+                key,
+                reason: "a stream key must be 1 to 512 bytes long",
+            });
+        }
+        if key.chars().any(char::is_control) {
+            return Err(LedgerError::InvalidStreamKey {
+                key,
+                reason: "a stream key must not contain control characters",
+            });
+        }
+        Ok(Self(key))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for StreamKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for StreamKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
+/// The key prefix shared by every record of `stream`:
+/// `'s' | key length (u16 BE) | key bytes`. The length comes first so that
+/// no stream's prefix is a prefix of another's.
+pub fn stream_prefix(stream: &StreamKey) -> Vec<u8> {
+    let key = stream.as_str().as_bytes();
+    let mut prefix = Vec::with_capacity(3 + key.len() + 8);
+    prefix.push(RECORD_KEY_TAG);
+    // The key length is bounded by MAX_STREAM_KEY_BYTES, well inside u16.
+    prefix.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    prefix.extend_from_slice(key);
+    prefix
+}
+
+/// The sled key of the record at `position` in `stream`: the stream prefix
+/// followed by the position as u64 big-endian, so a stream reads in order.
+pub fn record_key(stream: &StreamKey, position: u64) -> Vec<u8> {
+    let mut key = stream_prefix(stream);
+    key.extend_from_slice(&position.to_be_bytes());
+    key
+}
+
+/// Splits a record key into its stream key and position.
+pub fn parse_record_key(key: &[u8]) -> Option<(&str, u64)> {
+    let (&tag, rest) = key.split_first()?;
+    if tag != RECORD_KEY_TAG || rest.len() < 2 {
+        return None;
+    }
+    let len = u16::from_be_bytes([rest[0], rest[1]]) as usize;
+    let rest = &rest[2..];
+    if rest.len() != len + 8 {
+        return None;
+    }
+    let stream = std::str::from_utf8(&rest[..len]).ok()?;
+    let position = u64::from_be_bytes(rest[len..].try_into().ok()?);
+    Some((stream, position))
+}
+
+/// A record to append: its kind and its postcard-encoded payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewRecord {
+    pub kind: u16,
+    pub payload: Vec<u8>,
+}
+
+/// The header fields of a record, as encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub format_version: u8,
+    pub kind: u16,
+    pub position: u64,
+    pub global_position: u64,
+    pub timestamp_ms: u64,
+}
+
+/// Encodes one record envelope; the layout is documented in LOG-FORMAT.md.
+pub fn encode(header: &Header, stream: &StreamKey, payload: &[u8]) -> Vec<u8> {
+    let key = stream.as_str().as_bytes();
+    let mut out = Vec::with_capacity(HEADER_BYTES + key.len() + payload.len() + CRC_BYTES);
+    out.push(header.format_version);
+    out.push(0); // flags: reserved, always zero in version 1
+    out.extend_from_slice(&header.kind.to_le_bytes());
+    // Both lengths are bounded by MAX_PAYLOAD_BYTES and MAX_STREAM_KEY_BYTES.
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&header.position.to_le_bytes());
+    out.extend_from_slice(&header.global_position.to_le_bytes());
+    out.extend_from_slice(&header.timestamp_ms.to_le_bytes());
+    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(payload);
+    let crc = crc32c::crc32c(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// One record read back from the log. It keeps the stored bytes (a cheap,
+/// reference-counted handle) and hands out views into them.
+#[derive(Clone)]
+pub struct Record {
+    bytes: sled::IVec,
+    header: Header,
+}
+
+impl Record {
+    /// Decodes and checks stored bytes: length, CRC32C, format version and
+    /// that the stream and position match the key the bytes were found under.
+    pub fn decode(
+        bytes: sled::IVec,
+        expected_stream: &str,
+        expected_position: u64,
+    ) -> Result<Self, Corruption> {
+        let header = check_envelope(&bytes)?;
+        let record = Self { bytes, header };
+        if record.stream() != expected_stream || header.position != expected_position {
+            return Err(Corruption::Misplaced {
+                found_stream: record.stream().to_owned(),
+                found_position: header.position,
+            });
+        }
+        Ok(record)
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+    pub fn kind(&self) -> u16 {
+        self.header.kind
+    }
+    pub fn position(&self) -> u64 {
+        self.header.position
+    }
+    pub fn global_position(&self) -> u64 {
+        self.header.global_position
+    }
+    pub fn timestamp_ms(&self) -> u64 {
+        self.header.timestamp_ms
+    }
+    pub fn stream(&self) -> &str {
+        let len = key_len(&self.bytes);
+        // Checked as UTF-8 by `check_envelope`.
+        std::str::from_utf8(&self.bytes[HEADER_BYTES..HEADER_BYTES + len]).unwrap_or_default()
+    }
+    pub fn payload(&self) -> &[u8] {
+        let start = HEADER_BYTES + key_len(&self.bytes);
+        &self.bytes[start..self.bytes.len() - CRC_BYTES]
+    }
+    /// The record's CRC32C as stored.
+    pub fn crc(&self) -> u32 {
+        let at = self.bytes.len() - CRC_BYTES;
+        u32::from_le_bytes([
+            self.bytes[at],
+            self.bytes[at + 1],
+            self.bytes[at + 2],
+            self.bytes[at + 3],
+        ])
+    }
+    /// Size of the stored envelope in bytes.
+    pub fn encoded_len(&self) -> usize {
+        self.bytes.len()
+    }
+    /// Decodes the payload as postcard into `T`.
+    pub fn decode_payload<'a, T: serde::Deserialize<'a>>(&'a self) -> Result<T, postcard::Error> {
+        postcard::from_bytes(self.payload())
+    }
+}
+
+impl fmt::Debug for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Record")
+            .field("stream", &self.stream())
+            .field("header", &self.header)
+            .field("payload_len", &self.payload().len())
+            .finish()
+    }
+}
+
+fn key_len(bytes: &[u8]) -> usize {
+    u16::from_le_bytes([bytes[32], bytes[33]]) as usize
+}
+
+fn read_u64(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(word)
+}
+
+/// Checks an envelope's length, checksum and version and parses its header.
+fn check_envelope(bytes: &[u8]) -> Result<Header, Corruption> {
+    if bytes.len() < HEADER_BYTES + CRC_BYTES {
+        return Err(Corruption::Truncated { len: bytes.len() });
+    }
+    let payload_len = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
+    let expected_len = HEADER_BYTES + key_len(bytes) + payload_len + CRC_BYTES;
+    if bytes.len() != expected_len {
+        return Err(Corruption::Truncated { len: bytes.len() });
+    }
+    let body = &bytes[..bytes.len() - CRC_BYTES];
+    let stored = u32::from_le_bytes([
+        bytes[body.len()],
+        bytes[body.len() + 1],
+        bytes[body.len() + 2],
+        bytes[body.len() + 3],
+    ]);
+    let computed = crc32c::crc32c(body);
+    if stored != computed {
+        return Err(Corruption::Checksum { stored, computed });
+    }
+    let format_version = bytes[0];
+    if format_version == 0 || format_version > FORMAT_VERSION {
+        return Err(Corruption::UnknownFormat { format_version });
+    }
+    if std::str::from_utf8(&bytes[HEADER_BYTES..HEADER_BYTES + key_len(bytes)]).is_err() {
+        return Err(Corruption::Misplaced {
+            found_stream: String::from("<not UTF-8>"),
+            found_position: read_u64(bytes, 8),
+        });
+    }
+    Ok(Header {
+        format_version,
+        kind: u16::from_le_bytes([bytes[2], bytes[3]]),
+        position: read_u64(bytes, 8),
+        global_position: read_u64(bytes, 16),
+        timestamp_ms: read_u64(bytes, 24),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> (Header, StreamKey, Vec<u8>) {
+        let header = Header {
+            format_version: FORMAT_VERSION,
+            kind: 7,
+            position: 3,
+            global_position: 42,
+            timestamp_ms: 1_700_000_000_000,
+        };
+        (header, StreamKey::new("studio/alice/c1").unwrap(), b"payload".to_vec())
+    }
+
+    #[test]
+    fn an_envelope_round_trips() {
+        let (header, stream, payload) = sample();
+        let bytes = encode(&header, &stream, &payload);
+        let record = Record::decode(bytes.into(), "studio/alice/c1", 3).unwrap();
+        assert_eq!(record.header(), &header);
+        assert_eq!(record.stream(), "studio/alice/c1");
+        assert_eq!(record.payload(), b"payload");
+    }
+
+    #[test]
+    fn every_truncation_and_every_flipped_bit_is_detected() {
+        let (header, stream, payload) = sample();
+        let bytes = encode(&header, &stream, &payload);
+        for len in 0..bytes.len() {
+            let cut = sled::IVec::from(&bytes[..len]);
+            assert!(Record::decode(cut, "studio/alice/c1", 3).is_err(), "cut at {len}");
+        }
+        for bit in 0..bytes.len() * 8 {
+            let mut flipped = bytes.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            assert!(
+                Record::decode(flipped.into(), "studio/alice/c1", 3).is_err(),
+                "bit {bit}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_record_under_the_wrong_key_is_refused() {
+        let (header, stream, payload) = sample();
+        let bytes = sled::IVec::from(encode(&header, &stream, &payload));
+        assert!(Record::decode(bytes.clone(), "studio/alice/c2", 3).is_err());
+        assert!(Record::decode(bytes, "studio/alice/c1", 4).is_err());
+    }
+
+    #[test]
+    fn record_keys_sort_by_stream_then_position_and_parse_back() {
+        let a = StreamKey::new("a").unwrap();
+        let ab = StreamKey::new("ab").unwrap();
+        assert!(record_key(&a, 1) < record_key(&a, 256));
+        assert!(!record_key(&ab, 0).starts_with(&stream_prefix(&a)));
+        assert_eq!(parse_record_key(&record_key(&ab, 9)), Some(("ab", 9)));
+    }
+
+    #[test]
+    fn stream_keys_are_validated() {
+        assert!(StreamKey::new("").is_err());
+        assert!(StreamKey::new("a\nb").is_err());
+        assert!(StreamKey::new("x".repeat(MAX_STREAM_KEY_BYTES + 1)).is_err());
+        assert!(StreamKey::new("x".repeat(MAX_STREAM_KEY_BYTES)).is_ok());
+    }
+}

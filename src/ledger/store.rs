@@ -1,0 +1,109 @@
+//! Opening a data directory: the LEDGERWIRE marker, format checks and the
+//! sled lock. Must never write into a directory it has not recognised as a
+//! store (or created itself, empty).
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::ledger::error::{LedgerError, Result, StoreProblem};
+
+/// Version of the store as a whole (marker file, tree names, key layout).
+/// Bumped only when a change makes old code misread a new store.
+pub const STORE_FORMAT: u32 = 1;
+
+/// Name of the marker file at the root of every store.
+pub const MARKER_FILE: &str = "LEDGERWIRE";
+
+/// Whether opening may create a new, empty store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Create the directory and the store if they do not exist (`serve`).
+    CreateIfMissing,
+    /// Only open a store that exists (`log verify`, `log dump`, `replay`).
+    MustExist,
+}
+
+fn problem(path: &Path, problem: StoreProblem) -> LedgerError {
+    LedgerError::Store {
+        path: path.to_path_buf(),
+        problem,
+    }
+}
+
+/// Checks (and if allowed creates) the store directory and opens sled in it.
+pub fn open_sled(path: &Path, mode: OpenMode) -> Result<sled::Db> {
+    prepare_directory(path, mode)?;
+    sled::Config::new()
+        .path(path)
+        .open()
+        .map_err(|error| match &error {
+            sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => {
+                problem(path, StoreProblem::Locked)
+            }
+            _ => LedgerError::Sled(error),
+        })
+}
+
+fn prepare_directory(path: &Path, mode: OpenMode) -> Result<()> {
+    if !path.exists() {
+        return match mode {
+            OpenMode::MustExist => Err(problem(path, StoreProblem::Missing)),
+            OpenMode::CreateIfMissing => {
+                fs::create_dir_all(path)?;
+                write_marker(path)
+            }
+        };
+    }
+    if !path.is_dir() {
+        return Err(problem(path, StoreProblem::NotADirectory));
+    }
+    let marker = path.join(MARKER_FILE);
+    if marker.exists() {
+        return check_marker(path, &marker);
+    }
+    let empty = fs::read_dir(path)?.next().is_none();
+    match (empty, mode) {
+        (true, OpenMode::CreateIfMissing) => write_marker(path),
+        (true, OpenMode::MustExist) => Err(problem(path, StoreProblem::Missing)),
+        (false, _) => Err(problem(path, StoreProblem::Foreign)),
+    }
+}
+
+fn marker_text() -> String {
+    format!("ledgerwire store\nformat = {STORE_FORMAT}\n")
+}
+
+fn write_marker(path: &Path) -> Result<()> {
+    let marker: PathBuf = path.join(MARKER_FILE);
+    let mut file = fs::File::create(&marker)?;
+    file.write_all(marker_text().as_bytes())?;
+    file.sync_all()?;
+    Ok(())
+}
+
+fn check_marker(path: &Path, marker: &Path) -> Result<()> {
+    let text = fs::read_to_string(marker)
+        .map_err(|e| problem(path, StoreProblem::BadMarker(e.to_string())))?;
+    let mut lines = text.lines();
+    if lines.next() != Some("ledgerwire store") {
+        return Err(problem(
+            path,
+            StoreProblem::BadMarker("first line is not `ledgerwire store`".into()),
+        ));
+    }
+    let format = lines
+        .find_map(|line| line.strip_prefix("format = "))
+        .and_then(|value| value.trim().parse::<u32>().ok())
+        .ok_or_else(|| problem(path, StoreProblem::BadMarker("no `format = N` line".into())))?;
+    if format > STORE_FORMAT {
+        return Err(problem(
+            path,
+            StoreProblem::NewerFormat {
+                found: format,
+                supported: STORE_FORMAT,
+            },
+        ));
+    }
+    Ok(())
+}

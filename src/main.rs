@@ -1,0 +1,151 @@
+//! The `ledgerwire` binary: parses the command line and runs the server or
+//! an operator command. Errors are printed as one line; the exit code is 2
+//! for an unusable store or bad arguments and 1 for a failed verification.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use ledgerwire::ledger::Durability;
+use ledgerwire::server::{BoundServer, DEFAULT_ADDR, DEFAULT_DATA_DIR, ServerConfig};
+use ledgerwire::tools::{self, ProbeConfig, ToolError};
+
+#[derive(Parser)]
+#[command(name = "ledgerwire", version, about = "Studio and Statewire server on a durable log")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, default_value = DEFAULT_ADDR)]
+        addr: SocketAddr,
+        /// Data directory (created if missing).
+        #[arg(long, default_value = DEFAULT_DATA_DIR)]
+        data: PathBuf,
+    },
+    /// Inspect a store.
+    #[command(subcommand)]
+    Log(LogCommand),
+}
+
+#[derive(Subcommand)]
+enum LogCommand {
+    /// Check every record's checksum, each stream's continuity and the global order.
+    Verify {
+        #[arg(long, default_value = DEFAULT_DATA_DIR)]
+        data: PathBuf,
+    },
+    /// Print records as JSON lines (payload decoded).
+    Dump {
+        #[arg(long, default_value = DEFAULT_DATA_DIR)]
+        data: PathBuf,
+        /// Only this stream (from position --from); otherwise every stream
+        /// in global order (from global position --from).
+        #[arg(long)]
+        stream: Option<String>,
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+    },
+    /// Print record counts, bytes and streams.
+    Stats {
+        #[arg(long, default_value = DEFAULT_DATA_DIR)]
+        data: PathBuf,
+    },
+    /// Append diagnostic records and print each acknowledged position
+    /// (crash tests, benchmarks).
+    Probe {
+        #[arg(long, default_value = DEFAULT_DATA_DIR)]
+        data: PathBuf,
+        #[arg(long, default_value_t = 1)]
+        writers: u32,
+        #[arg(long, default_value_t = 1000)]
+        count: u64,
+        #[arg(long, default_value_t = 300)]
+        filler_bytes: usize,
+        /// Acknowledge before the records are on disk.
+        #[arg(long)]
+        buffered: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("ledgerwire: {error}");
+            match error {
+                ToolError::Problems(_) => ExitCode::from(1),
+                _ => ExitCode::from(2),
+            }
+        }
+    }
+}
+
+fn run(command: Command) -> Result<(), ToolError> {
+    let mut out = std::io::stdout().lock();
+    match command {
+        Command::Serve { addr, data } => serve(ServerConfig {
+            addr,
+            data_dir: data,
+        }),
+        Command::Log(LogCommand::Verify { data }) => tools::verify(&data, &mut out).map(drop),
+        Command::Log(LogCommand::Dump { data, stream, from }) => {
+            tools::dump(&data, stream.as_deref(), from, &mut out)
+        }
+        Command::Log(LogCommand::Stats { data }) => tools::stats(&data, &mut out),
+        Command::Log(LogCommand::Probe {
+            data,
+            writers,
+            count,
+            filler_bytes,
+            buffered,
+        }) => {
+            drop(out);
+            let durability = if buffered {
+                Durability::Buffered
+            } else {
+                Durability::Durable
+            };
+            tools::probe(
+                &data,
+                &ProbeConfig {
+                    writers,
+                    count,
+                    filler_bytes,
+                    durability,
+                },
+            )
+        }
+    }
+}
+
+fn serve(config: ServerConfig) -> Result<(), ToolError> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let server = BoundServer::bind(&config)
+            .await
+            .map_err(|error| ToolError::Serve(error.to_string()))?;
+        let addr = server.local_addr().map_err(|e| ToolError::Serve(e.to_string()))?;
+        tracing::info!(%addr, "listening");
+        server
+            .run(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+            .map_err(|error| ToolError::Serve(error.to_string()))
+    })
+}

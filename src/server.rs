@@ -1,0 +1,114 @@
+//! The HTTP server: binds the address, opens the ledger and mounts the
+//! routes. Owns process-level wiring only; protocol logic lives in the
+//! modules behind each route. Must never: hold state that is not a fold of
+//! the ledger.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use axum::{Json, Router, extract::State, routing::get};
+use serde_json::json;
+use tokio::net::TcpListener;
+
+use crate::ledger::{Ledger, LedgerError, OpenMode};
+
+/// Default address of `ledgerwire serve`.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
+
+/// Default data directory of `ledgerwire serve`.
+pub const DEFAULT_DATA_DIR: &str = "./ledgerwire-data";
+
+/// What `serve` needs to start.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+}
+
+/// Errors that stop the server from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error("cannot listen on {addr}: {source}; choose another --addr")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("server error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+#[derive(Clone)]
+struct AppState {
+    ledger: Ledger,
+}
+
+/// The application's routes over an open ledger.
+pub fn router(ledger: Ledger) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .with_state(AppState { ledger })
+}
+
+async fn healthz(State(state): State<AppState>) -> Json<serde_json::Value> {
+    let corrupt = state.ledger.corrupt_streams();
+    Json(json!({ "status": "ok", "corrupt_streams": corrupt.len() }))
+}
+
+/// A server bound to its address, ready to run.
+pub struct BoundServer {
+    listener: TcpListener,
+    router: Router,
+    pub ledger: Ledger,
+}
+
+impl BoundServer {
+    /// Opens the store (creating it if missing) and binds the address.
+    pub async fn bind(config: &ServerConfig) -> Result<Self, ServeError> {
+        let (ledger, report) = Ledger::open(&config.data_dir, OpenMode::CreateIfMissing)?;
+        for problem in &report.problems {
+            tracing::error!(
+                stream = problem.stream.as_deref().unwrap_or("?"),
+                position = problem.position,
+                problem = %problem.problem,
+                "corrupt record: the stream will be refused"
+            );
+        }
+        tracing::info!(
+            records = report.records,
+            streams = report.streams,
+            path = %config.data_dir.display(),
+            "ledger open"
+        );
+        Self::bind_with(config.addr, ledger).await
+    }
+
+    /// Binds `addr` serving an already open ledger (several servers may
+    /// share one ledger in one process).
+    pub async fn bind_with(addr: SocketAddr, ledger: Ledger) -> Result<Self, ServeError> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Bind { addr, source })?;
+        Ok(Self {
+            listener,
+            router: router(ledger.clone()),
+            ledger,
+        })
+    }
+
+    pub fn local_addr(&self) -> Result<SocketAddr, ServeError> {
+        Ok(self.listener.local_addr()?)
+    }
+
+    /// Serves until `shutdown` resolves.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServeError> {
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown)
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,205 @@
+//! The operator commands behind `ledgerwire log …`: verify, dump, stats and
+//! probe. Each writes plain text or JSON lines to the writer it is given,
+//! so tests run them without a process.
+//! Must never: repair or rewrite a store; they read it (probe only appends).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::ledger::kinds::{self, Probe, RecordKind};
+use crate::ledger::{
+    Durability, ExpectedPosition, Ledger, LedgerError, OpenMode, Payload, Record, StreamKey,
+    VerifyReport,
+};
+
+/// Errors of the operator commands.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error("cannot write output: {0}")]
+    Output(#[from] std::io::Error),
+    #[error("the store has {0} problem(s); see the lines above")]
+    Problems(usize),
+    #[error("{0}")]
+    Serve(String),
+}
+
+/// Opens an existing store for reading.
+fn open_existing(data: &Path) -> Result<(Ledger, VerifyReport), ToolError> {
+    Ok(Ledger::open(data, OpenMode::MustExist)?)
+}
+
+/// Prints the integrity report; fails if the store has any problem.
+pub fn verify(data: &Path, out: &mut impl Write) -> Result<VerifyReport, ToolError> {
+    let (_ledger, report) = open_existing(data)?;
+    for problem in &report.problems {
+        writeln!(
+            out,
+            "CORRUPT stream={} position={}: {}",
+            problem.stream.as_deref().unwrap_or("?"),
+            problem
+                .position
+                .map_or_else(|| String::from("?"), |p| p.to_string()),
+            problem.problem
+        )?;
+    }
+    writeln!(
+        out,
+        "{}: {} records in {} streams, {} bytes, next global position {}",
+        if report.is_clean() { "ok" } else { "FAILED" },
+        report.records,
+        report.streams,
+        report.bytes,
+        report.next_global
+    )?;
+    if report.is_clean() {
+        Ok(report)
+    } else {
+        Err(ToolError::Problems(report.problems.len()))
+    }
+}
+
+/// One record as a JSON line.
+fn record_json(record: &Record) -> serde_json::Value {
+    let kind_name = RecordKind::from_code(record.kind()).map(RecordKind::name);
+    let mut line = json!({
+        "global_position": record.global_position(),
+        "stream": record.stream(),
+        "position": record.position(),
+        "timestamp_ms": record.timestamp_ms(),
+        "format_version": record.header().format_version,
+        "kind": record.kind(),
+        "kind_name": kind_name,
+        "crc32c": format!("{:08x}", record.crc()),
+    });
+    match kinds::payload_json(record) {
+        Ok(payload) => line["payload"] = payload,
+        Err(error) => line["payload_error"] = json!(error.to_string()),
+    }
+    line
+}
+
+/// Prints records as JSON lines: one stream from `from`, or every stream in
+/// global order from global position `from`.
+pub fn dump(
+    data: &Path,
+    stream: Option<&str>,
+    from: u64,
+    out: &mut impl Write,
+) -> Result<(), ToolError> {
+    let (ledger, _report) = open_existing(data)?;
+    if let Some(stream) = stream {
+        let stream = StreamKey::new(stream)?;
+        for record in ledger.read(&stream, from)? {
+            writeln!(out, "{}", record_json(&record?))?;
+        }
+        return Ok(());
+    }
+    let mut records = Vec::new();
+    for stream in ledger.streams() {
+        for record in ledger.read(&stream?, 0)? {
+            let record = record?;
+            if record.global_position() >= from {
+                records.push(record);
+            }
+        }
+    }
+    records.sort_by_key(Record::global_position);
+    for record in &records {
+        writeln!(out, "{}", record_json(record))?;
+    }
+    Ok(())
+}
+
+/// Prints record counts, bytes, streams and counts per kind.
+pub fn stats(data: &Path, out: &mut impl Write) -> Result<(), ToolError> {
+    let (ledger, report) = open_existing(data)?;
+    let mut per_kind: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for stream in ledger.streams() {
+        let stream = stream?;
+        let Ok(reader) = ledger.read(&stream, 0) else {
+            continue; // corrupt streams are counted by the report below
+        };
+        for record in reader.flatten() {
+            let name = RecordKind::from_code(record.kind())
+                .map_or_else(|| format!("unknown-{}", record.kind()), |k| k.name().to_owned());
+            let entry = per_kind.entry(name).or_default();
+            entry.0 += 1;
+            entry.1 += record.encoded_len() as u64;
+        }
+    }
+    writeln!(out, "records          {}", report.records)?;
+    writeln!(out, "bytes            {}", report.bytes)?;
+    writeln!(out, "streams          {}", report.streams)?;
+    writeln!(out, "next global      {}", report.next_global)?;
+    writeln!(out, "corrupt streams  {}", report.corrupt_streams().len())?;
+    for (kind, (count, bytes)) in per_kind {
+        writeln!(out, "kind {kind:<11} {count} records, {bytes} bytes")?;
+    }
+    Ok(())
+}
+
+/// Settings of `ledgerwire log probe`.
+#[derive(Clone, Debug)]
+pub struct ProbeConfig {
+    /// Concurrent writers; writer `w` appends to stream `probe/<w>`.
+    pub writers: u32,
+    /// Records per writer.
+    pub count: u64,
+    /// Filler bytes per record.
+    pub filler_bytes: usize,
+    pub durability: Durability,
+}
+
+/// Most concurrent probe writers.
+pub const MAX_PROBE_WRITERS: u32 = 256;
+
+/// Appends probe records, one at a time per writer, printing
+/// `ack <writer> <position>` after each acknowledged append. Writers
+/// continue the streams where earlier runs left them.
+pub fn probe(data: &Path, config: &ProbeConfig) -> Result<(), ToolError> {
+    let (ledger, _report) = Ledger::open(data, OpenMode::CreateIfMissing)?;
+    let writers = config.writers.clamp(1, MAX_PROBE_WRITERS);
+    let stdout = std::sync::Mutex::new(std::io::stdout());
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..writers)
+            .map(|writer| {
+                let (ledger, stdout) = (&ledger, &stdout);
+                scope.spawn(move || probe_writer(ledger, writer, config, stdout))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| handle.join().unwrap_or(Ok(())))
+            .collect::<Result<Vec<()>, ToolError>>()
+    })?;
+    Ok(())
+}
+
+fn probe_writer(
+    ledger: &Ledger,
+    writer: u32,
+    config: &ProbeConfig,
+    stdout: &std::sync::Mutex<std::io::Stdout>,
+) -> Result<(), ToolError> {
+    let stream = StreamKey::new(format!("probe/{writer}"))?;
+    let mut position = ledger.head(&stream)?;
+    for _ in 0..config.count {
+        let record = Probe::new(writer, position, config.filler_bytes).to_record();
+        let outcome = ledger.append_blocking(
+            &stream,
+            ExpectedPosition::Exactly(position),
+            vec![record],
+            config.durability,
+        )?;
+        let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
+        writeln!(out, "ack {writer} {}", outcome.first_position)?;
+        out.flush()?;
+        position = outcome.next_position;
+    }
+    Ok(())
+}

@@ -1,0 +1,4 @@
+//! The one integration-test crate (it links once). Each module tests one
+//! area through the public API or against the real binary and server.
+
+mod support;
