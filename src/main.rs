@@ -12,7 +12,11 @@ use ledgerwire::server::{BoundServer, DEFAULT_ADDR, DEFAULT_DATA_DIR, ServerConf
 use ledgerwire::tools::{self, ProbeConfig, ToolError};
 
 #[derive(Parser)]
-#[command(name = "ledgerwire", version, about = "Studio and Statewire server on a durable log")]
+#[command(
+    name = "ledgerwire",
+    version,
+    about = "Studio and Statewire server on a durable log"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -139,7 +143,9 @@ fn serve(config: ServerConfig) -> Result<(), ToolError> {
         let server = BoundServer::bind(&config)
             .await
             .map_err(|error| ToolError::Serve(error.to_string()))?;
-        let addr = server.local_addr().map_err(|e| ToolError::Serve(e.to_string()))?;
+        let addr = server
+            .local_addr()
+            .map_err(|e| ToolError::Serve(e.to_string()))?;
         tracing::info!(%addr, "listening");
         server
             .run(async {

@@ -5,8 +5,9 @@
 //! number is never reused and its payload type never changes once a build
 //! wrote it. A new shape is a new kind; old kinds stay decodable forever.
 
-use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use serde::{Serialize, de::DeserializeOwned};
 
+use crate::ledger::probe::Probe;
 use crate::ledger::record::{NewRecord, Record};
 
 /// Every record kind this build knows.
@@ -55,36 +56,6 @@ pub trait Payload: Serialize + DeserializeOwned {
     }
 }
 
-/// A diagnostic record: writer `writer`'s `n`-th record, padded with
-/// `filler`, whose bytes are a function of (writer, n) so a reader can
-/// check them.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Probe {
-    pub writer: u32,
-    pub n: u64,
-    pub filler: Vec<u8>,
-}
-
-impl Payload for Probe {
-    const KIND: RecordKind = RecordKind::Probe;
-}
-
-impl Probe {
-    /// The probe record `n` of `writer` with `filler_len` bytes of filler.
-    pub fn new(writer: u32, n: u64, filler_len: usize) -> Self {
-        let seed = (writer as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ n;
-        let filler = (0..filler_len)
-            .map(|i| (seed.wrapping_add(i as u64).wrapping_mul(31) >> 3) as u8)
-            .collect();
-        Self { writer, n, filler }
-    }
-
-    /// Whether the filler is the one [`Probe::new`] makes.
-    pub fn is_intact(&self) -> bool {
-        *self == Self::new(self.writer, self.n, self.filler.len())
-    }
-}
-
 /// Why a payload could not be shown as JSON.
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
@@ -99,7 +70,8 @@ pub enum DecodeError {
 
 /// Decodes a record's payload into JSON, by kind.
 pub fn payload_json(record: &Record) -> Result<serde_json::Value, DecodeError> {
-    let kind = RecordKind::from_code(record.kind()).ok_or(DecodeError::UnknownKind(record.kind()))?;
+    let kind =
+        RecordKind::from_code(record.kind()).ok_or(DecodeError::UnknownKind(record.kind()))?;
     let to_json = |error| DecodeError::Payload {
         kind: kind.name(),
         error,

@@ -1,4 +1,8 @@
 //! The one integration-test crate (it links once). Each module tests one
 //! area through the public API or against the real binary and server.
 
+mod crash;
+mod golden;
+mod ledger;
+mod server;
 mod support;

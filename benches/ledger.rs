@@ -1,0 +1,219 @@
+//! Ledger benchmarks, each against a baseline measured in the same run:
+//! (a) one writer, durable appends of 300-byte records, against a raw
+//!     `write` + `fdatasync` loop on the same disk;
+//! (b) 64 concurrent durable writers (group commit);
+//! (c) fold throughput over a 1M-record stream;
+//! (d) cold open + fold of a 1M-record store, with and without snapshots.
+//! Stores live under Cargo's target tmpdir, on the disk the data would use.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use ledgerwire::ledger::probe::{Probe, ProbeFold};
+use ledgerwire::ledger::{
+    Durability, ExpectedPosition, Fold, FoldCache, FoldError, Ledger, OpenMode, Payload, Record,
+    StreamKey,
+};
+
+const FILLER_BYTES: usize = 300;
+const BIG_STREAM_RECORDS: u64 = 1_000_000;
+const CONCURRENT_WRITERS: u64 = 64;
+
+/// The cheapest fold: it measures the ledger's read-check-apply path, not
+/// payload decoding (which `ProbeFold` adds).
+struct CountFold;
+
+impl Fold for CountFold {
+    type State = (u64, u64);
+    const NAME: &'static str = "bench-count";
+    const VERSION: u32 = 1;
+
+    fn apply(state: &mut (u64, u64), record: &Record) -> Result<(), FoldError> {
+        state.0 += 1;
+        state.1 += record.payload().len() as u64;
+        Ok(())
+    }
+}
+
+fn scratch_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch directory")
+}
+
+fn open(path: &Path) -> Ledger {
+    Ledger::open(path, OpenMode::CreateIfMissing)
+        .expect("open ledger")
+        .0
+}
+
+fn stream(name: &str) -> StreamKey {
+    StreamKey::new(name).expect("stream key")
+}
+
+fn durable_one_writer(c: &mut Criterion) {
+    let mut group = c.benchmark_group("a_durable_append_one_writer");
+    group.throughput(Throughput::Elements(1));
+    group.measurement_time(Duration::from_secs(8));
+
+    let raw_dir = scratch_dir();
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(raw_dir.path().join("raw.log"))
+        .expect("raw file");
+    // The same number of bytes a ledger record of this size occupies.
+    let envelope_len = Probe::new(0, 0, FILLER_BYTES).to_record().payload.len() + 34 + 9 + 4;
+    let bytes = vec![7u8; envelope_len];
+    group.bench_function("raw_write_fdatasync", |b| {
+        b.iter(|| {
+            file.write_all(&bytes).expect("write");
+            file.sync_data().expect("fdatasync");
+        })
+    });
+
+    let dir = scratch_dir();
+    let ledger = open(dir.path());
+    let key = stream("bench/one");
+    let mut position = 0;
+    group.bench_function("ledger_durable_append", |b| {
+        b.iter(|| {
+            let record = Probe::new(0, position, FILLER_BYTES).to_record();
+            let outcome = ledger
+                .append_blocking(
+                    &key,
+                    ExpectedPosition::Exactly(position),
+                    vec![record],
+                    Durability::Durable,
+                )
+                .expect("append");
+            position = outcome.next_position;
+        })
+    });
+    group.finish();
+}
+
+fn durable_many_writers(c: &mut Criterion) {
+    let mut group = c.benchmark_group("b_durable_append_64_writers");
+    group.throughput(Throughput::Elements(1));
+    group.measurement_time(Duration::from_secs(8));
+    let dir = scratch_dir();
+    let ledger = open(dir.path());
+    let keys: Vec<StreamKey> = (0..CONCURRENT_WRITERS)
+        .map(|w| stream(&format!("bench/w{w}")))
+        .collect();
+    group.bench_function("ledger_durable_append", |b| {
+        b.iter_custom(|iters| {
+            let per_writer = iters.div_ceil(CONCURRENT_WRITERS);
+            let start = Instant::now();
+            std::thread::scope(|scope| {
+                for (writer, key) in keys.iter().enumerate() {
+                    let ledger = &ledger;
+                    scope.spawn(move || {
+                        for _ in 0..per_writer {
+                            let record = Probe::new(writer as u32, 0, FILLER_BYTES).to_record();
+                            ledger
+                                .append_blocking(
+                                    key,
+                                    ExpectedPosition::Any,
+                                    vec![record],
+                                    Durability::Durable,
+                                )
+                                .expect("append");
+                        }
+                    });
+                }
+            });
+            // Report time per record actually written.
+            start
+                .elapsed()
+                .mul_f64(iters as f64 / (per_writer * CONCURRENT_WRITERS) as f64)
+        })
+    });
+    group.finish();
+}
+
+/// Fills one stream with `records` probe records, buffered in batches.
+fn fill(ledger: &Ledger, key: &StreamKey, records: u64) {
+    let mut position = ledger.head(key).expect("head");
+    while position < records {
+        let batch: Vec<_> = (position..(position + 1000).min(records))
+            .map(|n| Probe::new(0, n, FILLER_BYTES).to_record())
+            .collect();
+        let outcome = ledger
+            .append_blocking(
+                key,
+                ExpectedPosition::Exactly(position),
+                batch,
+                Durability::Buffered,
+            )
+            .expect("fill");
+        position = outcome.next_position;
+    }
+    ledger.flush_blocking().expect("flush");
+}
+
+fn fold_and_cold_open(c: &mut Criterion) {
+    let dir = scratch_dir();
+    let key = stream("bench/big");
+    {
+        let ledger = open(dir.path());
+        fill(&ledger, &key, BIG_STREAM_RECORDS);
+        let mut group = c.benchmark_group("c_fold_1m_records");
+        group.throughput(Throughput::Elements(BIG_STREAM_RECORDS));
+        group.sample_size(10);
+        group.bench_function("count_fold", |b| {
+            b.iter(|| {
+                let folded = ledger.fold::<CountFold>(&key).expect("fold");
+                assert_eq!(folded.state.0, BIG_STREAM_RECORDS);
+            })
+        });
+        group.bench_function("probe_fold_decoding_payloads", |b| {
+            b.iter(|| {
+                let folded = ledger.fold::<ProbeFold>(&key).expect("fold");
+                assert_eq!(folded.state.records, BIG_STREAM_RECORDS);
+            })
+        });
+        group.finish();
+        ledger.drop_snapshots().expect("drop snapshots");
+    }
+
+    let mut group = c.benchmark_group("d_cold_open_and_fold_1m_records");
+    group.sample_size(10);
+    group.bench_function("without_snapshots", |b| {
+        b.iter(|| {
+            let ledger = open(dir.path());
+            let cache = FoldCache::<ProbeFold>::with_limits(ledger, 0, 16);
+            assert_eq!(
+                cache.state(&key).expect("state").position,
+                BIG_STREAM_RECORDS
+            );
+        })
+    });
+    {
+        // Write the snapshot once, then time opens that use it.
+        let cache = FoldCache::<ProbeFold>::new(open(dir.path()));
+        cache.state(&key).expect("state");
+    }
+    group.bench_function("with_snapshots", |b| {
+        b.iter(|| {
+            let ledger = open(dir.path());
+            let cache = FoldCache::<ProbeFold>::new(ledger);
+            assert_eq!(
+                cache.state(&key).expect("state").position,
+                BIG_STREAM_RECORDS
+            );
+        })
+    });
+    group.bench_function("open_only", |b| b.iter(|| open(dir.path())));
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    durable_one_writer,
+    durable_many_writers,
+    fold_and_cold_open
+);
+criterion_main!(benches);

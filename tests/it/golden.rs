@@ -1,0 +1,112 @@
+//! The golden log: a store written by format version 1, committed under
+//! log-format/golden/v1/. Every later build must open it cleanly, fold it to
+//! the committed state and dump it to the committed JSON lines.
+//!
+//! The files are written once, when a format version is introduced, by
+//! running this test with LEDGERWIRE_WRITE_GOLDEN=1 and the directory absent.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use ledgerwire::ledger::probe::{Probe, ProbeFold, ProbeTally};
+use ledgerwire::ledger::{Durability, ExpectedPosition, Ledger, OpenMode, Payload};
+
+use crate::support::{scratch, stream};
+
+const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/log-format/golden/v1");
+
+/// The streams of the golden log and their records: (writer, filler bytes).
+fn golden_streams() -> Vec<(&'static str, Vec<(u32, usize)>)> {
+    vec![
+        (
+            "golden/alpha",
+            vec![(1, 300), (1, 300), (1, 0), (1, 17), (1, 300)],
+        ),
+        ("golden/beta", vec![(2, 0), (2, 1), (3, 2)]),
+        ("golden/γ unicode key", vec![(4, 1000), (4, 64)]),
+    ]
+}
+
+fn write_golden(dir: &Path) {
+    let (ledger, _) = Ledger::open(dir.join("store"), OpenMode::CreateIfMissing).unwrap();
+    // Interleave the streams so global positions interleave too.
+    let streams = golden_streams();
+    let longest = streams.iter().map(|(_, r)| r.len()).max().unwrap_or(0);
+    for n in 0..longest {
+        for (name, records) in &streams {
+            if let Some(&(writer, filler)) = records.get(n) {
+                let record = Probe::new(writer, n as u64, filler).to_record();
+                ledger
+                    .append_blocking(
+                        &stream(name),
+                        ExpectedPosition::Exactly(n as u64),
+                        vec![record],
+                        Durability::Durable,
+                    )
+                    .unwrap();
+            }
+        }
+    }
+    let states: BTreeMap<&str, ProbeTally> = streams
+        .iter()
+        .map(|(name, _)| {
+            (
+                *name,
+                ledger.fold::<ProbeFold>(&stream(name)).unwrap().state,
+            )
+        })
+        .collect();
+    drop(ledger);
+    let states = serde_json::to_string_pretty(&states).unwrap();
+    std::fs::write(dir.join("expected-state.json"), states + "\n").unwrap();
+    let mut dump = Vec::new();
+    ledgerwire::tools::dump(&dir.join("store"), None, 0, &mut dump).unwrap();
+    std::fs::write(dir.join("expected-dump.jsonl"), dump).unwrap();
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_v1_golden_log_reads_and_folds_to_its_committed_state() {
+    let golden = Path::new(GOLDEN);
+    if !golden.join("store").exists() {
+        assert!(
+            std::env::var_os("LEDGERWIRE_WRITE_GOLDEN").is_some(),
+            "{GOLDEN}/store is missing; it is committed and must not be regenerated for an existing format version"
+        );
+        write_golden(golden);
+    }
+    // sled may write while opening, so work on a copy.
+    let scratch = scratch();
+    copy_dir(&golden.join("store"), scratch.path());
+    let (ledger, report) = Ledger::open(scratch.path(), OpenMode::MustExist).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(report.records, 10);
+    assert_eq!(report.streams, 3);
+
+    let expected: BTreeMap<String, ProbeTally> =
+        serde_json::from_str(&std::fs::read_to_string(golden.join("expected-state.json")).unwrap())
+            .unwrap();
+    assert_eq!(expected.len(), 3);
+    for (name, state) in &expected {
+        let folded = ledger.fold::<ProbeFold>(&stream(name)).unwrap();
+        assert_eq!(&folded.state, state, "stream {name}");
+    }
+    drop(ledger);
+
+    let mut dump = Vec::new();
+    ledgerwire::tools::dump(scratch.path(), None, 0, &mut dump).unwrap();
+    let expected_dump = std::fs::read_to_string(golden.join("expected-dump.jsonl")).unwrap();
+    assert_eq!(String::from_utf8(dump).unwrap(), expected_dump);
+}

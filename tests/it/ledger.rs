@@ -1,0 +1,594 @@
+//! The ledger through its public API: appends, conflicts, reads, tails,
+//! reopen, folds and snapshots, corruption and bad store directories.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures_util::StreamExt;
+use ledgerwire::ledger::probe::{Probe, ProbeFold};
+use ledgerwire::ledger::record::record_key;
+use ledgerwire::ledger::{
+    Corruption, Durability, ExpectedPosition, FoldCache, Ledger, LedgerError, OpenMode, Payload,
+    StoreProblem,
+};
+
+use crate::support::{binary, open, scratch, stream};
+
+fn probe(n: u64) -> ledgerwire::ledger::NewRecord {
+    Probe::new(0, n, 16).to_record()
+}
+
+#[tokio::test]
+async fn appends_read_back_in_order_with_positions_and_global_order() {
+    let dir = scratch();
+    let (ledger, _) = open(dir.path());
+    let (a, b) = (stream("t/a"), stream("t/b"));
+    let first = ledger
+        .append(
+            &a,
+            ExpectedPosition::Exactly(0),
+            vec![probe(0), probe(1)],
+            Durability::Durable,
+        )
+        .await
+        .unwrap();
+    assert_eq!((first.first_position, first.next_position), (0, 2));
+    let other = ledger
+        .append(
+            &b,
+            ExpectedPosition::Any,
+            vec![probe(0)],
+            Durability::Buffered,
+        )
+        .await
+        .unwrap();
+    assert_eq!(other.first_global_position, 2);
+    let records: Vec<_> = ledger.read(&a, 0).unwrap().map(Result::unwrap).collect();
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[1].position(), 1);
+    assert_eq!(records[1].global_position(), 1);
+    assert_eq!(
+        Probe::from_record(&records[1]).unwrap().unwrap(),
+        Probe::new(0, 1, 16)
+    );
+    let from_one: Vec<_> = ledger
+        .read(&a, 1)
+        .unwrap()
+        .map(|r| r.unwrap().position())
+        .collect();
+    assert_eq!(from_one, vec![1]);
+    assert_eq!(ledger.head(&a).unwrap(), 2);
+    assert_eq!(ledger.head(&stream("t/none")).unwrap(), 0);
+}
+
+#[tokio::test]
+async fn a_stale_expected_position_is_a_typed_conflict_and_writes_nothing() {
+    let dir = scratch();
+    let (ledger, _) = open(dir.path());
+    let key = stream("t/conflict");
+    ledger
+        .append(
+            &key,
+            ExpectedPosition::Exactly(0),
+            vec![probe(0)],
+            Durability::Durable,
+        )
+        .await
+        .unwrap();
+    let error = ledger
+        .append(
+            &key,
+            ExpectedPosition::Exactly(0),
+            vec![probe(0)],
+            Durability::Durable,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            LedgerError::Conflict {
+                expected: 0,
+                actual: 1,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert_eq!(ledger.head(&key).unwrap(), 1);
+}
+
+#[test]
+fn racing_writers_never_both_extend_the_same_position() {
+    let dir = scratch();
+    let (ledger, _) = open(dir.path());
+    let key = stream("t/race");
+    let winners = Arc::new(AtomicUsize::new(0));
+    // 16 writers race for each of 20 positions; exactly one wins each.
+    for position in 0..20 {
+        std::thread::scope(|scope| {
+            for writer in 0..16 {
+                let (ledger, key, winners) = (&ledger, &key, winners.clone());
+                scope.spawn(move || {
+                    let record = Probe::new(writer, position, 8).to_record();
+                    match ledger.append_blocking(
+                        key,
+                        ExpectedPosition::Exactly(position),
+                        vec![record],
+                        Durability::Buffered,
+                    ) {
+                        Ok(_) => {
+                            winners.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Err(LedgerError::Conflict { .. }) => {}
+                        Err(other) => panic!("unexpected error: {other}"),
+                    }
+                });
+            }
+        });
+        assert_eq!(winners.swap(0, Ordering::SeqCst), 1, "position {position}");
+    }
+    assert_eq!(ledger.head(&key).unwrap(), 20);
+    assert!(ledger.verify().unwrap().is_clean());
+}
+
+#[tokio::test]
+async fn appends_out_of_bounds_are_refused_before_the_writer() {
+    let dir = scratch();
+    let (ledger, _) = open(dir.path());
+    let key = stream("t/bounds");
+    let empty = ledger
+        .append(&key, ExpectedPosition::Any, vec![], Durability::Buffered)
+        .await;
+    assert!(matches!(empty, Err(LedgerError::BatchSize { len: 0, .. })));
+    let huge = ledgerwire::ledger::NewRecord {
+        kind: 1,
+        payload: vec![0; ledgerwire::ledger::record::MAX_PAYLOAD_BYTES + 1],
+    };
+    let huge = ledger
+        .append(
+            &key,
+            ExpectedPosition::Any,
+            vec![huge],
+            Durability::Buffered,
+        )
+        .await;
+    assert!(matches!(huge, Err(LedgerError::PayloadTooLarge { .. })));
+    assert!(ledgerwire::ledger::StreamKey::new("").is_err());
+    assert_eq!(ledger.head(&key).unwrap(), 0);
+}
+
+#[tokio::test]
+async fn a_tail_yields_old_records_then_waits_for_new_ones() {
+    let dir = scratch();
+    let (ledger, _) = open(dir.path());
+    let key = stream("t/tail");
+    ledger
+        .append(
+            &key,
+            ExpectedPosition::Any,
+            vec![probe(0)],
+            Durability::Buffered,
+        )
+        .await
+        .unwrap();
+    let mut tail = Box::pin(ledger.tail(&key, 0));
+    assert_eq!(tail.next().await.unwrap().unwrap().position(), 0);
+    // Nothing more yet: the next item arrives only after an append.
+    let writer = {
+        let (ledger, key) = (ledger.clone(), key.clone());
+        tokio::spawn(async move {
+            for n in 1..=3 {
+                ledger
+                    .append(
+                        &key,
+                        ExpectedPosition::Any,
+                        vec![probe(n)],
+                        Durability::Durable,
+                    )
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    for expected in 1..=3 {
+        assert_eq!(tail.next().await.unwrap().unwrap().position(), expected);
+    }
+    writer.await.unwrap();
+}
+
+#[test]
+fn a_reopened_store_keeps_every_record_and_continues_global_positions() {
+    let dir = scratch();
+    let key = stream("t/reopen");
+    {
+        let (ledger, _) = open(dir.path());
+        ledger
+            .append_blocking(
+                &key,
+                ExpectedPosition::Any,
+                vec![probe(0), probe(1)],
+                Durability::Buffered,
+            )
+            .unwrap();
+        // Buffered records become durable with the next flush.
+        ledger.flush_blocking().unwrap();
+    }
+    let (ledger, report) = open(dir.path());
+    assert!(report.is_clean());
+    assert_eq!(
+        (report.records, report.streams, report.next_global),
+        (2, 1, 2)
+    );
+    let outcome = ledger
+        .append_blocking(
+            &key,
+            ExpectedPosition::Exactly(2),
+            vec![probe(2)],
+            Durability::Durable,
+        )
+        .unwrap();
+    assert_eq!(outcome.first_global_position, 2);
+}
+
+#[test]
+fn cached_and_snapshotted_folds_equal_a_fold_from_zero() {
+    let dir = scratch();
+    let key = stream("t/fold");
+    let (ledger, _) = open(dir.path());
+    for n in 0..50 {
+        ledger
+            .append_blocking(
+                &key,
+                ExpectedPosition::Exactly(n),
+                vec![probe(n)],
+                Durability::Buffered,
+            )
+            .unwrap();
+    }
+    let from_zero = ledger.fold::<ProbeFold>(&key).unwrap();
+    assert_eq!(from_zero.state.records, 50);
+    assert_eq!(from_zero.state.damaged, 0);
+
+    // A cache snapshotting every 8 records.
+    let cache = FoldCache::<ProbeFold>::with_limits(ledger.clone(), 8, 4);
+    assert_eq!(cache.state(&key).unwrap().state, from_zero.state);
+    // New records after the snapshot are folded on top of it.
+    ledger
+        .append_blocking(
+            &key,
+            ExpectedPosition::Exactly(50),
+            vec![probe(50)],
+            Durability::Buffered,
+        )
+        .unwrap();
+    cache.clear();
+    let resumed = cache.state(&key).unwrap();
+    assert_eq!(resumed.position, 51);
+    assert_eq!(resumed.state, ledger.fold::<ProbeFold>(&key).unwrap().state);
+    // Snapshots may go at any time without changing the result.
+    ledger.drop_snapshots().unwrap();
+    cache.clear();
+    assert_eq!(cache.state(&key).unwrap().state, resumed.state);
+}
+
+#[test]
+fn a_snapshot_from_another_history_is_ignored() {
+    let dir = scratch();
+    let key = stream("t/history");
+    {
+        let (ledger, _) = open(dir.path());
+        for n in 0..10 {
+            ledger
+                .append_blocking(
+                    &key,
+                    ExpectedPosition::Exactly(n),
+                    vec![probe(n)],
+                    Durability::Buffered,
+                )
+                .unwrap();
+        }
+        let cache = FoldCache::<ProbeFold>::with_limits(ledger.clone(), 4, 4);
+        cache.state(&key).unwrap();
+        ledger.flush_blocking().unwrap();
+    }
+    // Rewrite the stream's last record with other (valid) content, as a
+    // restored backup or a bug might; the snapshot no longer matches.
+    let different = {
+        let db = sled::open(dir.path()).unwrap();
+        let log = db.open_tree("log").unwrap();
+        let original = log.get(record_key(&key, 9)).unwrap().unwrap();
+        let record = ledgerwire::ledger::Record::decode(original, key.as_str(), 9).unwrap();
+        let header = *record.header();
+        let payload = Probe::new(7, 9, 16).to_record().payload;
+        let bytes = ledgerwire::ledger::record::encode(&header, &key, &payload);
+        log.insert(record_key(&key, 9), bytes).unwrap();
+        db.flush().unwrap();
+        payload
+    };
+    let (ledger, report) = open(dir.path());
+    assert!(report.is_clean());
+    let cache = FoldCache::<ProbeFold>::with_limits(ledger.clone(), 4, 4);
+    let state = cache.state(&key).unwrap();
+    assert!(
+        state.state.writers.contains(&7),
+        "folded from the log, not the stale snapshot"
+    );
+    assert_eq!(state.state, ledger.fold::<ProbeFold>(&key).unwrap().state);
+    assert!(!different.is_empty());
+}
+
+/// Cuts the stored bytes of one record short, as a torn write would.
+fn tear_record(dir: &std::path::Path, key: &ledgerwire::ledger::StreamKey, position: u64) {
+    let db = sled::open(dir).unwrap();
+    let log = db.open_tree("log").unwrap();
+    let full = log.get(record_key(key, position)).unwrap().unwrap();
+    log.insert(record_key(key, position), &full[..full.len() - 7])
+        .unwrap();
+    db.flush().unwrap();
+}
+
+#[test]
+fn a_torn_record_is_reported_with_its_stream_and_position_and_never_folded() {
+    let dir = scratch();
+    let (bad, good) = (stream("t/torn"), stream("t/fine"));
+    {
+        let (ledger, _) = open(dir.path());
+        for n in 0..5 {
+            ledger
+                .append_blocking(
+                    &bad,
+                    ExpectedPosition::Exactly(n),
+                    vec![probe(n)],
+                    Durability::Buffered,
+                )
+                .unwrap();
+        }
+        ledger
+            .append_blocking(
+                &good,
+                ExpectedPosition::Any,
+                vec![probe(0)],
+                Durability::Durable,
+            )
+            .unwrap();
+    }
+    tear_record(dir.path(), &bad, 3);
+
+    let (ledger, report) = open(dir.path());
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+    let problem = &report.problems[0];
+    assert_eq!(problem.stream.as_deref(), Some("t/torn"));
+    assert_eq!(problem.position, Some(3));
+    assert!(matches!(problem.corruption, Corruption::Truncated { .. }));
+    assert_eq!(ledger.corrupt_streams(), vec![("t/torn".to_owned(), 3)]);
+    // The stream is refused whole: no read, no fold, no append.
+    assert!(matches!(
+        ledger.read(&bad, 0),
+        Err(LedgerError::Corrupt { position: 3, .. })
+    ));
+    assert!(matches!(
+        ledger.fold::<ProbeFold>(&bad),
+        Err(LedgerError::Corrupt { .. })
+    ));
+    let append = ledger.append_blocking(
+        &bad,
+        ExpectedPosition::Any,
+        vec![probe(5)],
+        Durability::Durable,
+    );
+    assert!(matches!(append, Err(LedgerError::Corrupt { .. })));
+    // Other streams are served.
+    assert_eq!(ledger.fold::<ProbeFold>(&good).unwrap().state.records, 1);
+    drop(ledger);
+
+    let output = binary()
+        .args(["log", "verify", "--data"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    println!("{stdout}");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stdout.contains("CORRUPT stream=t/torn position=3: the record is torn"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("FAILED"));
+}
+
+#[test]
+fn a_flipped_byte_is_caught_by_the_checksum() {
+    let dir = scratch();
+    let key = stream("t/flip");
+    {
+        let (ledger, _) = open(dir.path());
+        ledger
+            .append_blocking(
+                &key,
+                ExpectedPosition::Any,
+                vec![probe(0)],
+                Durability::Durable,
+            )
+            .unwrap();
+    }
+    {
+        let db = sled::open(dir.path()).unwrap();
+        let log = db.open_tree("log").unwrap();
+        let mut bytes = log.get(record_key(&key, 0)).unwrap().unwrap().to_vec();
+        bytes[40] ^= 0x20;
+        log.insert(record_key(&key, 0), bytes).unwrap();
+        db.flush().unwrap();
+    }
+    let (_, report) = open(dir.path());
+    assert!(matches!(
+        report.problems[0].corruption,
+        Corruption::Checksum { .. }
+    ));
+}
+
+#[test]
+fn a_missing_record_is_a_gap() {
+    let dir = scratch();
+    let key = stream("t/gap");
+    {
+        let (ledger, _) = open(dir.path());
+        for n in 0..3 {
+            ledger
+                .append_blocking(
+                    &key,
+                    ExpectedPosition::Exactly(n),
+                    vec![probe(n)],
+                    Durability::Durable,
+                )
+                .unwrap();
+        }
+    }
+    {
+        let db = sled::open(dir.path()).unwrap();
+        db.open_tree("log")
+            .unwrap()
+            .remove(record_key(&key, 1))
+            .unwrap();
+        db.flush().unwrap();
+    }
+    let (_, report) = open(dir.path());
+    assert_eq!(report.problems[0].position, Some(1));
+    assert!(matches!(
+        report.problems[0].corruption,
+        Corruption::Gap {
+            expected: 1,
+            found: 2
+        }
+    ));
+}
+
+fn store_problem(
+    result: Result<(Ledger, ledgerwire::ledger::VerifyReport), LedgerError>,
+) -> StoreProblem {
+    match result {
+        Err(LedgerError::Store { problem, .. }) => problem,
+        Err(other) => panic!("expected a store problem, got {other}"),
+        Ok(_) => panic!("expected a store problem, the store opened"),
+    }
+}
+
+#[test]
+fn a_directory_that_is_not_a_store_is_refused_and_left_untouched() {
+    let dir = scratch();
+    std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+    let problem = store_problem(Ledger::open(dir.path(), OpenMode::CreateIfMissing));
+    assert!(matches!(problem, StoreProblem::Foreign));
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("notes.txt")]);
+
+    let output = binary()
+        .args(["log", "verify", "--data"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("not a ledgerwire store"), "{stderr}");
+    assert!(
+        stderr.contains(&dir.path().display().to_string()),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_missing_directory_is_not_created_by_the_log_tools() {
+    let dir = scratch();
+    let missing = dir.path().join("absent");
+    let problem = store_problem(Ledger::open(&missing, OpenMode::MustExist));
+    assert!(matches!(problem, StoreProblem::Missing));
+    assert!(!missing.exists());
+}
+
+#[test]
+fn a_store_from_a_newer_format_is_refused() {
+    let dir = scratch();
+    drop(open(dir.path()));
+    std::fs::write(
+        dir.path().join("LEDGERWIRE"),
+        "ledgerwire store\nformat = 99\n",
+    )
+    .unwrap();
+    let problem = store_problem(Ledger::open(dir.path(), OpenMode::MustExist));
+    assert!(matches!(
+        problem,
+        StoreProblem::NewerFormat {
+            found: 99,
+            supported: 1
+        }
+    ));
+    assert!(problem.to_string().contains("upgrade ledgerwire"));
+}
+
+#[test]
+fn a_store_in_use_by_another_process_is_refused() {
+    let dir = scratch();
+    let (_ledger, _) = open(dir.path());
+    let output = binary()
+        .args(["log", "stats", "--data"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr.contains("in use by another ledgerwire process"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn dump_prints_one_decoded_json_line_per_record() {
+    let dir = scratch();
+    {
+        let (ledger, _) = open(dir.path());
+        ledger
+            .append_blocking(
+                &stream("t/a"),
+                ExpectedPosition::Any,
+                vec![probe(0), probe(1)],
+                Durability::Buffered,
+            )
+            .unwrap();
+        ledger
+            .append_blocking(
+                &stream("t/b"),
+                ExpectedPosition::Any,
+                vec![probe(0)],
+                Durability::Durable,
+            )
+            .unwrap();
+    }
+    let mut out = Vec::new();
+    ledgerwire::tools::dump(dir.path(), None, 1, &mut out).unwrap();
+    let lines: Vec<serde_json::Value> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "global positions 1 and 2");
+    assert_eq!(lines[0]["stream"], "t/a");
+    assert_eq!(lines[0]["position"], 1);
+    assert_eq!(lines[1]["stream"], "t/b");
+    assert_eq!(lines[1]["kind_name"], "probe");
+    assert_eq!(lines[1]["payload"]["n"], 0);
+
+    let mut out = Vec::new();
+    ledgerwire::tools::dump(dir.path(), Some("t/a"), 1, &mut out).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap().lines().count(), 1);
+
+    let mut out = Vec::new();
+    ledgerwire::tools::stats(dir.path(), &mut out).unwrap();
+    let stats = String::from_utf8(out).unwrap();
+    assert!(stats.contains("records          3"), "{stats}");
+    assert!(stats.contains("streams          2"), "{stats}");
+}
