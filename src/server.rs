@@ -53,7 +53,13 @@ pub fn router(ledger: Ledger) -> Router {
 
 async fn healthz(State(state): State<AppState>) -> Json<serde_json::Value> {
     let corrupt = state.ledger.corrupt_streams();
-    Json(json!({ "status": "ok", "corrupt_streams": corrupt.len() }))
+    let scrubbed = state.ledger.scrub_report().is_some();
+    Json(json!({
+        "status": "ok",
+        "integrity_scan_finished": scrubbed,
+        "corrupt_streams": corrupt.len(),
+        "ledger": state.ledger.stats(),
+    }))
 }
 
 /// A server bound to its address, ready to run.
@@ -65,22 +71,11 @@ pub struct BoundServer {
 
 impl BoundServer {
     /// Opens the store (creating it if missing) and binds the address.
+    /// The integrity scan runs in the background (see
+    /// [`Ledger::open_scrubbing`]); it logs every problem it finds.
     pub async fn bind(config: &ServerConfig) -> Result<Self, ServeError> {
-        let (ledger, report) = Ledger::open(&config.data_dir, OpenMode::CreateIfMissing)?;
-        for problem in &report.problems {
-            tracing::error!(
-                stream = problem.stream.as_deref().unwrap_or("?"),
-                position = problem.position,
-                problem = %problem.problem,
-                "corrupt record: the stream will be refused"
-            );
-        }
-        tracing::info!(
-            records = report.records,
-            streams = report.streams,
-            path = %config.data_dir.display(),
-            "ledger open"
-        );
+        let ledger = Ledger::open_scrubbing(&config.data_dir, OpenMode::CreateIfMissing)?;
+        tracing::info!(path = %config.data_dir.display(), "ledger open");
         Self::bind_with(config.addr, ledger).await
     }
 

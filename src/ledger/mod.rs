@@ -21,7 +21,8 @@ mod writer;
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 
 use futures_util::Stream;
@@ -89,9 +90,72 @@ pub(crate) struct Shared {
     corrupt: RwLock<HashMap<String, (u64, Corruption)>>,
     poisoned: Mutex<Option<String>>,
     watchers: Mutex<HashMap<StreamKey, watch::Sender<u64>>>,
+    /// The integrity report, once a scan finished.
+    scrub: Mutex<Option<VerifyReport>>,
+    scrub_done: Condvar,
+    /// Set when the last handle goes: the scrubber stops early.
+    stopping: AtomicBool,
+    stats: Counters,
+}
+
+/// Write-path counters (see [`LedgerStats`]).
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub rounds: AtomicU64,
+    pub records: AtomicU64,
+    pub flushes: AtomicU64,
+    pub flushed_waiters: AtomicU64,
+}
+
+/// How the write path has behaved since open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LedgerStats {
+    /// Writer rounds: each is one sled batch.
+    pub rounds: u64,
+    pub records_appended: u64,
+    /// Flushes (sled flush + fdatasync).
+    pub flushes: u64,
+    /// Durable appends and flush requests acknowledged by those flushes;
+    /// divided by `flushes`, the group-commit factor.
+    pub flushed_waiters: u64,
 }
 
 impl Shared {
+    /// The scrubber: a full integrity scan that marks corrupt streams.
+    fn scrub(&self) {
+        let started = std::time::Instant::now();
+        let report = match verify::verify_until(&self.log, &self.stopping) {
+            Ok(Some(report)) => report,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::error!(%error, "integrity scan failed");
+                return;
+            }
+        };
+        for problem in &report.problems {
+            tracing::error!(
+                stream = problem.stream.as_deref().unwrap_or("?"),
+                position = problem.position,
+                problem = %problem.problem,
+                "corrupt record: the stream is refused"
+            );
+        }
+        {
+            let mut corrupt = self.corrupt.write().unwrap_or_else(|p| p.into_inner());
+            for (stream, found) in report.corrupt_streams() {
+                corrupt.entry(stream).or_insert(found);
+            }
+        }
+        tracing::info!(
+            records = report.records,
+            problems = report.problems.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "integrity scan finished"
+        );
+        *self.scrub.lock().unwrap_or_else(|p| p.into_inner()) = Some(report);
+        self.scrub_done.notify_all();
+    }
+
     fn make_durable(&self) -> Result<()> {
         self.db.flush()?;
         self.data_file.sync_data()?;
@@ -161,12 +225,14 @@ impl Shared {
 /// Stops the writer and the flusher when the last handle goes away, so the
 /// store's lock is released by the time `drop` returns.
 struct Threads {
+    shared: Arc<Shared>,
     commands: Option<mpsc::Sender<Command>>,
     handles: Vec<JoinHandle<()>>,
 }
 
 impl Drop for Threads {
     fn drop(&mut self) {
+        self.shared.stopping.store(true, Ordering::Relaxed);
         self.commands.take();
         for handle in self.handles.drain(..) {
             let _ = handle.join();
@@ -190,21 +256,55 @@ impl Ledger {
         let path = path.as_ref().to_path_buf();
         let db = store::open_sled(&path, mode)?;
         let log = db.open_tree("log")?;
-        let snapshots = db.open_tree("snapshots")?;
-        let data_file = File::open(path.join("db"))?;
         let report = verify::verify(&log)?;
         let corrupt = report.corrupt_streams();
-        let shared = Arc::new(Shared {
+        let shared = Self::shared(path, db, log, report.next_global, corrupt)?;
+        *shared.scrub.lock().unwrap_or_else(|p| p.into_inner()) = Some(report.clone());
+        Ok((Self::start(shared, false)?, report))
+    }
+
+    /// Opens the store without waiting for the integrity scan, which runs
+    /// on a background thread (the scrubber) while the ledger serves: a
+    /// cold open costs sled's recovery, not a read of every record. Reads
+    /// check every record they return in either mode, and a stream the
+    /// scrubber finds corrupt is refused from then on.
+    pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let db = store::open_sled(&path, mode)?;
+        let log = db.open_tree("log")?;
+        let next_global = stored_next_global(&log)?;
+        let shared = Self::shared(path, db, log, next_global, HashMap::new())?;
+        Self::start(shared, true)
+    }
+
+    fn shared(
+        path: PathBuf,
+        db: sled::Db,
+        log: sled::Tree,
+        next_global: u64,
+        corrupt: HashMap<String, (u64, Corruption)>,
+    ) -> Result<Arc<Shared>> {
+        let snapshots = db.open_tree("snapshots")?;
+        let data_file = File::open(path.join("db"))?;
+        Ok(Arc::new(Shared {
             path,
             db,
             log,
             snapshots,
             data_file,
-            next_global_on_open: report.next_global,
+            next_global_on_open: next_global,
             corrupt: RwLock::new(corrupt),
             poisoned: Mutex::new(None),
             watchers: Mutex::new(HashMap::new()),
-        });
+            scrub: Mutex::new(None),
+            scrub_done: Condvar::new(),
+            stopping: AtomicBool::new(false),
+            stats: Counters::default(),
+        }))
+    }
+
+    /// Starts the writer, the flusher and, if asked, the scrubber.
+    fn start(shared: Arc<Shared>, scrub: bool) -> Result<Self> {
         let (commands, receiver) = mpsc::channel(MAX_PENDING_APPENDS);
         let queue = Arc::new(FlushQueue::default());
         let writer = {
@@ -219,11 +319,56 @@ impl Ledger {
                 .name("ledger-flusher".into())
                 .spawn(move || writer::run_flusher(shared, queue))?
         };
+        let mut handles = vec![writer, flusher];
+        if scrub {
+            let shared = shared.clone();
+            handles.push(
+                std::thread::Builder::new()
+                    .name("ledger-scrubber".into())
+                    .spawn(move || shared.scrub())?,
+            );
+        }
         let threads = Arc::new(Threads {
+            shared: shared.clone(),
             commands: Some(commands),
-            handles: vec![writer, flusher],
+            handles,
         });
-        Ok((Self { shared, threads }, report))
+        Ok(Self { shared, threads })
+    }
+
+    /// The integrity report, once the scan has finished.
+    pub fn scrub_report(&self) -> Option<VerifyReport> {
+        self.shared
+            .scrub
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Blocks until the integrity scan has finished and returns its report.
+    pub fn wait_for_scrub(&self) -> VerifyReport {
+        let mut scrub = self.shared.scrub.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(report) = scrub.as_ref() {
+                return report.clone();
+            }
+            scrub = self
+                .shared
+                .scrub_done
+                .wait(scrub)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Counters of the write path since open.
+    pub fn stats(&self) -> LedgerStats {
+        let counters = &self.shared.stats;
+        LedgerStats {
+            rounds: counters.rounds.load(Ordering::Relaxed),
+            records_appended: counters.records.load(Ordering::Relaxed),
+            flushes: counters.flushes.load(Ordering::Relaxed),
+            flushed_waiters: counters.flushed_waiters.load(Ordering::Relaxed),
+        }
     }
 
     fn commands(&self) -> Result<&mpsc::Sender<Command>> {

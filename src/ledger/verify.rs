@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
@@ -96,6 +97,15 @@ struct StreamScan {
 
 /// Scans the whole log tree.
 pub fn verify(log: &sled::Tree) -> Result<VerifyReport> {
+    let never = AtomicBool::new(false);
+    Ok(verify_until(log, &never)?.unwrap_or_default())
+}
+
+/// Records scanned between two looks at the stop flag.
+const STOP_CHECK_RECORDS: u64 = 4096;
+
+/// [`verify`], giving up (`None`) once `stop` is set.
+pub fn verify_until(log: &sled::Tree, stop: &AtomicBool) -> Result<Option<VerifyReport>> {
     let stored_next_global = super::stored_next_global(log)?;
     let mut report = VerifyReport::default();
     let mut globals = GlobalSet::default();
@@ -104,6 +114,9 @@ pub fn verify(log: &sled::Tree) -> Result<VerifyReport> {
     for entry in log.scan_prefix([RECORD_KEY_TAG]) {
         let (key, value) = entry?;
         report.records += 1;
+        if report.records % STOP_CHECK_RECORDS == 0 && stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
         report.bytes += value.len() as u64;
         let Some((stream, position)) = record::parse_record_key(&key) else {
             report
@@ -184,7 +197,7 @@ pub fn verify(log: &sled::Tree) -> Result<VerifyReport> {
         let corruption = Corruption::GlobalMissing { global };
         report.problems.push(problem(None, None, corruption));
     }
-    Ok(report)
+    Ok(Some(report))
 }
 
 fn problem(stream: Option<&str>, position: Option<u64>, corruption: Corruption) -> Problem {

@@ -12,6 +12,7 @@
 //! sled holds in memory may no longer match the disk).
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -110,6 +111,11 @@ impl FlushQueue {
 pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
     while let Some(waiters) = queue.take() {
         let result = shared.make_durable();
+        shared.stats.flushes.fetch_add(1, Ordering::Relaxed);
+        shared
+            .stats
+            .flushed_waiters
+            .fetch_add(waiters.len() as u64, Ordering::Relaxed);
         if let Err(error) = &result {
             shared.poison(format!("flush failed: {error}"));
         }
@@ -256,6 +262,11 @@ impl Writer {
             }
             return Vec::new();
         }
+        shared.stats.rounds.fetch_add(1, Ordering::Relaxed);
+        shared
+            .stats
+            .records
+            .fetch_add(next_global - self.next_global, Ordering::Relaxed);
         self.next_global = next_global;
         shared.notify_watchers(&tentative);
         self.heads.extend(tentative);

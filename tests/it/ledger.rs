@@ -592,3 +592,103 @@ fn dump_prints_one_decoded_json_line_per_record() {
     assert!(stats.contains("records          3"), "{stats}");
     assert!(stats.contains("streams          2"), "{stats}");
 }
+
+#[test]
+fn the_background_scrub_finds_a_torn_record_and_refuses_its_stream() {
+    let dir = scratch();
+    let key = stream("t/scrub");
+    {
+        let (ledger, _) = open(dir.path());
+        for n in 0..4 {
+            ledger
+                .append_blocking(
+                    &key,
+                    ExpectedPosition::Exactly(n),
+                    vec![probe(n)],
+                    Durability::Buffered,
+                )
+                .unwrap();
+        }
+        ledger.flush_blocking().unwrap();
+    }
+    tear_record(dir.path(), &key, 2);
+    let ledger = Ledger::open_scrubbing(dir.path(), OpenMode::MustExist).unwrap();
+    let report = ledger.wait_for_scrub();
+    assert_eq!(report.problems.len(), 1);
+    assert_eq!(report.problems[0].position, Some(2));
+    assert_eq!(ledger.corrupt_streams(), vec![("t/scrub".to_owned(), 2)]);
+    assert!(matches!(
+        ledger.read(&key, 0),
+        Err(LedgerError::Corrupt { position: 2, .. })
+    ));
+}
+
+#[test]
+fn a_read_stops_at_a_bad_record_even_before_the_scrub_reaches_it() {
+    let dir = scratch();
+    let key = stream("t/read-check");
+    {
+        let (ledger, _) = open(dir.path());
+        for n in 0..3 {
+            ledger
+                .append_blocking(
+                    &key,
+                    ExpectedPosition::Exactly(n),
+                    vec![probe(n)],
+                    Durability::Buffered,
+                )
+                .unwrap();
+        }
+        ledger.flush_blocking().unwrap();
+    }
+    tear_record(dir.path(), &key, 1);
+    let ledger = Ledger::open_scrubbing(dir.path(), OpenMode::MustExist).unwrap();
+    // Whatever the scrubber has done so far, a read never yields record 1.
+    let read: Vec<_> = match ledger.read(&key, 0) {
+        Ok(reader) => reader.collect(),
+        Err(error) => vec![Err(error)],
+    };
+    assert!(
+        read.iter()
+            .all(|r| r.as_ref().map_or(true, |record| record.position() == 0))
+    );
+    assert!(matches!(
+        read.last(),
+        Some(Err(LedgerError::Corrupt { position: 1, .. }))
+    ));
+    assert_eq!(
+        ledger.corrupt_streams(),
+        vec![("t/read-check".to_owned(), 1)]
+    );
+}
+
+#[test]
+fn group_commit_shares_flushes_between_concurrent_durable_writers() {
+    let dir = scratch();
+    let (ledger, _) = open(dir.path());
+    const WRITERS: u32 = 16;
+    const APPENDS: u64 = 20;
+    std::thread::scope(|scope| {
+        for writer in 0..WRITERS {
+            let ledger = &ledger;
+            scope.spawn(move || {
+                let key = stream(&format!("t/group/{writer}"));
+                for n in 0..APPENDS {
+                    ledger
+                        .append_blocking(
+                            &key,
+                            ExpectedPosition::Exactly(n),
+                            vec![probe(n)],
+                            Durability::Durable,
+                        )
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let stats = ledger.stats();
+    assert_eq!(stats.records_appended, u64::from(WRITERS) * APPENDS);
+    assert_eq!(stats.flushed_waiters, u64::from(WRITERS) * APPENDS);
+    // One flush per append would be 320 flushes; shared flushes are fewer.
+    assert!(stats.flushes < stats.flushed_waiters, "{stats:?}");
+}
