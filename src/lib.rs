@@ -4,8 +4,10 @@
 //! - [`ledger`]: the checksummed, sled-backed append log, its streams,
 //!   durability, folds and integrity checks. All state is a fold of it.
 //! - [`server`]: the HTTP server (axum) and its routes.
+//! - [`studio`]: the Studio wire contract v1 (requests, frames, validation).
 //! - [`tools`]: the operator commands behind `ledgerwire log …`.
 
 pub mod ledger;
 pub mod server;
+pub mod studio;
 pub mod tools;

@@ -2,6 +2,7 @@
 //! an operator command. Errors are printed as one line; the exit code is 2
 //! for an unusable store or bad arguments and 1 for a failed verification.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,7 +13,11 @@ use ledgerwire::server::{BoundServer, DEFAULT_ADDR, DEFAULT_DATA_DIR, ServerConf
 use ledgerwire::tools::{self, ProbeConfig, ToolError};
 
 #[derive(Parser)]
-#[command(name = "ledgerwire", version, about = "Studio and Statewire server on a durable log")]
+#[command(
+    name = "ledgerwire",
+    version,
+    about = "Studio and Statewire server on a durable log"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -32,6 +37,8 @@ enum Command {
     /// Inspect a store.
     #[command(subcommand)]
     Log(LogCommand),
+    /// Print the JSON Schema (draft 2020-12) of the Studio wire.
+    Schema,
 }
 
 #[derive(Subcommand)]
@@ -107,6 +114,10 @@ fn run(command: Command) -> Result<(), ToolError> {
             tools::dump(&data, stream.as_deref(), from, &mut out)
         }
         Command::Log(LogCommand::Stats { data }) => tools::stats(&data, &mut out),
+        Command::Schema => {
+            let schema = ledgerwire::studio::wire::schema::schema_json();
+            Ok(writeln!(out, "{schema:#}")?)
+        }
         Command::Log(LogCommand::Probe {
             data,
             writers,
@@ -139,7 +150,9 @@ fn serve(config: ServerConfig) -> Result<(), ToolError> {
         let server = BoundServer::bind(&config)
             .await
             .map_err(|error| ToolError::Serve(error.to_string()))?;
-        let addr = server.local_addr().map_err(|e| ToolError::Serve(e.to_string()))?;
+        let addr = server
+            .local_addr()
+            .map_err(|e| ToolError::Serve(e.to_string()))?;
         tracing::info!(%addr, "listening");
         server
             .run(async {
