@@ -1,4 +1,5 @@
 //! The one integration-test crate (it links once). Each module tests one
 //! area through the public API or against the real binary and server.
 
+mod studio_wire;
 mod support;

@@ -61,7 +61,9 @@ impl<'de> Deserialize<'de> for SeedSpec {
         use serde::de::Error;
         match Value::deserialize(deserializer)? {
             Value::Array(items) => Ok(SeedSpec::Seeds(items)),
-            Value::Object(map) => serde_json::from_value(Value::Object(map)).map_err(|e| {
+            Value::Object(map) => serde_json::from_value::<SeedReference>(Value::Object(map))
+                .map(SeedSpec::Reference)
+                .map_err(|e| {
                 D::Error::custom(format!(
                     "a single seed_spec object is the legacy {{spec_id, content_version}} reference: {e}"
                 ))

@@ -447,12 +447,12 @@ fn shape_detail(message: &str, pointer: &mut String) -> String {
             "Unknown member `{member}`; requests are read strictly (expected {expected})."
         );
     }
-    let at = if pointer.is_empty() {
-        "the body"
+    let message = message.trim_end_matches('.');
+    if pointer.is_empty() {
+        format!("The body is invalid: {message}.")
     } else {
-        pointer.as_str()
-    };
-    format!("{} at {at}.", capitalize(message.trim_end_matches('.')))
+        format!("Member {pointer} is invalid: {message}.")
+    }
 }
 
 fn quoted_after<'a>(message: &'a str, prefix: &str) -> Option<&'a str> {
