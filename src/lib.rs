@@ -1,11 +1,16 @@
 //! ledgerwire: the Studio and Statewire server on one durable log.
 //!
 //! Layout, one module per concept (see ARCHITECTURE.md):
+//! - [`agent`]: the agent behind the Studio (trait and built-in agents).
 //! - [`ledger`]: the checksummed, sled-backed append log, its streams,
 //!   durability, folds and integrity checks. All state is a fold of it.
 //! - [`server`]: the HTTP server (axum) and its routes.
+//! - [`studio`]: the Studio contract v1: wire types, conversation fold,
+//!   leases, routes.
 //! - [`tools`]: the operator commands behind `ledgerwire log …`.
 
+pub mod agent;
 pub mod ledger;
 pub mod server;
+pub mod studio;
 pub mod tools;

@@ -2,6 +2,7 @@
 //! an operator command. Errors are printed as one line; the exit code is 2
 //! for an unusable store or bad arguments and 1 for a failed verification.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,6 +10,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use ledgerwire::ledger::Durability;
 use ledgerwire::server::{BoundServer, DEFAULT_ADDR, DEFAULT_DATA_DIR, ServerConfig};
+use ledgerwire::studio::auth::AuthPolicy;
+use ledgerwire::studio::service::StudioConfig;
 use ledgerwire::tools::{self, ProbeConfig, ToolError};
 
 #[derive(Parser)]
@@ -32,10 +35,18 @@ enum Command {
         /// Data directory (created if missing).
         #[arg(long, default_value = DEFAULT_DATA_DIR)]
         data: PathBuf,
+        /// Segment lease, in milliseconds.
+        #[arg(long, default_value_t = ledgerwire::studio::service::LEASE_TTL_MS)]
+        lease_ttl: u64,
+        /// Heartbeat and lease-renewal interval, in milliseconds.
+        #[arg(long, default_value_t = ledgerwire::studio::service::HEARTBEAT_MS)]
+        heartbeat: u64,
     },
     /// Inspect a store.
     #[command(subcommand)]
     Log(LogCommand),
+    /// Print the JSON Schema (draft 2020-12) of the Studio wire.
+    Schema,
 }
 
 #[derive(Subcommand)]
@@ -102,15 +113,30 @@ fn main() -> ExitCode {
 fn run(command: Command) -> Result<(), ToolError> {
     let mut out = std::io::stdout().lock();
     match command {
-        Command::Serve { addr, data } => serve(ServerConfig {
+        Command::Serve {
+            addr,
+            data,
+            lease_ttl,
+            heartbeat,
+        } => serve(ServerConfig {
             addr,
             data_dir: data,
+            studio: StudioConfig {
+                lease_ttl_ms: lease_ttl,
+                heartbeat_ms: heartbeat,
+                auth: AuthPolicy::from_env(),
+                instance: format!("ledgerwire/{}", std::process::id()),
+            },
         }),
         Command::Log(LogCommand::Verify { data }) => tools::verify(&data, &mut out).map(drop),
         Command::Log(LogCommand::Dump { data, stream, from }) => {
             tools::dump(&data, stream.as_deref(), from, &mut out)
         }
         Command::Log(LogCommand::Stats { data }) => tools::stats(&data, &mut out),
+        Command::Schema => {
+            let schema = ledgerwire::studio::wire::schema::schema_json();
+            Ok(writeln!(out, "{schema:#}")?)
+        }
         Command::Log(LogCommand::Probe {
             data,
             writers,
@@ -147,6 +173,8 @@ fn serve(config: ServerConfig) -> Result<(), ToolError> {
             .local_addr()
             .map_err(|e| ToolError::Serve(e.to_string()))?;
         tracing::info!(%addr, "listening");
+        // Tests and scripts read the bound address (with --addr …:0) here.
+        println!("listening on {addr}");
         server
             .run(async {
                 let _ = tokio::signal::ctrl_c().await;

@@ -10,7 +10,13 @@ use axum::{Json, Router, extract::State, routing::get};
 use serde_json::json;
 use tokio::net::TcpListener;
 
+use std::sync::Arc;
+
+use crate::agent::Agent;
+use crate::agent::minimal::MinimalAgent;
 use crate::ledger::{Ledger, LedgerError, OpenMode};
+use crate::studio::auth::AuthPolicy;
+use crate::studio::service::{Studio, StudioConfig};
 
 /// Default address of `ledgerwire serve`.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
@@ -23,6 +29,7 @@ pub const DEFAULT_DATA_DIR: &str = "./ledgerwire-data";
 pub struct ServerConfig {
     pub addr: SocketAddr,
     pub data_dir: PathBuf,
+    pub studio: StudioConfig,
 }
 
 /// Errors that stop the server from starting.
@@ -45,10 +52,18 @@ struct AppState {
 }
 
 /// The application's routes over an open ledger.
-pub fn router(ledger: Ledger) -> Router {
+pub fn router(ledger: Ledger, studio: StudioConfig, agent: Arc<dyn Agent>) -> Router {
+    if matches!(studio.auth, AuthPolicy::AnyToken) {
+        tracing::warn!(
+            "{} is not set: any non-empty bearer token is accepted (development only)",
+            crate::studio::auth::TOKEN_ENV
+        );
+    }
+    let studio = Studio::new(ledger.clone(), agent, studio);
     Router::new()
         .route("/healthz", get(healthz))
         .with_state(AppState { ledger })
+        .merge(crate::studio::routes::router(studio))
 }
 
 async fn healthz(State(state): State<AppState>) -> Json<serde_json::Value> {
@@ -76,18 +91,24 @@ impl BoundServer {
     pub async fn bind(config: &ServerConfig) -> Result<Self, ServeError> {
         let ledger = Ledger::open_scrubbing(&config.data_dir, OpenMode::CreateIfMissing)?;
         tracing::info!(path = %config.data_dir.display(), "ledger open");
-        Self::bind_with(config.addr, ledger).await
+        let agent = Arc::new(MinimalAgent::default());
+        Self::bind_with(config.addr, ledger, config.studio.clone(), agent).await
     }
 
     /// Binds `addr` serving an already open ledger (several servers may
     /// share one ledger in one process).
-    pub async fn bind_with(addr: SocketAddr, ledger: Ledger) -> Result<Self, ServeError> {
+    pub async fn bind_with(
+        addr: SocketAddr,
+        ledger: Ledger,
+        studio: StudioConfig,
+        agent: Arc<dyn Agent>,
+    ) -> Result<Self, ServeError> {
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| ServeError::Bind { addr, source })?;
         Ok(Self {
             listener,
-            router: router(ledger.clone()),
+            router: router(ledger.clone(), studio, agent),
             ledger,
         })
     }

@@ -194,7 +194,13 @@ impl<F: Fold> FoldCache<F> {
     }
 
     fn write_snapshot(&self, stream: &StreamKey, folded: &Folded<F::State>) -> Result<()> {
-        let state = postcard::to_allocvec(&folded.state)?;
+        // JSON, not postcard: fold states may hold `serde_json::Value`s,
+        // which postcard (not self-describing) cannot read back.
+        let state = serde_json::to_vec(&folded.state).map_err(|error| LedgerError::Fold {
+            stream: stream.to_string(),
+            position: folded.position,
+            reason: format!("snapshot does not encode: {error}"),
+        })?;
         let mut value = Vec::with_capacity(25 + state.len());
         value.push(SNAPSHOT_FORMAT);
         value.extend_from_slice(&F::VERSION.to_le_bytes());
@@ -251,7 +257,7 @@ fn decode_snapshot<F: Fold>(value: &[u8]) -> Option<Folded<F::State>> {
     let position = u64::from_le_bytes(rest.get(4..12)?.try_into().ok()?);
     let last_crc = u32::from_le_bytes(rest.get(12..16)?.try_into().ok()?);
     let len = u32::from_le_bytes(rest.get(16..20)?.try_into().ok()?) as usize;
-    let state = postcard::from_bytes(rest.get(20..20 + len)?).ok()?;
+    let state = serde_json::from_slice(rest.get(20..20 + len)?).ok()?;
     Some(Folded {
         state,
         position,

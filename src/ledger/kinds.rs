@@ -9,6 +9,7 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use crate::ledger::probe::Probe;
 use crate::ledger::record::{NewRecord, Record};
+use crate::studio::records as studio;
 
 /// Every record kind this build knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -17,10 +18,31 @@ pub enum RecordKind {
     /// A diagnostic record written by `ledgerwire log probe` (crash tests
     /// and benchmarks). Payload: [`Probe`].
     Probe = 1,
+    // Studio conversations (codes 16 to 63); payloads in `studio::records`.
+    StudioTurnRequested = 16,
+    StudioInterruptAnswered = 17,
+    StudioFrameSent = 18,
+    StudioSegmentClaimed = 19,
+    StudioSegmentRenewed = 20,
+    StudioSegmentReleased = 21,
+    StudioCancelRequested = 22,
+    StudioPlanApproved = 23,
+    StudioCompositionMutated = 24,
 }
 
 impl RecordKind {
-    pub const ALL: &'static [RecordKind] = &[RecordKind::Probe];
+    pub const ALL: &'static [RecordKind] = &[
+        RecordKind::Probe,
+        RecordKind::StudioTurnRequested,
+        RecordKind::StudioInterruptAnswered,
+        RecordKind::StudioFrameSent,
+        RecordKind::StudioSegmentClaimed,
+        RecordKind::StudioSegmentRenewed,
+        RecordKind::StudioSegmentReleased,
+        RecordKind::StudioCancelRequested,
+        RecordKind::StudioPlanApproved,
+        RecordKind::StudioCompositionMutated,
+    ];
 
     pub fn code(self) -> u16 {
         self as u16
@@ -33,6 +55,15 @@ impl RecordKind {
     pub fn name(self) -> &'static str {
         match self {
             RecordKind::Probe => "probe",
+            RecordKind::StudioTurnRequested => "studio.turn_requested",
+            RecordKind::StudioInterruptAnswered => "studio.interrupt_answered",
+            RecordKind::StudioFrameSent => "studio.frame_sent",
+            RecordKind::StudioSegmentClaimed => "studio.segment_claimed",
+            RecordKind::StudioSegmentRenewed => "studio.segment_renewed",
+            RecordKind::StudioSegmentReleased => "studio.segment_released",
+            RecordKind::StudioCancelRequested => "studio.cancel_requested",
+            RecordKind::StudioPlanApproved => "studio.plan_approved",
+            RecordKind::StudioCompositionMutated => "studio.composition_mutated",
         }
     }
 }
@@ -77,8 +108,18 @@ pub fn payload_json(record: &Record) -> Result<serde_json::Value, DecodeError> {
         error,
     };
     match kind {
-        RecordKind::Probe => decode_json::<Probe>(record).map_err(to_json),
+        RecordKind::Probe => decode_json::<Probe>(record),
+        RecordKind::StudioTurnRequested => decode_json::<studio::TurnRequested>(record),
+        RecordKind::StudioInterruptAnswered => decode_json::<studio::InterruptAnswered>(record),
+        RecordKind::StudioFrameSent => decode_json::<studio::FrameSent>(record),
+        RecordKind::StudioSegmentClaimed => decode_json::<studio::SegmentClaimed>(record),
+        RecordKind::StudioSegmentRenewed => decode_json::<studio::SegmentRenewed>(record),
+        RecordKind::StudioSegmentReleased => decode_json::<studio::SegmentReleased>(record),
+        RecordKind::StudioCancelRequested => decode_json::<studio::CancelRequested>(record),
+        RecordKind::StudioPlanApproved => decode_json::<studio::PlanApprovalRecorded>(record),
+        RecordKind::StudioCompositionMutated => decode_json::<studio::CompositionMutated>(record),
     }
+    .map_err(to_json)
 }
 
 fn decode_json<T: Payload>(record: &Record) -> Result<serde_json::Value, postcard::Error> {

@@ -510,10 +510,12 @@ impl Ledger {
                     yield record;
                 }
                 if !progressed {
-                    heads
-                        .wait_for(|&head| head > next)
-                        .await
-                        .map_err(|_| LedgerError::Closed)?;
+                    // The guard `wait_for` returns must be gone before the
+                    // stream yields (an await point), hence the bool.
+                    let woke = heads.wait_for(|&head| head > next).await.is_ok();
+                    if !woke {
+                        Err(LedgerError::Closed)?;
+                    }
                 }
             }
         }

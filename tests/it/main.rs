@@ -5,4 +5,6 @@ mod crash;
 mod golden;
 mod ledger;
 mod server;
+mod studio;
+mod studio_wire;
 mod support;

@@ -3,9 +3,16 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use ledgerwire::agent::minimal::MinimalAgent;
+use serde_json::Value;
 
 use ledgerwire::ledger::{Ledger, OpenMode, StreamKey, VerifyReport};
 use ledgerwire::server::BoundServer;
+use ledgerwire::studio::service::StudioConfig;
 
 /// A fresh directory under Cargo's target tmpdir (same disk as real data).
 pub fn scratch() -> tempfile::TempDir {
@@ -29,9 +36,193 @@ pub fn binary() -> Command {
 
 /// A server on a free loopback port, running until the test's runtime ends.
 pub async fn start_server(ledger: Ledger) -> SocketAddr {
+    start_studio(ledger, StudioConfig::default()).await
+}
+
+/// A server with these Studio settings on a free loopback port, with the
+/// minimal agent: steps of 5 ms, or 600 ms when a question says `slow`.
+pub async fn start_studio(ledger: Ledger, studio: StudioConfig) -> SocketAddr {
     let addr: SocketAddr = "127.0.0.1:0".parse().expect("loopback address");
-    let server = BoundServer::bind_with(addr, ledger).await.expect("bind");
+    let agent = Arc::new(MinimalAgent {
+        step_ms: 5,
+        slow_step_ms: 600,
+    });
+    let server = BoundServer::bind_with(addr, ledger, studio, agent)
+        .await
+        .expect("bind");
     let addr = server.local_addr().expect("local address");
     tokio::spawn(server.run(std::future::pending()));
     addr
+}
+
+/// A running server that a test can stop.
+pub struct RunningServer {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RunningServer {
+    /// Stops accepting, waits for open connections to end, and returns once
+    /// the server (and its handles on the ledger) are gone.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.expect("server task");
+    }
+}
+
+/// Like [`start_studio`], but stoppable.
+pub async fn start_stoppable_studio(
+    ledger: Ledger,
+    studio: StudioConfig,
+) -> (SocketAddr, RunningServer) {
+    let addr: SocketAddr = "127.0.0.1:0".parse().expect("loopback address");
+    let agent = Arc::new(MinimalAgent {
+        step_ms: 5,
+        slow_step_ms: 600,
+    });
+    let server = BoundServer::bind_with(addr, ledger, studio, agent)
+        .await
+        .expect("bind");
+    let addr = server.local_addr().expect("local address");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let _ = server
+            .run(async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    (addr, RunningServer { stop, task })
+}
+
+/// Studio settings for tests: quick heartbeats and a short lease.
+pub fn quick_studio() -> StudioConfig {
+    StudioConfig {
+        lease_ttl_ms: 2_000,
+        heartbeat_ms: 100,
+        ..StudioConfig::default()
+    }
+}
+
+/// Longest a test waits for one SSE event or response.
+pub const EVENT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// One SSE event: a frame (with its `id`) or a comment line.
+#[derive(Debug, Clone)]
+pub enum SseEvent {
+    Frame { id: Option<String>, frame: Value },
+    Comment(String),
+}
+
+/// Reads SSE events from a streaming response as they arrive.
+pub struct SseReader {
+    body: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>,
+    buffer: String,
+}
+
+impl SseReader {
+    pub fn new(response: reqwest::Response) -> Self {
+        Self {
+            body: Box::pin(
+                response
+                    .bytes_stream()
+                    .map(|chunk| chunk.map(|bytes| bytes.to_vec())),
+            ),
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event; `None` when the stream has closed.
+    pub async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                return Some(parse_event(&block));
+            }
+            let chunk = tokio::time::timeout(EVENT_TIMEOUT, self.body.next())
+                .await
+                .expect("an SSE event within the timeout")?;
+            let bytes = chunk.expect("SSE body chunk");
+            self.buffer
+                .push_str(&String::from_utf8(bytes).expect("UTF-8 SSE"));
+        }
+    }
+
+    /// Every remaining frame (comments dropped), until the stream closes.
+    pub async fn frames(&mut self) -> Vec<Value> {
+        let mut frames = Vec::new();
+        while let Some(event) = self.next().await {
+            if let SseEvent::Frame { frame, .. } = event {
+                frames.push(frame);
+            }
+        }
+        frames
+    }
+}
+
+fn parse_event(block: &str) -> SseEvent {
+    let mut id = None;
+    let mut data = String::new();
+    for line in block.lines() {
+        if let Some(comment) = line.strip_prefix(':') {
+            return SseEvent::Comment(comment.trim().to_owned());
+        }
+        if let Some(value) = line.strip_prefix("id: ") {
+            id = Some(value.to_owned());
+        }
+        if let Some(value) = line.strip_prefix("data: ") {
+            data.push_str(value);
+        }
+    }
+    let frame = serde_json::from_str(&data).expect("an SSE data line holds one JSON frame");
+    SseEvent::Frame { id, frame }
+}
+
+/// A client of one server, with one bearer token.
+#[derive(Clone)]
+pub struct StudioClient {
+    pub base: String,
+    pub token: Option<String>,
+    pub http: reqwest::Client,
+}
+
+impl StudioClient {
+    pub fn new(addr: SocketAddr, token: &str) -> Self {
+        Self {
+            base: format!("http://{addr}"),
+            token: Some(token.to_owned()),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
+        let mut request = self.http.post(format!("{}{path}", self.base)).json(body);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        tokio::time::timeout(EVENT_TIMEOUT, request.send())
+            .await
+            .expect("a response within the timeout")
+            .expect("the request was sent")
+    }
+
+    /// Posts and reads the whole SSE stream (status must be 200).
+    pub async fn stream(&self, path: &str, body: &Value) -> Vec<Value> {
+        let response = self.post(path, body).await;
+        assert_eq!(
+            response.status(),
+            200,
+            "{path} refused: {}",
+            response.text().await.unwrap_or_default()
+        );
+        SseReader::new(response).frames().await
+    }
+
+    /// Posts and returns the status and JSON body of a non-SSE answer.
+    pub async fn json(&self, path: &str, body: &Value) -> (u16, Value) {
+        let response = self.post(path, body).await;
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("body");
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
 }

@@ -1,0 +1,98 @@
+//! The agent behind the Studio: what a turn says and computes.
+//!
+//! Owns: the [`Agent`] trait the Studio server drives, one segment at a
+//! time, and the agents shipped with ledgerwire. The contract treats the
+//! agent as internal: it yields frames, and the server numbers them
+//! (`seq`), mints pause ids, records them and streams them.
+//! Must never: touch the ledger or the network, or depend on anything but
+//! its [`TurnContext`]; an agent is deterministic, so a replayed
+//! conversation produces the same frames.
+
+pub mod minimal;
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+
+use futures_util::Stream;
+
+use crate::studio::conversation::StreamedComponent;
+use crate::studio::wire::composition::CompositionManifest;
+use crate::studio::wire::frame::Frame;
+use crate::studio::wire::plan::{ApprovedChoice, ApprovedStep, PlanApproved, PlanProposed};
+use crate::studio::wire::request::{InterruptResponse, TurnRequest};
+
+/// An answered pause: the frame that asked and the accepted answer.
+#[derive(Clone, Debug)]
+pub struct AnsweredPause {
+    pub frame: Frame,
+    pub response: InterruptResponse,
+}
+
+/// Everything an agent may read to run one segment of a turn.
+#[derive(Clone, Debug)]
+pub struct TurnContext {
+    /// Turn number in the conversation (1, 2, …).
+    pub turn: u32,
+    pub request: TurnRequest,
+    /// This turn's answered pauses, oldest first; the last one is what this
+    /// segment resumes from (none on the turn's first segment).
+    pub answers: Vec<AnsweredPause>,
+    /// The canvas as it stands.
+    pub canvas: Option<CompositionManifest>,
+    /// Components the conversation streamed, by id.
+    pub components: BTreeMap<String, StreamedComponent>,
+}
+
+/// The frames of one segment, in order. Time between two frames is time
+/// spent working (the server sends heartbeats meanwhile). `seq` and pause
+/// ids in the frames are placeholders the server replaces.
+pub type SegmentFrames = Pin<Box<dyn Stream<Item = Frame> + Send>>;
+
+/// Drives turns. Implementations must be deterministic in their context.
+pub trait Agent: Send + Sync + 'static {
+    /// The frames of the segment `context` asks for: a turn's start, or its
+    /// resumption after the latest answer. A segment ends with a pause
+    /// (`plan.proposed`, `elicitation.request`), `done` or `error`.
+    fn segment(&self, context: TurnContext) -> SegmentFrames;
+
+    /// The `plan.approved` frame for the approval of `plan`.
+    fn approved(&self, plan: &PlanProposed) -> PlanApproved {
+        let answer_label = plan
+            .steps
+            .iter()
+            .find(|step| step.gives_answer == Some(true))
+            .map(|step| step.label.clone());
+        PlanApproved {
+            seq: 0,
+            plan_version_id: plan.plan_version_id.clone(),
+            version: plan.version,
+            revision: plan.revision.clone(),
+            title: plan
+                .summary
+                .clone()
+                .or(answer_label)
+                .unwrap_or_else(|| format!("Plan, version {}", plan.version)),
+            summary: plan.summary.clone(),
+            steps: plan
+                .steps
+                .iter()
+                .map(|step| ApprovedStep {
+                    label: step.label.clone(),
+                    gives_answer: step.gives_answer,
+                })
+                .collect(),
+            choices: plan
+                .decisions
+                .iter()
+                .flatten()
+                .map(|decision| ApprovedChoice {
+                    question: decision.question.clone(),
+                    chosen: decision.chosen.clone(),
+                    changed_from: None,
+                    choice_id: Some(decision.choice_id.clone()),
+                })
+                .collect(),
+            caveats: plan.caveats.clone(),
+        }
+    }
+}

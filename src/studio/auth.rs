@@ -1,0 +1,121 @@
+//! Who is calling: the one seam between a bearer token and a principal.
+//!
+//! Owns: reading `Authorization: Bearer <token>`, the optional shared
+//! secret (`STUDIO_API_TOKEN`) and deriving the principal. JWT validation
+//! plugs in here later without touching a route.
+//! Must never: store or log a token; only its digest (the principal) leaves
+//! this module.
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// Longest bearer token accepted, in bytes.
+pub const MAX_TOKEN_BYTES: usize = 4096;
+
+/// The environment variable holding the shared secret.
+pub const TOKEN_ENV: &str = "STUDIO_API_TOKEN";
+
+/// How tokens are checked.
+#[derive(Clone)]
+pub enum AuthPolicy {
+    /// Only this token is accepted (constant-time comparison).
+    SharedSecret(String),
+    /// Any non-empty token is accepted (development; warned about at start).
+    AnyToken,
+}
+
+impl AuthPolicy {
+    /// The policy the environment asks for.
+    pub fn from_env() -> Self {
+        match std::env::var(TOKEN_ENV) {
+            Ok(secret) if !secret.is_empty() => AuthPolicy::SharedSecret(secret),
+            _ => AuthPolicy::AnyToken,
+        }
+    }
+}
+
+impl std::fmt::Debug for AuthPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AuthPolicy::SharedSecret(_) => f.write_str("SharedSecret(..)"),
+            AuthPolicy::AnyToken => f.write_str("AnyToken"),
+        }
+    }
+}
+
+/// The caller on whose behalf state is kept: a hex digest of the token.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Principal(String);
+
+impl Principal {
+    /// A principal from its digest as printed (e.g. by `replay --principal`).
+    pub fn from_digest(digest: impl Into<String>) -> Self {
+        Self(digest.into())
+    }
+
+    /// The principal a bearer token stands for.
+    pub fn of_token(token: &str) -> Self {
+        let digest = Sha256::digest(token.as_bytes());
+        Self(
+            digest[..12]
+                .iter()
+                .map(|byte| format!("{byte:02x}"))
+                .collect(),
+        )
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Why a request is not authenticated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("send an Authorization header of the form `Bearer <token>`")]
+    Missing,
+    #[error("the bearer token is not accepted")]
+    Rejected,
+}
+
+/// Checks the `Authorization` header value and derives the principal.
+pub fn authenticate(policy: &AuthPolicy, header: Option<&str>) -> Result<Principal, AuthError> {
+    let token = header
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|token| !token.is_empty() && token.len() <= MAX_TOKEN_BYTES)
+        .ok_or(AuthError::Missing)?;
+    if let AuthPolicy::SharedSecret(secret) = policy
+        && !bool::from(token.as_bytes().ct_eq(secret.as_bytes()))
+    {
+        return Err(AuthError::Rejected);
+    }
+    Ok(Principal::of_token(token))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_checked_and_hashed() {
+        let any = AuthPolicy::AnyToken;
+        assert_eq!(authenticate(&any, None), Err(AuthError::Missing));
+        assert_eq!(authenticate(&any, Some("Bearer ")), Err(AuthError::Missing));
+        assert_eq!(
+            authenticate(&any, Some("Basic abc")),
+            Err(AuthError::Missing)
+        );
+        let alice = authenticate(&any, Some("Bearer alice")).unwrap();
+        let bob = authenticate(&any, Some("Bearer bob")).unwrap();
+        assert_ne!(alice, bob);
+        assert!(!alice.as_str().contains("alice"));
+
+        let secret = AuthPolicy::SharedSecret("s3cret".into());
+        assert_eq!(
+            authenticate(&secret, Some("Bearer nope")),
+            Err(AuthError::Rejected)
+        );
+        assert!(authenticate(&secret, Some("Bearer s3cret")).is_ok());
+    }
+}

@@ -1,0 +1,392 @@
+//! The state of one conversation, as a pure fold of its ledger stream.
+//!
+//! Owns: turns and their pauses, the segment lease, cancel flags, plan
+//! approvals, the components the conversation streamed and the canvas
+//! manifest. Every route decides from this state, and every decision is
+//! appended with the stream position it was decided at, so a decision made
+//! on stale state fails with a conflict instead of landing.
+//! Must never: read a clock, the network or anything but its records; the
+//! same records always fold to the same state.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::ledger::{Fold, FoldError, Payload, Record, RecordKind};
+
+use super::canvas;
+use super::records::{
+    CancelRequested, CompositionMutated, FrameSent, InterruptAnswered, PlanApprovalRecorded,
+    SegmentClaimed, SegmentEnd, SegmentReleased, SegmentRenewed, TurnRequested,
+};
+use super::wire::composition::{CompositionManifest, CompositionMutation};
+use super::wire::request::TurnRequest;
+
+/// Where a turn stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TurnStatus {
+    /// A segment is (or was, until its lease lapses) streaming it.
+    Streaming,
+    /// Waiting for an answer to its open pause.
+    Paused,
+    Done,
+    /// Ended by a stream-fatal error (including a cancel).
+    Failed,
+}
+
+/// A pause: the frame that asked, and the answer once one was accepted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pause {
+    pub interrupt_id: String,
+    /// `plan.proposed` or `elicitation.request`, JSON text as sent.
+    pub frame: String,
+    pub is_plan: bool,
+    /// The accepted `interrupt.response`, JSON text.
+    pub answer: Option<String>,
+    /// The segment the answer resumed (the latest one, after retries).
+    pub resumed_segment: Option<u32>,
+}
+
+/// One turn of the conversation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Turn {
+    pub turn: u32,
+    /// The `turn.request`, JSON text.
+    pub request: String,
+    pub auto_add: bool,
+    /// The highest seq any segment of the turn recorded.
+    pub last_seq: u64,
+    pub status: TurnStatus,
+    /// Every pause of the turn, oldest first.
+    pub pauses: Vec<Pause>,
+}
+
+impl Turn {
+    /// The pause waiting for an answer, if the turn is paused.
+    pub fn open_pause(&self) -> Option<&Pause> {
+        match self.status {
+            TurnStatus::Paused => self.pauses.last().filter(|pause| pause.answer.is_none()),
+            _ => None,
+        }
+    }
+
+    /// The pause with this interrupt id.
+    pub fn pause(&self, interrupt_id: &str) -> Option<&Pause> {
+        self.pauses.iter().find(|p| p.interrupt_id == interrupt_id)
+    }
+
+    /// The parsed request.
+    pub fn request(&self) -> Option<TurnRequest> {
+        serde_json::from_str(&self.request).ok()
+    }
+
+    /// Accepted answers of the turn's pauses, oldest first.
+    pub fn answers(&self) -> impl Iterator<Item = &str> {
+        self.pauses
+            .iter()
+            .filter_map(|pause| pause.answer.as_deref())
+    }
+}
+
+/// The lease of the latest segment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub segment: u32,
+    pub turn: u32,
+    pub owner: String,
+    pub expires_at_ms: u64,
+    pub ttl_ms: u64,
+    pub first_seq: u64,
+    pub released: Option<SegmentEnd>,
+    pub cancel_requested: bool,
+}
+
+impl Lease {
+    /// Milliseconds the lease still runs at `now_ms`, if it is live.
+    pub fn remaining_ms(&self, now_ms: u64) -> Option<u64> {
+        if self.released.is_some() || self.expires_at_ms <= now_ms {
+            return None;
+        }
+        Some(self.expires_at_ms - now_ms)
+    }
+}
+
+/// What the conversation knows of a component it streamed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamedComponent {
+    pub revision: u64,
+    pub component_type: String,
+    pub title: String,
+}
+
+/// The folded state of one conversation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Conversation {
+    /// Turns, oldest first (turn n at index n - 1).
+    pub turns: Vec<Turn>,
+    pub lease: Option<Lease>,
+    /// Segments claimed so far.
+    pub segments: u32,
+    /// Interrupt ids whose approval is recorded.
+    pub approvals: BTreeSet<String>,
+    pub components: BTreeMap<String, StreamedComponent>,
+    pub composition: Option<CompositionManifest>,
+    /// Records folded that changed nothing (e.g. a cancel for an old
+    /// segment); kept for audit.
+    pub ignored: u64,
+}
+
+impl Conversation {
+    /// Whether the conversation has any record (a request started it).
+    pub fn exists(&self) -> bool {
+        !self.turns.is_empty()
+    }
+
+    pub fn current_turn(&self) -> Option<&Turn> {
+        self.turns.last()
+    }
+
+    /// The live lease at `now_ms`, with its remaining time.
+    pub fn live_lease(&self, now_ms: u64) -> Option<(&Lease, u64)> {
+        let lease = self.lease.as_ref()?;
+        lease
+            .remaining_ms(now_ms)
+            .map(|remaining| (lease, remaining))
+    }
+
+    /// Finds the turn and pause of an interrupt id.
+    pub fn find_pause(&self, interrupt_id: &str) -> Option<(&Turn, &Pause)> {
+        self.turns
+            .iter()
+            .rev()
+            .find_map(|turn| turn.pause(interrupt_id).map(|pause| (turn, pause)))
+    }
+
+    fn turn_mut(&mut self, turn: u32) -> Option<&mut Turn> {
+        let index = usize::try_from(turn).ok()?.checked_sub(1)?;
+        self.turns.get_mut(index)
+    }
+}
+
+/// The members of a frame the fold reads; the rest is skipped unparsed.
+#[derive(Deserialize)]
+struct FrameHead {
+    event: String,
+    #[serde(default)]
+    interrupt_id: Option<String>,
+    #[serde(default)]
+    component_id: Option<String>,
+    /// A number on component frames; a string on `plan.proposed`.
+    #[serde(default)]
+    revision: Option<serde_json::Value>,
+    #[serde(default, rename = "type")]
+    component_type: Option<String>,
+    #[serde(default)]
+    title: Option<String>,
+}
+
+/// The conversation fold.
+pub struct ConversationFold;
+
+fn decode<T: Payload>(record: &Record) -> Result<T, FoldError> {
+    match T::from_record(record) {
+        Some(decoded) => Ok(decoded?),
+        None => Err(FoldError::UnexpectedKind(record.kind())),
+    }
+}
+
+impl Fold for ConversationFold {
+    type State = Conversation;
+    const NAME: &'static str = "studio-conversation";
+    const VERSION: u32 = 1;
+
+    fn apply(state: &mut Conversation, record: &Record) -> Result<(), FoldError> {
+        let kind =
+            RecordKind::from_code(record.kind()).ok_or(FoldError::UnexpectedKind(record.kind()))?;
+        match kind {
+            RecordKind::StudioTurnRequested => turn_requested(state, decode(record)?),
+            RecordKind::StudioSegmentClaimed => segment_claimed(state, decode(record)?),
+            RecordKind::StudioSegmentRenewed => segment_renewed(state, decode(record)?),
+            RecordKind::StudioSegmentReleased => segment_released(state, decode(record)?),
+            RecordKind::StudioFrameSent => frame_sent(state, decode(record)?),
+            RecordKind::StudioInterruptAnswered => interrupt_answered(state, decode(record)?),
+            RecordKind::StudioPlanApproved => {
+                let approval: PlanApprovalRecorded = decode(record)?;
+                state.approvals.insert(approval.interrupt_id);
+                Ok(())
+            }
+            RecordKind::StudioCancelRequested => cancel_requested(state, decode(record)?),
+            RecordKind::StudioCompositionMutated => composition_mutated(state, decode(record)?),
+            RecordKind::Probe => Err(FoldError::UnexpectedKind(record.kind())),
+        }
+    }
+}
+
+fn turn_requested(state: &mut Conversation, record: TurnRequested) -> Result<(), FoldError> {
+    let request: TurnRequest = serde_json::from_str(&record.request)
+        .map_err(|error| FoldError::Invalid(format!("turn request: {error}")))?;
+    state.turns.push(Turn {
+        turn: record.turn,
+        auto_add: request.auto_add(),
+        request: record.request,
+        last_seq: 0,
+        status: TurnStatus::Streaming,
+        pauses: Vec::new(),
+    });
+    Ok(())
+}
+
+fn segment_claimed(state: &mut Conversation, record: SegmentClaimed) -> Result<(), FoldError> {
+    state.segments = record.segment;
+    if let Some(turn) = state.turn_mut(record.turn) {
+        turn.status = TurnStatus::Streaming;
+        if let Some(pause) = turn.pauses.last_mut()
+            && pause.answer.is_some()
+        {
+            pause.resumed_segment = Some(record.segment);
+        }
+    }
+    state.lease = Some(Lease {
+        segment: record.segment,
+        turn: record.turn,
+        owner: record.owner,
+        expires_at_ms: record.at_ms.saturating_add(record.ttl_ms),
+        ttl_ms: record.ttl_ms,
+        first_seq: record.first_seq,
+        released: None,
+        cancel_requested: false,
+    });
+    Ok(())
+}
+
+fn segment_renewed(state: &mut Conversation, record: SegmentRenewed) -> Result<(), FoldError> {
+    match state.lease.as_mut() {
+        Some(lease) if lease.segment == record.segment && lease.released.is_none() => {
+            lease.expires_at_ms = record.at_ms.saturating_add(lease.ttl_ms);
+        }
+        _ => state.ignored += 1,
+    }
+    Ok(())
+}
+
+fn segment_released(state: &mut Conversation, record: SegmentReleased) -> Result<(), FoldError> {
+    match state.lease.as_mut() {
+        Some(lease) if lease.segment == record.segment => {
+            lease.released = Some(record.end);
+            let turn = lease.turn;
+            if let Some(turn) = state.turn_mut(turn) {
+                turn.status = match record.end {
+                    SegmentEnd::Paused => TurnStatus::Paused,
+                    SegmentEnd::Done => TurnStatus::Done,
+                    SegmentEnd::Failed => TurnStatus::Failed,
+                    // A dropped client leaves the turn where its records left it.
+                    SegmentEnd::Disconnected => turn.status,
+                };
+            }
+        }
+        _ => state.ignored += 1,
+    }
+    Ok(())
+}
+
+fn cancel_requested(state: &mut Conversation, record: CancelRequested) -> Result<(), FoldError> {
+    match state.lease.as_mut() {
+        Some(lease) if lease.segment == record.segment && lease.released.is_none() => {
+            lease.cancel_requested = true;
+        }
+        _ => state.ignored += 1,
+    }
+    Ok(())
+}
+
+fn frame_sent(state: &mut Conversation, record: FrameSent) -> Result<(), FoldError> {
+    let head: FrameHead = serde_json::from_str(&record.frame)
+        .map_err(|error| FoldError::Invalid(format!("frame: {error}")))?;
+    let Some(turn) = state.turn_mut(record.turn) else {
+        return Err(FoldError::Invalid(format!(
+            "frame for unknown turn {}",
+            record.turn
+        )));
+    };
+    turn.last_seq = turn.last_seq.max(record.seq);
+    let auto_add = turn.auto_add;
+    match head.event.as_str() {
+        "plan.proposed" | "elicitation.request" => {
+            turn.status = TurnStatus::Paused;
+            turn.pauses.push(Pause {
+                interrupt_id: head.interrupt_id.unwrap_or_default(),
+                is_plan: head.event == "plan.proposed",
+                frame: record.frame,
+                answer: None,
+                resumed_segment: None,
+            });
+        }
+        "done" => turn.status = TurnStatus::Done,
+        "error" => turn.status = TurnStatus::Failed,
+        "component.created" => {
+            let revision = head.revision.as_ref().and_then(serde_json::Value::as_u64);
+            let (Some(id), Some(revision)) = (head.component_id, revision) else {
+                return Err(FoldError::Invalid("component.created without id".into()));
+            };
+            let component = StreamedComponent {
+                revision,
+                component_type: head.component_type.unwrap_or_default(),
+                title: head.title.unwrap_or_default(),
+            };
+            if auto_add {
+                canvas::auto_add(&mut state.composition, &id, &component);
+            }
+            state.components.insert(id, component);
+        }
+        "component.revised" => {
+            let revision = head.revision.as_ref().and_then(serde_json::Value::as_u64);
+            let (Some(id), Some(revision)) = (head.component_id, revision) else {
+                return Err(FoldError::Invalid("component.revised without id".into()));
+            };
+            if let Some(component) = state.components.get_mut(&id) {
+                component.revision = revision;
+                if let Some(title) = head.title {
+                    component.title = title;
+                }
+                canvas::revise(&mut state.composition, &id, component);
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn interrupt_answered(
+    state: &mut Conversation,
+    record: InterruptAnswered,
+) -> Result<(), FoldError> {
+    let Some(turn) = state.turn_mut(record.turn) else {
+        return Err(FoldError::Invalid(format!(
+            "answer for unknown turn {}",
+            record.turn
+        )));
+    };
+    match turn
+        .pauses
+        .iter_mut()
+        .find(|pause| pause.interrupt_id == record.interrupt_id)
+    {
+        Some(pause) if pause.answer.is_none() => pause.answer = Some(record.response),
+        _ => state.ignored += 1,
+    }
+    Ok(())
+}
+
+fn composition_mutated(
+    state: &mut Conversation,
+    record: CompositionMutated,
+) -> Result<(), FoldError> {
+    let mutation: CompositionMutation = serde_json::from_str(&record.mutation)
+        .map_err(|error| FoldError::Invalid(format!("mutation: {error}")))?;
+    // The route applied the same mutation to the same state before
+    // appending it at this exact position, so it applies here too.
+    let manifest = canvas::apply_mutation(state, &mutation)
+        .map_err(|error| FoldError::Invalid(format!("mutation no longer applies: {error}")))?;
+    state.composition = Some(manifest);
+    Ok(())
+}

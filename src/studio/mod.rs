@@ -1,0 +1,22 @@
+//! The Studio: the chat-and-canvas experience served over contract v1.
+//!
+//! - [`wire`]: the contract's vocabulary: requests, frames, bounds and
+//!   refusals. Pure: no ledger, network or clock.
+//! - [`records`]: the conversation's record kinds in the ledger.
+//! - [`conversation`]: the conversation state, a pure fold of its records.
+//! - [`canvas`]: the composition manifest's pure operations.
+//! - [`auth`]: bearer token to principal, the one seam for identity.
+//! - [`service`]: decisions (fold, decide, append where decided) and the
+//!   segments that stream turns while they hold the lease.
+//! - [`routes`]: the HTTP routes and SSE framing.
+//!
+//! Must never: keep a conversation's state anywhere but in the ledger
+//! (memory holds fold caches only).
+
+pub mod auth;
+pub mod canvas;
+pub mod conversation;
+pub mod records;
+pub mod routes;
+pub mod service;
+pub mod wire;

@@ -1,0 +1,261 @@
+//! The Studio's HTTP routes: authentication, body limits, parsing, and the
+//! SSE framing of what the service streams.
+//!
+//! Owns: `POST /api/studio/{turn,interrupt,cancel,composition,stream}`.
+//! Must never: decide anything about a conversation (the service does),
+//! or answer an error outside the wire error grammar.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use futures_util::StreamExt;
+use serde::Deserialize;
+
+use super::auth::{self, AuthError, Principal};
+use super::records::FrameSent;
+use super::service::{SseItem, Studio};
+use super::wire::error::{ErrorCode, Retry};
+use super::wire::ids::ConversationId;
+use super::wire::limits::{MAX_REQUEST_BYTES, MAX_TURN_REQUEST_BYTES};
+use super::wire::{self, WireError};
+use crate::ledger::Payload;
+
+impl IntoResponse for WireError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+        (status, Json(self)).into_response()
+    }
+}
+
+/// The Studio routes over a service.
+pub fn router(studio: Studio) -> Router {
+    Router::new()
+        .route("/api/studio/turn", post(turn))
+        .route("/api/studio/interrupt", post(interrupt))
+        .route("/api/studio/cancel", post(cancel))
+        .route("/api/studio/composition", post(composition))
+        .route("/api/studio/stream", post(reconnect))
+        .with_state(studio)
+}
+
+fn authenticate(studio: &Studio, headers: &HeaderMap) -> Result<Principal, WireError> {
+    let header = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    auth::authenticate(&studio.config().auth, header).map_err(|error| WireError {
+        code: ErrorCode::Unauthorized,
+        retry: match error {
+            AuthError::Missing => Retry::CorrectAndRetry {
+                fix: "send `Authorization: Bearer <token>`".to_owned(),
+            },
+            AuthError::Rejected => Retry::DoNotRetry,
+        },
+        detail: error.to_string(),
+        pointer: None,
+    })
+}
+
+/// Reads a body of at most `max_bytes`, refusing a larger one unread.
+async fn read_body(headers: &HeaderMap, body: Body, max_bytes: usize) -> Result<Bytes, WireError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if let Some(len) = declared
+        && len > max_bytes
+    {
+        return Err(WireError::too_large(len, max_bytes));
+    }
+    axum::body::to_bytes(body, max_bytes)
+        .await
+        .map_err(|_| WireError::too_large(declared.unwrap_or(max_bytes + 1), max_bytes))
+}
+
+fn sse(mut receiver: tokio::sync::mpsc::Receiver<SseItem>) -> Response {
+    // Heartbeats are the segment's own (`: ka`, with lease renewal), so
+    // axum's keep-alive is off. Dropping this stream (the client left)
+    // closes the channel, which the segment notices.
+    let events = async_stream::stream! {
+        while let Some(item) = receiver.recv().await {
+            yield item;
+        }
+    };
+    Sse::new(events).into_response()
+}
+
+async fn turn(State(studio): State<Studio>, headers: HeaderMap, body: Body) -> Response {
+    let result = async {
+        let principal = authenticate(&studio, &headers)?;
+        let body = read_body(&headers, body, MAX_TURN_REQUEST_BYTES).await?;
+        let request = wire::parse_turn_request(&body)?;
+        studio.start_turn(&principal, request).await
+    };
+    match result.await {
+        Ok(receiver) => sse(receiver),
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn interrupt(State(studio): State<Studio>, headers: HeaderMap, body: Body) -> Response {
+    let result = async {
+        let principal = authenticate(&studio, &headers)?;
+        let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
+        let response = wire::parse_interrupt_response(&body)?;
+        studio.resume(&principal, response).await
+    };
+    match result.await {
+        Ok(receiver) => sse(receiver),
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn cancel(State(studio): State<Studio>, headers: HeaderMap, body: Body) -> Response {
+    let result = async {
+        let principal = authenticate(&studio, &headers)?;
+        let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
+        let request = wire::parse_cancel_request(&body)?;
+        studio.cancel(&principal, &request).await
+    };
+    match result.await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn composition(State(studio): State<Studio>, headers: HeaderMap, body: Body) -> Response {
+    let result = async {
+        let principal = authenticate(&studio, &headers)?;
+        let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
+        let mutation = wire::parse_composition_mutation(&body)?;
+        studio.mutate(&principal, mutation).await
+    };
+    match result.await {
+        Ok(manifest) => Json(manifest).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+/// The reconnect request (an extension beyond contract v1).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReconnectRequest {
+    #[serde(alias = "session_id")]
+    conversation_id: ConversationId,
+    #[serde(default)]
+    after_seq: Option<u64>,
+}
+
+/// `POST /api/studio/stream`: the current turn's frames after `after_seq`
+/// (or `Last-Event-ID`) from the ledger, then the live segment's.
+async fn reconnect(State(studio): State<Studio>, headers: HeaderMap, body: Body) -> Response {
+    let result = async {
+        let principal = authenticate(&studio, &headers)?;
+        let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
+        let request: ReconnectRequest = serde_json::from_slice(&body).map_err(|error| {
+            WireError::malformed(
+                None,
+                format!("The body is not a reconnect request: {error}."),
+                "send {\"conversation_id\": …, \"after_seq\": N}",
+            )
+        })?;
+        let last_event_id = headers
+            .get("last-event-id")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        let after_seq = request.after_seq.or(last_event_id).unwrap_or(0);
+        let folded = studio.conversation(&principal, &request.conversation_id)?;
+        let Some(turn) = folded.state.current_turn().map(|t| t.turn) else {
+            return Err(WireError::not_found(
+                "/conversation_id",
+                "No conversation with this id is held for you.",
+            ));
+        };
+        Ok(studio.follow(&principal, &request.conversation_id, turn, after_seq))
+    };
+    match result.await {
+        Ok(stream) => Sse::new(stream)
+            .keep_alive(
+                KeepAlive::new()
+                    .interval(Duration::from_millis(studio.config().heartbeat_ms))
+                    .text("ka"),
+            )
+            .into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+/// An SSE event for a recorded frame.
+pub(crate) fn frame_event(frame: &FrameSent) -> Event {
+    Event::default()
+        .id(frame.seq.to_string())
+        .data(frame.frame.clone())
+}
+
+impl Studio {
+    /// Replays `turn`'s recorded frames after `after_seq` and follows the
+    /// live segment until a frame ends the stream or no segment holds the
+    /// lease.
+    fn follow(
+        &self,
+        principal: &Principal,
+        conversation: &ConversationId,
+        turn: u32,
+        after_seq: u64,
+    ) -> impl futures_util::Stream<Item = Result<Event, Infallible>> + use<> {
+        let studio = self.clone();
+        let principal = principal.clone();
+        let conversation = conversation.clone();
+        async_stream::stream! {
+            let Ok(stream) = super::records::conversation_stream(&principal, &conversation) else { return };
+            let ledger = studio.ledger().clone();
+            let mut records = Box::pin(ledger.tail(&stream, 0));
+            let heartbeat = Duration::from_millis(studio.config().heartbeat_ms.max(1));
+            let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
+            // Position of the next record the tail will yield.
+            let mut next_position = 0;
+            loop {
+                tokio::select! {
+                    record = records.next() => {
+                        let Some(Ok(record)) = record else { return };
+                        next_position = record.position() + 1;
+                        let Some(Ok(frame)) = FrameSent::from_record(&record) else { continue };
+                        if frame.turn != turn || frame.seq <= after_seq {
+                            continue;
+                        }
+                        let ends = serde_json::from_str::<wire::Frame>(&frame.frame)
+                            .map(|f| f.ends_stream())
+                            .unwrap_or(false);
+                        yield Ok(frame_event(&frame));
+                        // A pause or an end closes the stream unless the turn
+                        // already went on past it (an earlier pause).
+                        let caught_up = ledger.head(&stream).is_ok_and(|head| next_position >= head);
+                        if ends && caught_up {
+                            return;
+                        }
+                    }
+                    _ = ticker.tick() => {
+                        // Once every recorded frame is out, stop when no
+                        // live segment of this turn can add more.
+                        let live = studio
+                            .conversation(&principal, &conversation)
+                            .map(|folded| {
+                                folded.state.live_lease(super::service::now_ms()).is_some_and(|(lease, _)| lease.turn == turn)
+                            })
+                            .unwrap_or(false);
+                        let caught_up = ledger.head(&stream).is_ok_and(|head| next_position >= head);
+                        if !live && caught_up {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
