@@ -45,6 +45,18 @@ enum Command {
     /// Inspect a store.
     #[command(subcommand)]
     Log(LogCommand),
+    /// Print a Studio conversation (every frame, by segment) and its
+    /// folded state, from the ledger alone.
+    Replay {
+        #[arg(long, default_value = DEFAULT_DATA_DIR)]
+        data: PathBuf,
+        /// The conversation id.
+        #[arg(long)]
+        conversation: String,
+        /// The principal (digest) holding it; needed only when several do.
+        #[arg(long)]
+        principal: Option<String>,
+    },
     /// Print the JSON Schema (draft 2020-12) of the Studio wire.
     Schema,
 }
@@ -133,6 +145,11 @@ fn run(command: Command) -> Result<(), ToolError> {
             tools::dump(&data, stream.as_deref(), from, &mut out)
         }
         Command::Log(LogCommand::Stats { data }) => tools::stats(&data, &mut out),
+        Command::Replay {
+            data,
+            conversation,
+            principal,
+        } => tools::replay(&data, &conversation, principal.as_deref(), &mut out),
         Command::Schema => {
             let schema = ledgerwire::studio::wire::schema::schema_json();
             Ok(writeln!(out, "{schema:#}")?)

@@ -206,3 +206,73 @@ fn probe_writer(
     }
     Ok(())
 }
+
+/// Prints a Studio conversation from the ledger alone: every frame in
+/// order, grouped by segment, exactly as sent (`id:`/`data:` lines), then
+/// the conversation's folded state as JSON.
+pub fn replay(
+    data: &Path,
+    conversation: &str,
+    principal: Option<&str>,
+    out: &mut impl Write,
+) -> Result<(), ToolError> {
+    use crate::studio::conversation::ConversationFold;
+    use crate::studio::records::{FrameSent, SegmentClaimed, SegmentReleased};
+
+    let (ledger, _report) = open_existing(data)?;
+    let stream = find_conversation(&ledger, conversation, principal)?;
+    for record in ledger.read(&stream, 0)? {
+        let record = record?;
+        if let Some(Ok(claim)) = SegmentClaimed::from_record(&record) {
+            writeln!(
+                out,
+                "# segment {} (turn {}, first seq {}, owner {})",
+                claim.segment, claim.turn, claim.first_seq, claim.owner
+            )?;
+        } else if let Some(Ok(frame)) = FrameSent::from_record(&record) {
+            writeln!(out, "id: {}\ndata: {}\n", frame.seq, frame.frame)?;
+        } else if let Some(Ok(release)) = SegmentReleased::from_record(&record) {
+            writeln!(out, "# segment {} ended: {:?}", release.segment, release.end)?;
+        }
+    }
+    let folded = ledger.fold::<ConversationFold>(&stream)?;
+    let state = serde_json::to_string_pretty(&folded.state).unwrap_or_default();
+    writeln!(out, "# state after {} records\n{state}", folded.position)?;
+    Ok(())
+}
+
+/// The stream of a conversation id, for one principal or the only one
+/// holding that id.
+fn find_conversation(
+    ledger: &Ledger,
+    conversation: &str,
+    principal: Option<&str>,
+) -> Result<StreamKey, ToolError> {
+    if let Some(principal) = principal {
+        return Ok(StreamKey::new(format!("studio/{principal}/{conversation}"))?);
+    }
+    let mut found = Vec::new();
+    for stream in ledger.streams() {
+        let stream = stream?;
+        let Some(rest) = stream.as_str().strip_prefix("studio/") else {
+            continue;
+        };
+        if rest.split_once('/').is_some_and(|(_, id)| id == conversation) {
+            found.push(stream);
+        }
+    }
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(ToolError::Serve(format!(
+            "no conversation {conversation:?} in this store"
+        ))),
+        _ => Err(ToolError::Serve(format!(
+            "conversation {conversation:?} exists for several principals ({}); pass --principal",
+            found
+                .iter()
+                .map(|s| s.as_str().split('/').nth(1).unwrap_or("?").to_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}

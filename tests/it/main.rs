@@ -6,5 +6,6 @@ mod golden;
 mod ledger;
 mod server;
 mod studio;
+mod studio_crash;
 mod studio_wire;
 mod support;
