@@ -13,11 +13,7 @@ use ledgerwire::server::{BoundServer, DEFAULT_ADDR, DEFAULT_DATA_DIR, ServerConf
 use ledgerwire::tools::{self, ProbeConfig, ToolError};
 
 #[derive(Parser)]
-#[command(
-    name = "ledgerwire",
-    version,
-    about = "Studio and Statewire server on a durable log"
-)]
+#[command(name = "ledgerwire", version, about = "Studio and Statewire server on a durable log")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -150,9 +146,7 @@ fn serve(config: ServerConfig) -> Result<(), ToolError> {
         let server = BoundServer::bind(&config)
             .await
             .map_err(|error| ToolError::Serve(error.to_string()))?;
-        let addr = server
-            .local_addr()
-            .map_err(|e| ToolError::Serve(e.to_string()))?;
+        let addr = server.local_addr().map_err(|e| ToolError::Serve(e.to_string()))?;
         tracing::info!(%addr, "listening");
         server
             .run(async {

@@ -106,9 +106,7 @@ pub fn verify(log: &sled::Tree) -> Result<VerifyReport> {
         report.records += 1;
         report.bytes += value.len() as u64;
         let Some((stream, position)) = record::parse_record_key(&key) else {
-            report
-                .problems
-                .push(problem(None, None, Corruption::BadKey));
+            report.problems.push(problem(None, None, Corruption::BadKey));
             continue;
         };
         if current.as_ref().is_none_or(|scan| scan.name != stream) {
@@ -130,9 +128,7 @@ pub fn verify(log: &sled::Tree) -> Result<VerifyReport> {
             if !globals.insert(global) && !scan.broken {
                 scan.broken = true;
                 let corruption = Corruption::GlobalDuplicate { global };
-                report
-                    .problems
-                    .push(problem(Some(stream), Some(position), corruption));
+                report.problems.push(problem(Some(stream), Some(position), corruption));
             }
         }
         if scan.broken {
@@ -144,18 +140,14 @@ pub fn verify(log: &sled::Tree) -> Result<VerifyReport> {
                 expected: scan.expected_position,
                 found: position,
             };
-            report
-                .problems
-                .push(problem(Some(stream), Some(scan.expected_position), gap));
+            report.problems.push(problem(Some(stream), Some(scan.expected_position), gap));
             continue;
         }
         scan.expected_position += 1;
         match record {
             Err(corruption) => {
                 scan.broken = true;
-                report
-                    .problems
-                    .push(problem(Some(stream), Some(position), corruption));
+                report.problems.push(problem(Some(stream), Some(position), corruption));
             }
             Ok(record) => {
                 let global = record.global_position();
@@ -164,9 +156,7 @@ pub fn verify(log: &sled::Tree) -> Result<VerifyReport> {
                 {
                     scan.broken = true;
                     let corruption = Corruption::GlobalOrder { global, previous };
-                    report
-                        .problems
-                        .push(problem(Some(stream), Some(position), corruption));
+                    report.problems.push(problem(Some(stream), Some(position), corruption));
                 }
                 scan.last_global = Some(global);
             }
@@ -208,7 +198,9 @@ pub(crate) fn stream_keys(log: sled::Tree) -> impl Iterator<Item = Result<Stream
             None => Bound::Included(vec![RECORD_KEY_TAG]),
             Some(bound) => Bound::Excluded(bound.clone()),
         };
-        let next = log.range::<Vec<u8>, _>((start, Bound::Unbounded)).next();
+        let next = log
+            .range::<Vec<u8>, _>((start, Bound::Unbounded))
+            .next();
         let result = match next {
             None => None,
             Some(Err(error)) => Some(Err(LedgerError::from(error))),
