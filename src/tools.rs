@@ -126,10 +126,8 @@ pub fn stats(data: &Path, out: &mut impl Write) -> Result<(), ToolError> {
             continue; // corrupt streams are counted by the report below
         };
         for record in reader.flatten() {
-            let name = RecordKind::from_code(record.kind()).map_or_else(
-                || format!("unknown-{}", record.kind()),
-                |k| k.name().to_owned(),
-            );
+            let name = RecordKind::from_code(record.kind())
+                .map_or_else(|| format!("unknown-{}", record.kind()), |k| k.name().to_owned());
             let entry = per_kind.entry(name).or_default();
             entry.0 += 1;
             entry.1 += record.encoded_len() as u64;

@@ -94,7 +94,8 @@ pub struct InterruptResponse {
     pub interrupt_id: InterruptId,
     pub decision: Decision,
     /// The amendment text of `amend`, or the one answer to an elicitation
-    /// opened before delta 21.
+    /// opened before delta 21. Accepted and ignored with approve and reject,
+    /// so a client that always sends the member is not broken by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<String>,
     /// One answer per question id of the elicitation (delta 21).

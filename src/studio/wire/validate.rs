@@ -84,6 +84,12 @@ pub fn parse_cancel_request(body: &[u8]) -> Result<CancelRequest, WireError> {
 
 /// Parses one frame's JSON (a client's view; the server only writes them).
 pub fn parse_frame(data: &[u8]) -> Result<Frame, WireError> {
+    check_size(data, MAX_FRAME_BYTES)?;
+    // Fast path: a well-formed frame is read straight from the bytes. Only
+    // a refused one pays for the slower pass that names the member at fault.
+    if let Ok(frame) = serde_json::from_slice::<Frame>(data) {
+        return Ok(frame);
+    }
     let object = read_object(data, MAX_FRAME_BYTES)?;
     match object.get("event") {
         Some(Value::String(event)) if FrameEvent::from_wire(event).is_some() => {}
