@@ -15,7 +15,11 @@ use ledgerwire::studio::service::StudioConfig;
 use ledgerwire::tools::{self, ProbeConfig, ToolError};
 
 #[derive(Parser)]
-#[command(name = "ledgerwire", version, about = "Studio and Statewire server on a durable log")]
+#[command(
+    name = "ledgerwire",
+    version,
+    about = "Studio and Statewire server on a durable log"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -182,7 +186,9 @@ fn serve(config: ServerConfig) -> Result<(), ToolError> {
         let server = BoundServer::bind(&config)
             .await
             .map_err(|error| ToolError::Serve(error.to_string()))?;
-        let addr = server.local_addr().map_err(|e| ToolError::Serve(e.to_string()))?;
+        let addr = server
+            .local_addr()
+            .map_err(|e| ToolError::Serve(e.to_string()))?;
         tracing::info!(%addr, "listening");
         // Tests and scripts read the bound address (with --addr …:0) here.
         println!("listening on {addr}");

@@ -126,8 +126,10 @@ pub fn stats(data: &Path, out: &mut impl Write) -> Result<(), ToolError> {
             continue; // corrupt streams are counted by the report below
         };
         for record in reader.flatten() {
-            let name = RecordKind::from_code(record.kind())
-                .map_or_else(|| format!("unknown-{}", record.kind()), |k| k.name().to_owned());
+            let name = RecordKind::from_code(record.kind()).map_or_else(
+                || format!("unknown-{}", record.kind()),
+                |k| k.name().to_owned(),
+            );
             let entry = per_kind.entry(name).or_default();
             entry.0 += 1;
             entry.1 += record.encoded_len() as u64;
@@ -230,7 +232,11 @@ pub fn replay(
         } else if let Some(Ok(frame)) = FrameSent::from_record(&record) {
             writeln!(out, "id: {}\ndata: {}\n", frame.seq, frame.frame)?;
         } else if let Some(Ok(release)) = SegmentReleased::from_record(&record) {
-            writeln!(out, "# segment {} ended: {:?}", release.segment, release.end)?;
+            writeln!(
+                out,
+                "# segment {} ended: {:?}",
+                release.segment, release.end
+            )?;
         }
     }
     let folded = ledger.fold::<ConversationFold>(&stream)?;
@@ -247,7 +253,9 @@ fn find_conversation(
     principal: Option<&str>,
 ) -> Result<StreamKey, ToolError> {
     if let Some(principal) = principal {
-        return Ok(StreamKey::new(format!("studio/{principal}/{conversation}"))?);
+        return Ok(StreamKey::new(format!(
+            "studio/{principal}/{conversation}"
+        ))?);
     }
     let mut found = Vec::new();
     for stream in ledger.streams() {
@@ -255,7 +263,10 @@ fn find_conversation(
         let Some(rest) = stream.as_str().strip_prefix("studio/") else {
             continue;
         };
-        if rest.split_once('/').is_some_and(|(_, id)| id == conversation) {
+        if rest
+            .split_once('/')
+            .is_some_and(|(_, id)| id == conversation)
+        {
             found.push(stream);
         }
     }

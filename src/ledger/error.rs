@@ -49,7 +49,9 @@ pub enum LedgerError {
     #[error("an append must carry between 1 and {max} records, got {len}")]
     BatchSize { len: usize, max: usize },
 
-    #[error("stream {stream} is corrupt at position {position}: {corruption}; run `ledgerwire log verify` and restore the store from a backup")]
+    #[error(
+        "stream {stream} is corrupt at position {position}: {corruption}; run `ledgerwire log verify` and restore the store from a backup"
+    )]
     Corrupt {
         stream: String,
         position: u64,
@@ -63,14 +65,19 @@ pub enum LedgerError {
         reason: String,
     },
 
-    #[error("the ledger stopped accepting writes after a failed flush ({reason}); restart the server")]
+    #[error(
+        "the ledger stopped accepting writes after a failed flush ({reason}); restart the server"
+    )]
     Poisoned { reason: String },
 
     #[error("the ledger is shut down")]
     Closed,
 
     #[error("{path}: {problem}")]
-    Store { path: PathBuf, problem: StoreProblem },
+    Store {
+        path: PathBuf,
+        problem: StoreProblem,
+    },
 
     #[error("storage error: {0}")]
     Sled(#[from] sled::Error),
@@ -87,13 +94,21 @@ pub enum LedgerError {
 pub enum StoreProblem {
     #[error("no ledgerwire store here; pass --data with the directory `ledgerwire serve` created")]
     Missing,
-    #[error("not a ledgerwire store (it has files but no LEDGERWIRE marker); point --data at an empty directory or an existing store")]
+    #[error(
+        "not a ledgerwire store (it has files but no LEDGERWIRE marker); point --data at an empty directory or an existing store"
+    )]
     Foreign,
-    #[error("the LEDGERWIRE marker is unreadable ({0}); the directory is not a store this build understands")]
+    #[error(
+        "the LEDGERWIRE marker is unreadable ({0}); the directory is not a store this build understands"
+    )]
     BadMarker(String),
-    #[error("written by a newer ledgerwire (store format {found}, this build reads up to {supported}); upgrade ledgerwire")]
+    #[error(
+        "written by a newer ledgerwire (store format {found}, this build reads up to {supported}); upgrade ledgerwire"
+    )]
     NewerFormat { found: u32, supported: u32 },
-    #[error("in use by another ledgerwire process; stop that process or choose another --data directory")]
+    #[error(
+        "in use by another ledgerwire process; stop that process or choose another --data directory"
+    )]
     Locked,
     #[error("not a directory")]
     NotADirectory,

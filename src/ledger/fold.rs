@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Serialize, de::DeserializeOwned};
 
+use crate::ledger::Ledger;
 use crate::ledger::error::{LedgerError, Result};
 use crate::ledger::record::{Record, StreamKey};
-use crate::ledger::Ledger;
 
 /// Default distance, in records, between two snapshots of one stream.
 pub const SNAPSHOT_INTERVAL_RECORDS: u64 = 1024;

@@ -101,7 +101,8 @@ pub enum DecodeError {
 
 /// Decodes a record's payload into JSON, by kind.
 pub fn payload_json(record: &Record) -> Result<serde_json::Value, DecodeError> {
-    let kind = RecordKind::from_code(record.kind()).ok_or(DecodeError::UnknownKind(record.kind()))?;
+    let kind =
+        RecordKind::from_code(record.kind()).ok_or(DecodeError::UnknownKind(record.kind()))?;
     let to_json = |error| DecodeError::Payload {
         kind: kind.name(),
         error,

@@ -488,7 +488,11 @@ impl Ledger {
 
     /// Reads `stream` from `from` and then waits for and yields every record
     /// appended later, without polling. Ends only on an error.
-    pub fn tail(&self, stream: &StreamKey, from: u64) -> impl Stream<Item = Result<Record>> + use<> {
+    pub fn tail(
+        &self,
+        stream: &StreamKey,
+        from: u64,
+    ) -> impl Stream<Item = Result<Record>> + use<> {
         let ledger = self.clone();
         let stream = stream.clone();
         async_stream::try_stream! {
@@ -519,7 +523,11 @@ impl Ledger {
 
     /// A receiver of the stream's next position after each append to it.
     fn watch(&self, stream: &StreamKey) -> watch::Receiver<u64> {
-        let mut watchers = self.shared.watchers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut watchers = self
+            .shared
+            .watchers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         watchers
             .entry(stream.clone())
             .or_insert_with(|| watch::channel(0).0)
@@ -534,7 +542,11 @@ impl Ledger {
     /// Streams refused because a record of theirs failed its checks, with
     /// the first bad position.
     pub fn corrupt_streams(&self) -> Vec<(String, u64)> {
-        let corrupt = self.shared.corrupt.read().unwrap_or_else(|p| p.into_inner());
+        let corrupt = self
+            .shared
+            .corrupt
+            .read()
+            .unwrap_or_else(|p| p.into_inner());
         let mut list: Vec<_> = corrupt.iter().map(|(s, (p, _))| (s.clone(), *p)).collect();
         list.sort();
         list
@@ -555,8 +567,6 @@ impl Ledger {
     pub(crate) fn snapshots(&self) -> &sled::Tree {
         &self.shared.snapshots
     }
-
-
 }
 
 /// An iterator over one stream's records, in position order. It stops at
@@ -574,7 +584,11 @@ impl StreamReader {
     fn corrupt(&mut self, corruption: Corruption) -> LedgerError {
         self.failed = true;
         tracing::error!(stream = %self.stream, position = self.next_position, %corruption, "corrupt record");
-        let mut corrupt = self.shared.corrupt.write().unwrap_or_else(|p| p.into_inner());
+        let mut corrupt = self
+            .shared
+            .corrupt
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
         corrupt
             .entry(self.stream.to_string())
             .or_insert((self.next_position, corruption.clone()));

@@ -292,7 +292,11 @@ mod tests {
             global_position: 42,
             timestamp_ms: 1_700_000_000_000,
         };
-        (header, StreamKey::new("studio/alice/c1").unwrap(), b"payload".to_vec())
+        (
+            header,
+            StreamKey::new("studio/alice/c1").unwrap(),
+            b"payload".to_vec(),
+        )
     }
 
     #[test]
@@ -311,7 +315,10 @@ mod tests {
         let bytes = encode(&header, &stream, &payload);
         for len in 0..bytes.len() {
             let cut = sled::IVec::from(&bytes[..len]);
-            assert!(Record::decode(cut, "studio/alice/c1", 3).is_err(), "cut at {len}");
+            assert!(
+                Record::decode(cut, "studio/alice/c1", 3).is_err(),
+                "cut at {len}"
+            );
         }
         for bit in 0..bytes.len() * 8 {
             let mut flipped = bytes.clone();

@@ -119,7 +119,9 @@ pub fn verify_until(log: &sled::Tree, stop: &AtomicBool) -> Result<Option<Verify
         }
         report.bytes += value.len() as u64;
         let Some((stream, position)) = record::parse_record_key(&key) else {
-            report.problems.push(problem(None, None, Corruption::BadKey));
+            report
+                .problems
+                .push(problem(None, None, Corruption::BadKey));
             continue;
         };
         if current.as_ref().is_none_or(|scan| scan.name != stream) {
@@ -141,7 +143,9 @@ pub fn verify_until(log: &sled::Tree, stop: &AtomicBool) -> Result<Option<Verify
             if !globals.insert(global) && !scan.broken {
                 scan.broken = true;
                 let corruption = Corruption::GlobalDuplicate { global };
-                report.problems.push(problem(Some(stream), Some(position), corruption));
+                report
+                    .problems
+                    .push(problem(Some(stream), Some(position), corruption));
             }
         }
         if scan.broken {
@@ -153,14 +157,18 @@ pub fn verify_until(log: &sled::Tree, stop: &AtomicBool) -> Result<Option<Verify
                 expected: scan.expected_position,
                 found: position,
             };
-            report.problems.push(problem(Some(stream), Some(scan.expected_position), gap));
+            report
+                .problems
+                .push(problem(Some(stream), Some(scan.expected_position), gap));
             continue;
         }
         scan.expected_position += 1;
         match record {
             Err(corruption) => {
                 scan.broken = true;
-                report.problems.push(problem(Some(stream), Some(position), corruption));
+                report
+                    .problems
+                    .push(problem(Some(stream), Some(position), corruption));
             }
             Ok(record) => {
                 let global = record.global_position();
@@ -169,7 +177,9 @@ pub fn verify_until(log: &sled::Tree, stop: &AtomicBool) -> Result<Option<Verify
                 {
                     scan.broken = true;
                     let corruption = Corruption::GlobalOrder { global, previous };
-                    report.problems.push(problem(Some(stream), Some(position), corruption));
+                    report
+                        .problems
+                        .push(problem(Some(stream), Some(position), corruption));
                 }
                 scan.last_global = Some(global);
             }
@@ -211,9 +221,7 @@ pub(crate) fn stream_keys(log: sled::Tree) -> impl Iterator<Item = Result<Stream
             None => Bound::Included(vec![RECORD_KEY_TAG]),
             Some(bound) => Bound::Excluded(bound.clone()),
         };
-        let next = log
-            .range::<Vec<u8>, _>((start, Bound::Unbounded))
-            .next();
+        let next = log.range::<Vec<u8>, _>((start, Bound::Unbounded)).next();
         let result = match next {
             None => None,
             Some(Err(error)) => Some(Err(LedgerError::from(error))),

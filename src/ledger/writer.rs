@@ -180,7 +180,12 @@ impl Writer {
     fn apply_round(&mut self, shared: &Shared, round: Vec<Command>) -> Vec<Waiter> {
         if let Some(reason) = shared.poisoned() {
             for command in round {
-                fail(command, LedgerError::Poisoned { reason: reason.clone() });
+                fail(
+                    command,
+                    LedgerError::Poisoned {
+                        reason: reason.clone(),
+                    },
+                );
             }
             return Vec::new();
         }
@@ -251,7 +256,9 @@ impl Writer {
             let reason = format!("batch failed: {error}");
             shared.poison(reason.clone());
             for (waiter, _) in accepted {
-                waiter.resolve(Err(LedgerError::Poisoned { reason: reason.clone() }));
+                waiter.resolve(Err(LedgerError::Poisoned {
+                    reason: reason.clone(),
+                }));
             }
             return Vec::new();
         }

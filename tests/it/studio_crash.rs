@@ -34,7 +34,9 @@ impl Server {
             .expect("spawn ledgerwire serve");
         let stdout = child.stdout.take().expect("stdout");
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).expect("read the address");
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read the address");
         let addr = line
             .trim()
             .strip_prefix("listening on ")
@@ -62,7 +64,8 @@ fn answer(conversation: &str, interrupt: &Value) -> Value {
 }
 
 async fn pause(client: &StudioClient, conversation: &str) -> Value {
-    let request = json!({"kind": "turn.request", "conversation_id": conversation, "message": "slow chart"});
+    let request =
+        json!({"kind": "turn.request", "conversation_id": conversation, "message": "slow chart"});
     let frames = client.stream("/api/studio/turn", &request).await;
     assert_eq!(frames.last().unwrap()["event"], "plan.proposed");
     frames.last().unwrap()["interrupt_id"].clone()
@@ -75,7 +78,9 @@ async fn retry_after_lease(client: &StudioClient, body: &Value) -> Vec<Value> {
     let (status, refusal) = client.json("/api/studio/interrupt", body).await;
     assert_eq!(status, 409, "{refusal}");
     assert_eq!(refusal["code"], "transient_unavailable");
-    let wait = refusal["retry_after_seconds"].as_u64().expect("retry_after_seconds");
+    let wait = refusal["retry_after_seconds"]
+        .as_u64()
+        .expect("retry_after_seconds");
     assert!(wait >= 1 && wait <= LEASE_TTL_MS.div_ceil(1000), "{wait}");
     tokio::time::sleep(Duration::from_secs(wait)).await;
     client.stream("/api/studio/interrupt", body).await
@@ -89,7 +94,9 @@ async fn answers_survive_sigkill_and_retries_resume_past_the_dead_segment() {
 
     // 1. Kill during a resumed segment, after it sent some frames.
     let interrupt = pause(&client, "k1").await;
-    let response = client.post("/api/studio/interrupt", &answer("k1", &interrupt)).await;
+    let response = client
+        .post("/api/studio/interrupt", &answer("k1", &interrupt))
+        .await;
     assert_eq!(response.status(), 200);
     let mut reader = SseReader::new(response);
     let mut seen = Vec::new();
@@ -105,7 +112,9 @@ async fn answers_survive_sigkill_and_retries_resume_past_the_dead_segment() {
     let second = StudioClient::new(server.addr, "crash");
     let interrupt2 = pause(&second, "k2").await;
     let k1_dead_seq = last_seen;
-    let response = second.post("/api/studio/interrupt", &answer("k2", &interrupt2)).await;
+    let response = second
+        .post("/api/studio/interrupt", &answer("k2", &interrupt2))
+        .await;
     assert_eq!(response.status(), 200);
     server.kill();
     drop(reader);
@@ -115,20 +124,32 @@ async fn answers_survive_sigkill_and_retries_resume_past_the_dead_segment() {
     let client = StudioClient::new(server.addr, "crash");
     let resumed = retry_after_lease(&client, &answer("k1", &interrupt)).await;
     let first_seq = resumed[0]["seq"].as_u64().unwrap();
-    assert!(first_seq >= k1_dead_seq + 1000, "{first_seq} vs {k1_dead_seq}");
+    assert!(
+        first_seq >= k1_dead_seq + 1000,
+        "{first_seq} vs {k1_dead_seq}"
+    );
     assert!(
         resumed.iter().all(|f| f["event"] != "plan.approved"),
         "plan.approved is never sent on a retried resume"
     );
     assert_eq!(resumed.last().unwrap()["event"], "done");
 
-    let resumed = client.stream("/api/studio/interrupt", &answer("k2", &interrupt2)).await;
-    assert_eq!(resumed.last().unwrap()["event"], "done", "the recorded answer resumed");
+    let resumed = client
+        .stream("/api/studio/interrupt", &answer("k2", &interrupt2))
+        .await;
+    assert_eq!(
+        resumed.last().unwrap()["event"],
+        "done",
+        "the recorded answer resumed"
+    );
     // A different answer to an answered pause is a conflict.
     let mut reject = answer("k2", &interrupt2);
     reject["decision"] = json!("reject");
     let (status, body) = client.json("/api/studio/interrupt", &reject).await;
-    assert_eq!((status, body["code"].as_str()), (409, Some("edit_conflict")));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("edit_conflict"))
+    );
     server.kill();
 
     // 3. Replay from the ledger alone: no seq twice within a segment, and
@@ -138,7 +159,11 @@ async fn answers_survive_sigkill_and_retries_resume_past_the_dead_segment() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let transcript = String::from_utf8(output.stdout).unwrap();
     let mut segment_seqs: Vec<Vec<u64>> = Vec::new();
     let mut recorded = Vec::new();
@@ -154,9 +179,16 @@ async fn answers_survive_sigkill_and_retries_resume_past_the_dead_segment() {
             recorded.push(frame);
         }
     }
-    assert_eq!(segment_seqs.len(), 3, "the pause, the killed resume, the retried resume");
+    assert_eq!(
+        segment_seqs.len(),
+        3,
+        "the pause, the killed resume, the retried resume"
+    );
     for frame in &seen {
-        assert!(recorded.contains(frame), "a frame the client saw is missing: {frame}");
+        assert!(
+            recorded.contains(frame),
+            "a frame the client saw is missing: {frame}"
+        );
     }
     assert!(transcript.contains("# state after"));
 }
