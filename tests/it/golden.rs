@@ -10,6 +10,7 @@ use std::path::Path;
 
 use ledgerwire::ledger::probe::{Probe, ProbeFold, ProbeTally};
 use ledgerwire::ledger::{Durability, ExpectedPosition, Ledger, OpenMode, Payload};
+use ledgerwire::studio::conversation::ConversationFold;
 
 use crate::support::{scratch, stream};
 
@@ -109,4 +110,83 @@ fn the_v1_golden_log_reads_and_folds_to_its_committed_state() {
     ledgerwire::tools::dump(scratch.path(), None, 0, &mut dump).unwrap();
     let expected_dump = std::fs::read_to_string(golden.join("expected-dump.jsonl")).unwrap();
     assert_eq!(String::from_utf8(dump).unwrap(), expected_dump);
+}
+
+const STUDIO_GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/log-format/golden/v1-studio");
+
+/// Writes a Studio conversation through the real server: a planned turn
+/// approved to `done`, a canvas mutation, and a turn left paused on a
+/// clarifying question answered into a new plan.
+async fn write_studio_golden(dir: &Path) {
+    use crate::support::{StudioClient, quick_studio, start_stoppable_studio};
+    use serde_json::json;
+
+    let (ledger, _) = Ledger::open(dir.join("store"), OpenMode::CreateIfMissing).unwrap();
+    let (addr, server) = start_stoppable_studio(ledger, quick_studio()).await;
+    let client = StudioClient::new(addr, "golden");
+    let turn = |message: &str| json!({"kind": "turn.request", "conversation_id": "g1", "message": message});
+    let first = client
+        .stream("/api/studio/turn", &turn("GDP of Kenya"))
+        .await;
+    let approve = json!({"kind": "interrupt.response", "conversation_id": "g1",
+                         "interrupt_id": first[1]["interrupt_id"], "decision": "approve"});
+    client.stream("/api/studio/interrupt", &approve).await;
+    let pin = json!({"kind": "composition.mutate", "conversation_id": "g1", "expected_revision": 1,
+                     "ops": [{"op": "pin", "component_id": "cmp-1-1"}]});
+    assert_eq!(client.json("/api/studio/composition", &pin).await.0, 200);
+    let asked = client
+        .stream("/api/studio/turn", &turn("clarify please"))
+        .await;
+    let answer = json!({"kind": "interrupt.response", "conversation_id": "g1",
+                        "interrupt_id": asked[1]["interrupt_id"], "decision": "answer",
+                        "answers": {"q1": {"kind": "option", "option_id": "o1"}}});
+    client.stream("/api/studio/interrupt", &answer).await;
+    server.stop().await;
+
+    let (ledger, _) = Ledger::open(dir.join("store"), OpenMode::MustExist).unwrap();
+    let stream = studio_stream(&ledger);
+    let state = ledger.fold::<ConversationFold>(&stream).unwrap().state;
+    drop(ledger);
+    let state = serde_json::to_string_pretty(&state).unwrap();
+    std::fs::write(dir.join("expected-state.json"), state + "\n").unwrap();
+    let mut replay = Vec::new();
+    ledgerwire::tools::replay(&dir.join("store"), "g1", None, &mut replay).unwrap();
+    std::fs::write(dir.join("expected-replay.txt"), replay).unwrap();
+}
+
+fn studio_stream(ledger: &Ledger) -> ledgerwire::ledger::StreamKey {
+    ledger
+        .streams()
+        .map(Result::unwrap)
+        .find(|s| s.as_str().starts_with("studio/") && s.as_str().ends_with("/g1"))
+        .expect("the golden conversation")
+}
+
+#[tokio::test]
+async fn the_v1_studio_golden_log_folds_and_replays_to_its_committed_state() {
+    let golden = Path::new(STUDIO_GOLDEN);
+    if !golden.join("store").exists() {
+        assert!(
+            std::env::var_os("LEDGERWIRE_WRITE_GOLDEN").is_some(),
+            "{STUDIO_GOLDEN}/store is missing; it is committed and must not be regenerated"
+        );
+        write_studio_golden(golden).await;
+    }
+    let scratch = scratch();
+    copy_dir(&golden.join("store"), scratch.path());
+    let (ledger, report) = Ledger::open(scratch.path(), OpenMode::MustExist).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    let state = ledger
+        .fold::<ConversationFold>(&studio_stream(&ledger))
+        .unwrap()
+        .state;
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(golden.join("expected-state.json")).unwrap())
+            .unwrap();
+    assert_eq!(serde_json::to_value(&state).unwrap(), expected);
+    drop(ledger);
+    let mut replay = Vec::new();
+    ledgerwire::tools::replay(scratch.path(), "g1", None, &mut replay).unwrap();
+    let expected = std::fs::read_to_string(golden.join("expected-replay.txt")).unwrap();
+    assert_eq!(String::from_utf8(replay).unwrap(), expected);
 }

@@ -592,3 +592,56 @@ async fn two_servers_on_one_ledger_share_pauses_cancels_and_the_canvas() {
     assert_eq!(status, 200, "{manifest}");
     assert_eq!(manifest["blocks"][0]["pinned"], true);
 }
+
+#[tokio::test]
+async fn an_identical_retry_while_the_resumed_segment_streams_gets_409() {
+    let (_dir, _ledger, client) = studio().await;
+    let first = client
+        .stream("/api/studio/turn", &turn("c14", "slow one"))
+        .await;
+    let body = answer("c14", &first[1]["interrupt_id"], "approve");
+    let response = client.post("/api/studio/interrupt", &body).await;
+    let mut running = SseReader::new(response);
+    assert!(matches!(running.next().await, Some(SseEvent::Frame { .. })));
+    let (status, refusal) = client.json("/api/studio/interrupt", &body).await;
+    assert_eq!(
+        (status, refusal["code"].as_str()),
+        (409, Some("transient_unavailable"))
+    );
+    assert!(refusal["retry_after_seconds"].as_u64().is_some());
+    let rest = running.frames().await;
+    assert_eq!(rest.last().unwrap()["event"], "done");
+    // Exactly one plan.approved and one approval record for the interrupt.
+    let replayed = client
+        .stream(
+            "/api/studio/stream",
+            &json!({"conversation_id": "c14", "after_seq": 0}),
+        )
+        .await;
+    assert_eq!(
+        events(&replayed)
+            .iter()
+            .filter(|e| **e == "plan.approved")
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn last_event_id_resumes_a_reconnect_after_that_seq() {
+    let (_dir, _ledger, client) = studio().await;
+    client
+        .stream("/api/studio/turn", &turn("c15", "hello there"))
+        .await;
+    let response = client
+        .http
+        .post(format!("{}/api/studio/stream", client.base))
+        .bearer_auth("alice")
+        .header("Last-Event-ID", "1")
+        .json(&json!({"conversation_id": "c15"}))
+        .send()
+        .await
+        .unwrap();
+    let frames = SseReader::new(response).frames().await;
+    assert_eq!(seqs(&frames), [2, 3], "{frames:?}");
+}
