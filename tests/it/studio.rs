@@ -645,3 +645,48 @@ async fn last_event_id_resumes_a_reconnect_after_that_seq() {
     let frames = SseReader::new(response).frames().await;
     assert_eq!(seqs(&frames), [2, 3], "{frames:?}");
 }
+
+#[tokio::test]
+async fn closing_the_stream_aborts_the_segment_and_frees_the_conversation() {
+    let (_dir, ledger, client) = studio().await;
+    let first = client
+        .stream("/api/studio/turn", &turn("c16", "slow walk"))
+        .await;
+    let response = client
+        .post(
+            "/api/studio/interrupt",
+            &answer("c16", &first[1]["interrupt_id"], "approve"),
+        )
+        .await;
+    let mut running = SseReader::new(response);
+    assert!(matches!(running.next().await, Some(SseEvent::Frame { .. })));
+    drop(running);
+    // The segment sees the closed response and releases its lease; wait
+    // for that record instead of sleeping.
+    let stream = ledger
+        .streams()
+        .map(Result::unwrap)
+        .find(|s| s.as_str().ends_with("/c16"))
+        .unwrap();
+    let mut records = Box::pin(ledger.tail(&stream, 0));
+    loop {
+        let record = tokio::time::timeout(
+            Duration::from_secs(10),
+            futures_util::StreamExt::next(&mut records),
+        )
+        .await
+        .expect("a release within the timeout")
+        .unwrap()
+        .unwrap();
+        if let Some(Ok(release)) = <ledgerwire::studio::records::SegmentReleased as ledgerwire::ledger::Payload>::from_record(&record)
+            && release.segment == 2
+        {
+            assert_eq!(release.end, ledgerwire::studio::records::SegmentEnd::Disconnected);
+            break;
+        }
+    }
+    let next = client
+        .stream("/api/studio/turn", &turn("c16", "hello"))
+        .await;
+    assert_eq!(events(&next).last(), Some(&"done"));
+}
