@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use axum::serve::ListenerExt;
 use axum::{Json, Router, extract::State, routing::get};
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -122,7 +123,15 @@ impl BoundServer {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
-        axum::serve(self.listener, self.router)
+        // Frames are small writes that must leave at once: without
+        // TCP_NODELAY, Nagle's algorithm holds each one until the client's
+        // delayed ACK (tens of milliseconds per frame).
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::warn!(%error, "cannot set TCP_NODELAY");
+            }
+        });
+        axum::serve(listener, self.router)
             .with_graceful_shutdown(shutdown)
             .await?;
         Ok(())
