@@ -18,6 +18,25 @@ fn probe(n: u64) -> ledgerwire::ledger::NewRecord {
     Probe::new(0, n, 16).to_record()
 }
 
+/// Appends probe records 0..count to a new stream, one append each.
+fn append_probes(
+    ledger: &Ledger,
+    key: &ledgerwire::ledger::StreamKey,
+    count: u64,
+    durability: Durability,
+) {
+    for n in 0..count {
+        ledger
+            .append_blocking(
+                key,
+                ExpectedPosition::Exactly(n),
+                vec![probe(n)],
+                durability,
+            )
+            .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn appends_read_back_in_order_with_positions_and_global_order() {
     let dir = scratch();
@@ -236,16 +255,7 @@ fn cached_and_snapshotted_folds_equal_a_fold_from_zero() {
     let dir = scratch();
     let key = stream("t/fold");
     let (ledger, _) = open(dir.path());
-    for n in 0..50 {
-        ledger
-            .append_blocking(
-                &key,
-                ExpectedPosition::Exactly(n),
-                vec![probe(n)],
-                Durability::Buffered,
-            )
-            .unwrap();
-    }
+    append_probes(&ledger, &key, 50, Durability::Buffered);
     let from_zero = ledger.fold::<ProbeFold>(&key).unwrap();
     assert_eq!(from_zero.state.records, 50);
     assert_eq!(from_zero.state.damaged, 0);
@@ -278,16 +288,7 @@ fn a_snapshot_from_another_history_is_ignored() {
     let key = stream("t/history");
     {
         let (ledger, _) = open(dir.path());
-        for n in 0..10 {
-            ledger
-                .append_blocking(
-                    &key,
-                    ExpectedPosition::Exactly(n),
-                    vec![probe(n)],
-                    Durability::Buffered,
-                )
-                .unwrap();
-        }
+        append_probes(&ledger, &key, 10, Durability::Buffered);
         let cache = FoldCache::<ProbeFold>::with_limits(ledger.clone(), 4, 4);
         cache.state(&key).unwrap();
         ledger.flush_blocking().unwrap();
@@ -334,16 +335,7 @@ fn a_torn_record_is_reported_with_its_stream_and_position_and_never_folded() {
     let (bad, good) = (stream("t/torn"), stream("t/fine"));
     {
         let (ledger, _) = open(dir.path());
-        for n in 0..5 {
-            ledger
-                .append_blocking(
-                    &bad,
-                    ExpectedPosition::Exactly(n),
-                    vec![probe(n)],
-                    Durability::Buffered,
-                )
-                .unwrap();
-        }
+        append_probes(&ledger, &bad, 5, Durability::Buffered);
         ledger
             .append_blocking(
                 &good,
@@ -433,16 +425,7 @@ fn a_missing_record_is_a_gap() {
     let key = stream("t/gap");
     {
         let (ledger, _) = open(dir.path());
-        for n in 0..3 {
-            ledger
-                .append_blocking(
-                    &key,
-                    ExpectedPosition::Exactly(n),
-                    vec![probe(n)],
-                    Durability::Durable,
-                )
-                .unwrap();
-        }
+        append_probes(&ledger, &key, 3, Durability::Durable);
     }
     {
         let db = sled::open(dir.path()).unwrap();
@@ -599,16 +582,7 @@ fn the_background_scrub_finds_a_torn_record_and_refuses_its_stream() {
     let key = stream("t/scrub");
     {
         let (ledger, _) = open(dir.path());
-        for n in 0..4 {
-            ledger
-                .append_blocking(
-                    &key,
-                    ExpectedPosition::Exactly(n),
-                    vec![probe(n)],
-                    Durability::Buffered,
-                )
-                .unwrap();
-        }
+        append_probes(&ledger, &key, 4, Durability::Buffered);
         ledger.flush_blocking().unwrap();
     }
     tear_record(dir.path(), &key, 2);
@@ -629,16 +603,7 @@ fn a_read_stops_at_a_bad_record_even_before_the_scrub_reaches_it() {
     let key = stream("t/read-check");
     {
         let (ledger, _) = open(dir.path());
-        for n in 0..3 {
-            ledger
-                .append_blocking(
-                    &key,
-                    ExpectedPosition::Exactly(n),
-                    vec![probe(n)],
-                    Durability::Buffered,
-                )
-                .unwrap();
-        }
+        append_probes(&ledger, &key, 3, Durability::Buffered);
         ledger.flush_blocking().unwrap();
     }
     tear_record(dir.path(), &key, 1);

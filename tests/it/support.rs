@@ -41,17 +41,14 @@ pub async fn start_server(ledger: Ledger) -> SocketAddr {
 
 /// A server with these Studio settings on a free loopback port, with the
 /// minimal agent: steps of 5 ms, or 600 ms when a question says `slow`.
+/// It runs until the test's runtime ends.
 pub async fn start_studio(ledger: Ledger, studio: StudioConfig) -> SocketAddr {
-    let addr: SocketAddr = "127.0.0.1:0".parse().expect("loopback address");
-    let agent = Arc::new(MinimalAgent {
-        step_ms: 5,
-        slow_step_ms: 600,
+    let (addr, server) = start_stoppable_studio(ledger, studio).await;
+    // Never stopped: a task holds the stop handle until the runtime ends.
+    tokio::spawn(async move {
+        let _running = server;
+        std::future::pending::<()>().await
     });
-    let server = BoundServer::bind_with(addr, ledger, studio, agent)
-        .await
-        .expect("bind");
-    let addr = server.local_addr().expect("local address");
-    tokio::spawn(server.run(std::future::pending()));
     addr
 }
 
