@@ -9,6 +9,7 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use crate::ledger::probe::Probe;
 use crate::ledger::record::{NewRecord, Record};
+use crate::statewire::records::{CommandAdmitted, CommandAnswered, DocumentsCommitted};
 
 /// Every record kind this build knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -17,10 +18,23 @@ pub enum RecordKind {
     /// A diagnostic record written by `ledgerwire log probe` (crash tests
     /// and benchmarks). Payload: [`Probe`].
     Probe = 1,
+    /// Statewire: a command admitted on a durable lane, with its contract.
+    /// Payload: [`CommandAdmitted`].
+    StatewireCommandAdmitted = 64,
+    /// Statewire: an admitted command's answer. Payload: [`CommandAnswered`].
+    StatewireCommandAnswered = 65,
+    /// Statewire: changes to a thread's durable documents, with the
+    /// command that made them. Payload: [`DocumentsCommitted`].
+    StatewireDocumentsCommitted = 66,
 }
 
 impl RecordKind {
-    pub const ALL: &'static [RecordKind] = &[RecordKind::Probe];
+    pub const ALL: &'static [RecordKind] = &[
+        RecordKind::Probe,
+        RecordKind::StatewireCommandAdmitted,
+        RecordKind::StatewireCommandAnswered,
+        RecordKind::StatewireDocumentsCommitted,
+    ];
 
     pub fn code(self) -> u16 {
         self as u16
@@ -33,6 +47,9 @@ impl RecordKind {
     pub fn name(self) -> &'static str {
         match self {
             RecordKind::Probe => "probe",
+            RecordKind::StatewireCommandAdmitted => "statewire_command_admitted",
+            RecordKind::StatewireCommandAnswered => "statewire_command_answered",
+            RecordKind::StatewireDocumentsCommitted => "statewire_documents_committed",
         }
     }
 }
@@ -78,6 +95,15 @@ pub fn payload_json(record: &Record) -> Result<serde_json::Value, DecodeError> {
     };
     match kind {
         RecordKind::Probe => decode_json::<Probe>(record).map_err(to_json),
+        RecordKind::StatewireCommandAdmitted => {
+            decode_json::<CommandAdmitted>(record).map_err(to_json)
+        }
+        RecordKind::StatewireCommandAnswered => {
+            decode_json::<CommandAnswered>(record).map_err(to_json)
+        }
+        RecordKind::StatewireDocumentsCommitted => {
+            decode_json::<DocumentsCommitted>(record).map_err(to_json)
+        }
     }
 }
 

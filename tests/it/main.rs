@@ -5,4 +5,5 @@ mod crash;
 mod golden;
 mod ledger;
 mod server;
+mod statewire;
 mod support;
