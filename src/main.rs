@@ -147,6 +147,8 @@ fn serve(config: ServerConfig) -> Result<(), ToolError> {
             .local_addr()
             .map_err(|e| ToolError::Serve(e.to_string()))?;
         tracing::info!(%addr, "listening");
+        // Tests and scripts read the bound address (for --addr ...:0) here.
+        println!("listening on {addr}");
         server
             .run(async {
                 let _ = tokio::signal::ctrl_c().await;

@@ -48,7 +48,10 @@ struct AppState {
 pub fn router(ledger: Ledger) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
-        .with_state(AppState { ledger })
+        .with_state(AppState {
+            ledger: ledger.clone(),
+        })
+        .merge(crate::statewire::http::routes(ledger))
 }
 
 async fn healthz(State(state): State<AppState>) -> Json<serde_json::Value> {

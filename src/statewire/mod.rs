@@ -16,6 +16,10 @@
 //! - [`client`]: a Rust client (WebSocket) with per-lane outboxes.
 //! - [`example`]: the `acme-chat` application protocol.
 
+pub mod client;
+pub mod example;
+pub mod host;
+pub mod http;
 pub mod ids;
 pub mod negotiation;
 pub mod packet;
@@ -23,6 +27,7 @@ pub mod records;
 pub mod statepatch;
 pub mod version;
 pub mod view;
+pub mod ws;
 
 pub use ids::{AttacherId, ClientId, ProtocolName, ThreadId};
 pub use version::{Version, VersionRange};

@@ -208,6 +208,55 @@ pub fn read_offer(
     })
 }
 
+/// Request field naming the attacher (wire 2026-11-02 and later).
+pub const ATTACHER_FIELD: &str = "statewire-attacher";
+/// Request field carrying the results cursor (wire 2026-11-01 and later).
+pub const CURSOR_FIELD: &str = "statewire-cursor";
+
+/// Reads `Statewire-Cursor`: a List of protocol tokens, each with an
+/// Integer `seq` parameter, the highest seq whose answer the client holds.
+pub fn read_cursor_field(value: &str) -> Result<BTreeMap<ProtocolName, u64>, NegotiationError> {
+    const FIELD: &str = "Statewire-Cursor";
+    if value.len() > MAX_NEGOTIATION_FIELD_BYTES {
+        return Err(invalid("Statewire-Cursor is too long"));
+    }
+    let list = Parser::new(value)
+        .parse_list()
+        .map_err(|error| invalid(format!("{FIELD}: {error}")))?;
+    if list.len() > MAX_OFFERED_PROTOCOLS * 4 {
+        return Err(invalid(format!("{FIELD}: too many members")));
+    }
+    let mut out = BTreeMap::new();
+    for entry in &list {
+        let ListEntry::Item(item) = entry else {
+            return Err(invalid(format!("{FIELD}: inner lists are not lanes")));
+        };
+        let name = item
+            .bare_item
+            .as_token()
+            .and_then(|t| ProtocolName::new(t.as_str()).ok())
+            .ok_or_else(|| invalid(format!("{FIELD}: each member must be a protocol token")))?;
+        let mut seq = None;
+        for (key, bare) in &item.params {
+            match (key.as_str(), bare.as_integer()) {
+                ("seq", Some(n)) => {
+                    seq = Some(
+                        u64::try_from(i64::from(n))
+                            .map_err(|_| invalid(format!("{FIELD}: seq must not be negative")))?,
+                    );
+                }
+                ("seq", None) => return Err(invalid(format!("{FIELD}: seq must be an integer"))),
+                (other, _) => return Err(invalid(format!("{FIELD}: unknown parameter {other}"))),
+            }
+        }
+        let seq = seq.ok_or_else(|| invalid(format!("{FIELD}: {name} has no seq")))?;
+        if out.insert(name, seq).is_some() {
+            return Err(invalid(format!("{FIELD}: a lane is named twice")));
+        }
+    }
+    Ok(out)
+}
+
 /// Whether a lane ends with its attach.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Record {

@@ -126,12 +126,22 @@ impl Rejection {
 pub struct Answer {
     pub protocol: ProtocolName,
     pub seq: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Present (even `null`) on success.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub ok: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub err: Option<Rejection>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contract: Option<Contract>,
+}
+
+/// A member that is present is `Some`, `null` included.
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
 }
 
 /// A durability acknowledgement: every command of the lane up to `seq`
@@ -358,8 +368,19 @@ pub struct Frame {
 
 /// Header names and values in message order, duplicates kept (so they
 /// can be refused).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct HeaderEntries(pub Vec<(String, String)>);
+
+impl Serialize for HeaderEntries {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, value) in &self.0 {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
 
 impl<'de> Deserialize<'de> for HeaderEntries {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -208,12 +208,17 @@ impl Fold for LaneFold {
         }
         if let Some(answered) = CommandAnswered::from_record(record) {
             let answered = answered?;
-            let pending = state.pending.remove(&answered.seq).ok_or_else(|| {
-                FoldError::Invalid(format!(
-                    "answer for seq {} that is not pending",
+            let Some(pending) = state.pending.remove(&answered.seq) else {
+                // A second answer for one command (two hosts finishing the
+                // same crash-interrupted command): the first one stands.
+                if answered.seq <= state.watermark {
+                    return Ok(());
+                }
+                return Err(FoldError::Invalid(format!(
+                    "answer for seq {} that was never admitted",
                     answered.seq
-                ))
-            })?;
+                )));
+            };
             state.answers.insert(
                 answered.seq,
                 RetainedAnswer {
