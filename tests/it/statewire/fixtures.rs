@@ -1,1 +1,1 @@
-//! placeholder
+//! Fixtures (filled in with docs/statewire.md).
