@@ -75,13 +75,13 @@ async fn run_lane(host: Host, mut handle: AttachHandle, count: u64) {
     }
 }
 
-async fn raw_appends(ledger: &Ledger, writers: u64, per_writer: u64) -> f64 {
+async fn raw_appends(ledger: &Ledger, tag: &'static str, writers: u64, per_writer: u64) -> f64 {
     let started = Instant::now();
     let mut tasks = Vec::new();
     for writer in 0..writers {
         let ledger = ledger.clone();
         tasks.push(tokio::spawn(async move {
-            let stream = StreamKey::new(format!("raw/{writer}")).expect("key");
+            let stream = StreamKey::new(format!("raw/{tag}/{writer}")).expect("key");
             for n in 0..per_writer {
                 let record = Probe::new(writer as u32, n, 200).to_record();
                 ledger
@@ -111,7 +111,7 @@ fn main() {
         let bench = r#"bench; version="2026-10-01""#;
 
         // (a) one lane.
-        let raw_one = raw_appends(&ledger, 1, ONE_LANE_COMMANDS).await;
+        let raw_one = raw_appends(&ledger, "one", 1, ONE_LANE_COMMANDS).await;
         let handle = attach(&host, "bench-one", "c0", bench).await;
         let started = Instant::now();
         run_lane(host.clone(), handle, ONE_LANE_COMMANDS).await;
@@ -122,7 +122,7 @@ fn main() {
         );
 
         // (b) 100 lanes, each its own client on its own thread.
-        let raw_many = raw_appends(&ledger, LANES, COMMANDS_PER_LANE).await;
+        let raw_many = raw_appends(&ledger, "many", LANES, COMMANDS_PER_LANE).await;
         let mut handles = Vec::new();
         for lane in 0..LANES {
             handles.push(attach(&host, &format!("bench-{lane}"), &format!("c{lane}"), bench).await);
