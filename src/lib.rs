@@ -7,10 +7,13 @@
 //! - [`server`]: the HTTP server (axum) and its routes.
 //! - [`studio`]: the Studio contract v1: wire types, conversation fold,
 //!   leases, routes.
+//! - [`statewire`]: the Statewire host: negotiation, transports, lanes
+//!   and synced documents, on the ledger.
 //! - [`tools`]: the operator commands behind `ledgerwire log …`.
 
 pub mod agent;
 pub mod ledger;
 pub mod server;
+pub mod statewire;
 pub mod studio;
 pub mod tools;

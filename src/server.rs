@@ -63,8 +63,11 @@ pub fn router(ledger: Ledger, studio: StudioConfig, agent: Arc<dyn Agent>) -> Ro
     let studio = Studio::new(ledger.clone(), agent, studio);
     Router::new()
         .route("/healthz", get(healthz))
-        .with_state(AppState { ledger })
+        .with_state(AppState {
+            ledger: ledger.clone(),
+        })
         .merge(crate::studio::routes::router(studio))
+        .merge(crate::statewire::http::routes(ledger))
 }
 
 async fn healthz(State(state): State<AppState>) -> Json<serde_json::Value> {

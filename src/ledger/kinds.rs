@@ -9,6 +9,7 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use crate::ledger::probe::Probe;
 use crate::ledger::record::{NewRecord, Record};
+use crate::statewire::records::{CommandAdmitted, CommandAnswered, DocumentsCommitted};
 use crate::studio::records as studio;
 
 /// Every record kind this build knows.
@@ -28,6 +29,14 @@ pub enum RecordKind {
     StudioCancelRequested = 22,
     StudioPlanApproved = 23,
     StudioCompositionMutated = 24,
+    /// Statewire: a command admitted on a durable lane, with its contract.
+    /// Payload: [`CommandAdmitted`].
+    StatewireCommandAdmitted = 64,
+    /// Statewire: an admitted command's answer. Payload: [`CommandAnswered`].
+    StatewireCommandAnswered = 65,
+    /// Statewire: changes to a thread's durable documents, with the
+    /// command that made them. Payload: [`DocumentsCommitted`].
+    StatewireDocumentsCommitted = 66,
 }
 
 impl RecordKind {
@@ -42,6 +51,9 @@ impl RecordKind {
         RecordKind::StudioCancelRequested,
         RecordKind::StudioPlanApproved,
         RecordKind::StudioCompositionMutated,
+        RecordKind::StatewireCommandAdmitted,
+        RecordKind::StatewireCommandAnswered,
+        RecordKind::StatewireDocumentsCommitted,
     ];
 
     pub fn code(self) -> u16 {
@@ -64,6 +76,9 @@ impl RecordKind {
             RecordKind::StudioCancelRequested => "studio.cancel_requested",
             RecordKind::StudioPlanApproved => "studio.plan_approved",
             RecordKind::StudioCompositionMutated => "studio.composition_mutated",
+            RecordKind::StatewireCommandAdmitted => "statewire.command_admitted",
+            RecordKind::StatewireCommandAnswered => "statewire.command_answered",
+            RecordKind::StatewireDocumentsCommitted => "statewire.documents_committed",
         }
     }
 }
@@ -118,6 +133,9 @@ pub fn payload_json(record: &Record) -> Result<serde_json::Value, DecodeError> {
         RecordKind::StudioCancelRequested => decode_json::<studio::CancelRequested>(record),
         RecordKind::StudioPlanApproved => decode_json::<studio::PlanApprovalRecorded>(record),
         RecordKind::StudioCompositionMutated => decode_json::<studio::CompositionMutated>(record),
+        RecordKind::StatewireCommandAdmitted => decode_json::<CommandAdmitted>(record),
+        RecordKind::StatewireCommandAnswered => decode_json::<CommandAnswered>(record),
+        RecordKind::StatewireDocumentsCommitted => decode_json::<DocumentsCommitted>(record),
     }
     .map_err(to_json)
 }

@@ -217,7 +217,12 @@ impl Fold for ConversationFold {
             }
             RecordKind::StudioCancelRequested => cancel_requested(state, decode(record)?),
             RecordKind::StudioCompositionMutated => composition_mutated(state, decode(record)?),
-            RecordKind::Probe => Err(FoldError::UnexpectedKind(record.kind())),
+            RecordKind::Probe
+            | RecordKind::StatewireCommandAdmitted
+            | RecordKind::StatewireCommandAnswered
+            | RecordKind::StatewireDocumentsCommitted => {
+                Err(FoldError::UnexpectedKind(record.kind()))
+            }
         }
     }
 }

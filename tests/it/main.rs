@@ -5,6 +5,7 @@ mod crash;
 mod golden;
 mod ledger;
 mod server;
+mod statewire;
 mod studio;
 mod studio_crash;
 mod studio_wire;

@@ -1,0 +1,252 @@
+//! The HTTP transport: `GET|POST /threads/{thread}/stream` (an SSE
+//! attach whose first event is the hello) and `POST
+//! /threads/{thread}/frames` (statements bound to a lease), plus the
+//! router that also mounts the WebSocket transport.
+//!
+//! Owns: mapping HTTP requests to [`Host::attach`] and [`Host::submit`],
+//! JSON `fin` bodies before streaming, `fin` events after.
+//! Must never: let negotiation fields on `/frames` change a lease's
+//! selection, or serve `/frames` to other credentials than the lease's.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use crate::ledger::Ledger;
+use crate::statewire::example;
+use crate::statewire::host::{AttachRequest, Host};
+use crate::statewire::ids::ThreadId;
+use crate::statewire::negotiation::{ATTACHER_FIELD, CURSOR_FIELD, PROTOCOL_FIELD, VERSION_FIELD};
+use crate::statewire::packet::{Fin, FinCode, Frame, FrameViolation, Packet, parse_frame};
+
+/// Request header naming the client.
+pub const CLIENT_ID_HEADER: &str = "statewire-client-id";
+/// Response (and `/frames` request) header carrying the lease.
+pub const LEASE_HEADER: &str = "statewire-lease";
+/// Interval of SSE keep-alive comments, in seconds.
+pub const SSE_KEEPALIVE_SECS: u64 = 15;
+
+/// The Statewire routes of this binary: a host serving the example
+/// application (`acme-chat`, `acme-status`) over `ledger`. An embedding
+/// application builds its own [`Host`] and calls [`router`].
+pub fn routes(ledger: Ledger) -> Router {
+    match example::acme_host(ledger) {
+        Ok(host) => router(host),
+        Err(error) => {
+            tracing::error!(%error, "statewire host not started");
+            Router::new()
+        }
+    }
+}
+
+/// The Statewire routes over `host`.
+pub fn router(host: Host) -> Router {
+    Router::new()
+        .route(
+            "/threads/{thread}/stream",
+            get(get_stream).post(post_stream),
+        )
+        .route("/threads/{thread}/frames", post(post_frames))
+        .route("/threads/{thread}/ws", get(crate::statewire::ws::upgrade))
+        .with_state(host)
+}
+
+/// A `fin` as a JSON response with its status.
+pub fn fin_response(fin: Fin) -> Response {
+    let status = StatusCode::from_u16(fin.status).unwrap_or(StatusCode::BAD_REQUEST);
+    let body = Packet::fin(fin).to_json();
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// All lines of a header joined with ", "; `Err` if one is not text.
+pub fn header_value(headers: &HeaderMap, name: &str) -> Result<Option<String>, Fin> {
+    let mut lines = Vec::new();
+    for value in headers.get_all(name) {
+        let text = value.to_str().map_err(|_| {
+            Fin::new(
+                FinCode::InvalidNegotiation,
+                format!("{name} is not visible ASCII"),
+            )
+        })?;
+        lines.push(text.to_owned());
+    }
+    Ok((!lines.is_empty()).then(|| lines.join(", ")))
+}
+
+fn request_from_headers(thread: String, headers: &HeaderMap) -> Result<AttachRequest, Fin> {
+    Ok(AttachRequest {
+        thread,
+        client: header_value(headers, CLIENT_ID_HEADER)?,
+        authorization: header_value(headers, header::AUTHORIZATION.as_str())?,
+        version: header_value(headers, VERSION_FIELD)?,
+        protocol: header_value(headers, PROTOCOL_FIELD)?,
+        attacher: header_value(headers, ATTACHER_FIELD)?,
+        cursor: header_value(headers, CURSOR_FIELD)?,
+        initial: Frame::default(),
+    })
+}
+
+async fn get_stream(
+    State(host): State<Host>,
+    Path(thread): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    stream(host, thread, headers, Bytes::new()).await
+}
+
+async fn post_stream(
+    State(host): State<Host>,
+    Path(thread): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    stream(host, thread, headers, body).await
+}
+
+fn fin_violation(violation: &FrameViolation) -> Fin {
+    Fin::new(violation.code, violation.message.clone())
+}
+
+/// Parses an initial-statement body after negotiation succeeds: the
+/// request is negotiated first, then its frame is read.
+async fn stream(host: Host, thread: String, headers: HeaderMap, body: Bytes) -> Response {
+    let request = match request_from_headers(thread, &headers) {
+        Ok(request) => request,
+        Err(fin) => return fin_response(fin),
+    };
+    // Negotiate (and authenticate) before reading the body, so a bad
+    // body never hides a negotiation failure; nothing is installed yet.
+    if let Err(fin) = preflight(&host, &request) {
+        return fin_response(fin);
+    }
+    let initial = if body.iter().all(u8::is_ascii_whitespace) {
+        Frame::default()
+    } else {
+        match parse_frame(&body) {
+            Ok(frame) => frame,
+            Err(violation) => return fin_response(fin_violation(&violation)),
+        }
+    };
+    let mut handle = match host.attach(AttachRequest { initial, ..request }).await {
+        Ok(handle) => handle,
+        Err(fin) => return fin_response(fin),
+    };
+    let attach = handle.attach.clone();
+    let mut response_headers = HeaderMap::new();
+    let insert = |headers: &mut HeaderMap, name: &'static str, value: String| {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    };
+    insert(
+        &mut response_headers,
+        CLIENT_ID_HEADER,
+        attach.client.to_string(),
+    );
+    insert(&mut response_headers, LEASE_HEADER, attach.lease.clone());
+    insert(
+        &mut response_headers,
+        VERSION_FIELD,
+        format!("\"{}\"", attach.selection.wire),
+    );
+    let parents: Vec<String> = attach
+        .selection
+        .parents()
+        .map(|p| format!("{}; version=\"{}\"", p.name, p.version))
+        .collect();
+    insert(&mut response_headers, PROTOCOL_FIELD, parents.join(", "));
+    let after_hello = std::mem::take(&mut handle.after_hello);
+    if !after_hello.cmd.is_empty() {
+        let host = host.clone();
+        let attach = attach.clone();
+        tokio::spawn(async move {
+            if let Err(violation) = host.submit(&attach, after_hello).await {
+                host.end(&attach, fin_violation(&violation));
+            }
+        });
+    }
+    let events = async_stream::stream! {
+        while let Some(packet) = handle.next().await {
+            let last = packet.fin.is_some();
+            yield Ok::<Event, std::convert::Infallible>(Event::default().data(packet.to_json()));
+            if last {
+                break;
+            }
+        }
+    };
+    let sse = Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(SSE_KEEPALIVE_SECS)));
+    (response_headers, sse).into_response()
+}
+
+/// Authentication and negotiation only, changing nothing.
+pub fn preflight(host: &Host, request: &AttachRequest) -> Result<(), Fin> {
+    let thread = ThreadId::new(request.thread.as_str())
+        .map_err(|e| Fin::new(FinCode::InvalidNegotiation, e.to_string()))?;
+    host.authenticate(&thread, request.authorization.as_deref())?;
+    let support = host.support();
+    let offer = crate::statewire::negotiation::read_offer(
+        request.version.as_deref(),
+        request.protocol.as_deref(),
+    )
+    .map_err(|e| Fin::negotiation(&e, support))?;
+    crate::statewire::negotiation::negotiate(support, &offer)
+        .map_err(|e| Fin::negotiation(&e, support))?;
+    Ok(())
+}
+
+async fn post_frames(
+    State(host): State<Host>,
+    Path(thread): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let unknown = || Fin::new(FinCode::UnknownLease, "no live attach holds this lease");
+    let lease = match header_value(&headers, LEASE_HEADER) {
+        Ok(Some(lease)) => lease,
+        Ok(None) => return fin_response(unknown()),
+        Err(fin) => return fin_response(fin),
+    };
+    let Some(attach) = host.lease(&lease) else {
+        return fin_response(unknown());
+    };
+    if attach.thread().as_str() != thread {
+        return fin_response(unknown());
+    }
+    // The captured authorization binds the lease: the request must
+    // authenticate as the same principal. Negotiation headers are ignored.
+    let authorization = match header_value(&headers, header::AUTHORIZATION.as_str()) {
+        Ok(value) => value,
+        Err(fin) => return fin_response(fin),
+    };
+    match host.authenticate(attach.thread(), authorization.as_deref()) {
+        Ok(principal) if principal == attach.principal => {}
+        Ok(_) => {
+            return fin_response(Fin::new(
+                FinCode::Unauthorized,
+                "the lease belongs to other credentials",
+            ));
+        }
+        Err(fin) => return fin_response(fin),
+    }
+    let frame = match parse_frame(&body) {
+        Ok(frame) => frame,
+        Err(violation) => {
+            let fin = fin_violation(&violation);
+            host.end(&attach, fin.clone());
+            return fin_response(fin);
+        }
+    };
+    match host.submit(&attach, frame).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(violation) => {
+            let fin = fin_violation(&violation);
+            host.end(&attach, fin.clone());
+            fin_response(fin)
+        }
+    }
+}

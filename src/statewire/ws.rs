@@ -1,0 +1,205 @@
+//! The WebSocket transport: `GET /threads/{thread}/ws?client=<id>` with
+//! subprotocol `statewire.v1`. The first client text message carries
+//! `{headers, ctx?, cmd?}`; handshake headers take precedence over it.
+//!
+//! Owns: the socket's life: initialisation (with a timeout), forwarding
+//! packets, reading frames, and closing with 1008 after a `fin`.
+//! Must never: accept a duplicate initialisation header, or read a frame
+//! under any selection but the one its hello fixed.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, header};
+use axum::response::Response;
+use futures_util::{SinkExt, StreamExt};
+
+use crate::statewire::host::{AttachRequest, Host};
+use crate::statewire::http::{fin_response, header_value};
+use crate::statewire::negotiation::{ATTACHER_FIELD, CURSOR_FIELD, PROTOCOL_FIELD, VERSION_FIELD};
+use crate::statewire::packet::{Fin, FinCode, Frame, Packet, parse_frame, parse_init};
+
+/// The WebSocket subprotocol.
+pub const SUBPROTOCOL: &str = "statewire.v1";
+/// Time allowed for the initialisation message, in milliseconds.
+pub const WS_INIT_TIMEOUT_MS: u64 = 10_000;
+/// Close code after a `fin` (policy violation).
+pub const CLOSE_POLICY: u16 = 1008;
+
+pub(crate) async fn upgrade(
+    State(host): State<Host>,
+    Path(thread): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let offered = headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|p| p.trim() == SUBPROTOCOL);
+    if !offered {
+        return fin_response(Fin::new(
+            FinCode::InvalidNegotiation,
+            format!("the WebSocket subprotocol must be {SUBPROTOCOL}"),
+        ));
+    }
+    let client = query.get("client").cloned();
+    upgrade
+        .protocols([SUBPROTOCOL])
+        .on_upgrade(move |socket| run(host, thread, client, headers, socket))
+}
+
+async fn send_fin_and_close(socket: &mut WebSocket, fin: Fin) {
+    let _ = socket
+        .send(Message::Text(Packet::fin(fin).to_json().into()))
+        .await;
+    let _ = socket
+        .send(Message::Close(Some(CloseFrame {
+            code: CLOSE_POLICY,
+            reason: "fin".into(),
+        })))
+        .await;
+}
+
+/// The handshake header if present, else the initialisation header.
+fn pick(
+    handshake: &HeaderMap,
+    init: &crate::statewire::packet::InitMessage,
+    name: &str,
+) -> Result<Option<String>, Fin> {
+    if let Some(value) = header_value(handshake, name)? {
+        return Ok(Some(value));
+    }
+    init.header(name)
+        .map(|v| v.map(str::to_owned))
+        .map_err(|m| Fin::new(FinCode::InvalidNegotiation, m))
+}
+
+async fn run(
+    host: Host,
+    thread: String,
+    client: Option<String>,
+    headers: HeaderMap,
+    mut socket: WebSocket,
+) {
+    let first =
+        tokio::time::timeout(Duration::from_millis(WS_INIT_TIMEOUT_MS), socket.recv()).await;
+    let text = match first {
+        Ok(Some(Ok(Message::Text(text)))) => text,
+        Ok(Some(Ok(_))) => {
+            let fin = Fin::new(
+                FinCode::InvalidNegotiation,
+                "the first message must be text",
+            );
+            return send_fin_and_close(&mut socket, fin).await;
+        }
+        Err(_) => {
+            let fin = Fin::new(
+                FinCode::InvalidNegotiation,
+                "no initialisation message in time",
+            );
+            return send_fin_and_close(&mut socket, fin).await;
+        }
+        Ok(None | Some(Err(_))) => return,
+    };
+    let init = match parse_init(text.as_str()) {
+        Ok(init) => init,
+        Err(violation) => {
+            // A malformed initialisation is invalid negotiation input.
+            let fin = Fin::new(FinCode::InvalidNegotiation, violation.message);
+            return send_fin_and_close(&mut socket, fin).await;
+        }
+    };
+    let request = (|| -> Result<AttachRequest, Fin> {
+        Ok(AttachRequest {
+            thread,
+            client,
+            authorization: pick(&headers, &init, header::AUTHORIZATION.as_str())?,
+            version: pick(&headers, &init, VERSION_FIELD)?,
+            protocol: pick(&headers, &init, PROTOCOL_FIELD)?,
+            attacher: pick(&headers, &init, ATTACHER_FIELD)?,
+            cursor: pick(&headers, &init, CURSOR_FIELD)?,
+            initial: Frame {
+                ctx: init.ctx.clone(),
+                cmd: init.cmd.clone(),
+            },
+        })
+    })();
+    let request = match request {
+        Ok(request) => request,
+        Err(fin) => return send_fin_and_close(&mut socket, fin).await,
+    };
+    let mut handle = match host.attach(request).await {
+        Ok(handle) => handle,
+        Err(fin) => return send_fin_and_close(&mut socket, fin).await,
+    };
+    let attach = handle.attach.clone();
+    let after_hello = std::mem::take(&mut handle.after_hello);
+    let (mut sink, mut stream) = socket.split();
+    // Writer: forwards packets; a fin closes the socket with 1008.
+    let writer = tokio::spawn(async move {
+        while let Some(packet) = handle.next().await {
+            let last = packet.fin.is_some();
+            if sink
+                .send(Message::Text(packet.to_json().into()))
+                .await
+                .is_err()
+            {
+                break;
+            }
+            if last {
+                let _ = sink
+                    .send(Message::Close(Some(CloseFrame {
+                        code: CLOSE_POLICY,
+                        reason: "fin".into(),
+                    })))
+                    .await;
+                break;
+            }
+        }
+        // Dropping the handle detaches.
+        drop(handle);
+    });
+    let reader = async {
+        if !after_hello.cmd.is_empty()
+            && let Err(violation) = host.submit(&attach, after_hello).await
+        {
+            host.end(&attach, Fin::new(violation.code, violation.message));
+            return;
+        }
+        while let Some(Ok(message)) = stream.next().await {
+            let frame = match message {
+                Message::Text(text) => parse_frame(text.as_bytes()),
+                Message::Binary(_) => Err(crate::statewire::packet::FrameViolation::invalid(
+                    "frames are text messages",
+                )),
+                Message::Close(_) => break,
+                Message::Ping(_) | Message::Pong(_) => continue,
+            };
+            let result = match frame {
+                Ok(frame) => host.submit(&attach, frame).await,
+                Err(violation) => Err(violation),
+            };
+            if let Err(violation) = result {
+                host.end(&attach, Fin::new(violation.code, violation.message));
+                return;
+            }
+        }
+        // The client went away.
+        host.detach(&attach);
+    };
+    let mut writer = writer;
+    tokio::select! {
+        _ = reader => {
+            // Let the writer deliver a final fin, bounded in time.
+            if tokio::time::timeout(Duration::from_secs(5), &mut writer).await.is_err() {
+                writer.abort();
+            }
+        }
+        _ = &mut writer => {}
+    }
+}

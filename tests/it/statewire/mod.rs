@@ -1,0 +1,97 @@
+//! Statewire: the conformance vectors through the header and patch
+//! parsers, the HTTP and WebSocket transports against a real server, the
+//! exactly-once lanes across client reconnects and server SIGKILLs, and
+//! the fixtures.
+
+mod conformance;
+mod fixtures;
+mod http;
+mod lanes;
+mod restart;
+mod ws;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use ledgerwire::statewire::client::{ClientConfig, ProtocolOfferConfig};
+use ledgerwire::statewire::packet::Packet;
+use ledgerwire::statewire::version::Version;
+
+/// Longest wait for any one expected packet.
+pub const PACKET_TIMEOUT: Duration = Duration::from_secs(20);
+
+pub fn v(text: &str) -> Version {
+    Version::parse(text).expect("version")
+}
+
+pub const WIRE: &str = r#""2026-11-02"; min-version="2026-09-30""#;
+pub const CHAT: &str = r#"acme-chat; version="2026-09-13""#;
+
+/// Reads SSE `data:` events as packets.
+pub struct Sse {
+    body: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>,
+    buffer: String,
+}
+
+impl Sse {
+    pub fn new(response: reqwest::Response) -> Self {
+        let stream = response
+            .bytes_stream()
+            .map(|chunk| chunk.map(|b| b.to_vec()));
+        Self {
+            body: Box::pin(stream),
+            buffer: String::new(),
+        }
+    }
+
+    /// The next packet, or `None` when the stream ends.
+    pub async fn next(&mut self) -> Option<Packet> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let event: String = self.buffer.drain(..end + 2).collect();
+                let data: String = event
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(str::trim_start)
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                if data.is_empty() {
+                    continue; // keep-alive comment
+                }
+                return Some(serde_json::from_str(&data).expect("packet JSON"));
+            }
+            let chunk = tokio::time::timeout(PACKET_TIMEOUT, self.body.next())
+                .await
+                .expect("SSE packet in time")?;
+            let bytes = chunk.expect("SSE chunk");
+            self.buffer.push_str(&String::from_utf8_lossy(&bytes));
+        }
+    }
+
+    /// Reads packets until one satisfies `pick`.
+    pub async fn until(&mut self, mut pick: impl FnMut(&Packet) -> bool) -> Packet {
+        loop {
+            let packet = self.next().await.expect("stream ended early");
+            if pick(&packet) {
+                return packet;
+            }
+        }
+    }
+}
+
+/// A client config for `acme-chat` (required) on `thread`.
+pub fn chat_client(addr: SocketAddr, thread: &str) -> ClientConfig {
+    ClientConfig {
+        url: format!("ws://{addr}/threads/{thread}/ws"),
+        wire: (v("2026-09-30"), v("2026-11-02")),
+        protocols: Some(vec![ProtocolOfferConfig {
+            name: "acme-chat".into(),
+            range: (v("2026-09-01"), v("2026-09-13")),
+            optional: false,
+        }]),
+        attacher: Some("tab-1".into()),
+        authorization: None,
+        retry_for: Duration::from_millis(0),
+    }
+}
