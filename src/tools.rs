@@ -93,6 +93,16 @@ pub fn dump(
     out: &mut impl Write,
 ) -> Result<(), ToolError> {
     let (ledger, _report) = open_existing(data)?;
+    dump_ledger(&ledger, stream, from, out)
+}
+
+/// [`dump`] over an open ledger.
+pub fn dump_ledger(
+    ledger: &Ledger,
+    stream: Option<&str>,
+    from: u64,
+    out: &mut impl Write,
+) -> Result<(), ToolError> {
     if let Some(stream) = stream {
         let stream = StreamKey::new(stream)?;
         for record in ledger.read(&stream, from)? {

@@ -141,7 +141,11 @@ impl<F: Fold> FoldCache<F> {
         if self.snapshot_every > 0
             && folded.position - folded.snapshot_position >= self.snapshot_every
         {
-            self.write_snapshot(stream, &folded)?;
+            // A snapshot is only a shortcut: failing to write one costs a
+            // longer fold after a restart, never a wrong or missing state.
+            if let Err(error) = self.write_snapshot(stream, &folded) {
+                tracing::warn!(%stream, fold = F::NAME, %error, "snapshot not written");
+            }
             folded.snapshot_position = folded.position;
         }
         let folded = Arc::new(folded);

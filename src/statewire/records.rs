@@ -251,9 +251,37 @@ pub struct AppliedAnswer {
 /// A thread's durable documents and the recent commands applied to them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DocumentsState {
+    #[serde(with = "map_as_pairs")]
     pub documents: BTreeMap<DocumentKey, Json>,
     /// Per (client, protocol): the newest applied commands' answers.
+    #[serde(with = "map_as_pairs")]
     pub applied: BTreeMap<(String, String), VecDeque<AppliedAnswer>>,
+}
+
+/// Maps with composite keys as lists of `[key, value]` pairs, so the state
+/// also encodes as JSON (snapshots), whose object keys must be strings.
+mod map_as_pairs {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<K: Serialize, V: Serialize, S: Serializer>(
+        map: &BTreeMap<K, V>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(map.iter())
+    }
+
+    pub fn deserialize<'de, K, V, D>(deserializer: D) -> Result<BTreeMap<K, V>, D::Error>
+    where
+        K: Deserialize<'de> + Ord,
+        V: Deserialize<'de>,
+        D: Deserializer<'de>,
+    {
+        Ok(Vec::<(K, V)>::deserialize(deserializer)?
+            .into_iter()
+            .collect())
+    }
 }
 
 impl DocumentsState {

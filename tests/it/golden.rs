@@ -190,3 +190,85 @@ async fn the_v1_studio_golden_log_folds_and_replays_to_its_committed_state() {
     let expected = std::fs::read_to_string(golden.join("expected-replay.txt")).unwrap();
     assert_eq!(String::from_utf8(replay).unwrap(), expected);
 }
+
+const STATEWIRE_GOLDEN: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/log-format/golden/v1-statewire"
+);
+
+/// Writes a Statewire thread through the real server: two acme-chat
+/// commands on one durable lane, with their document changes.
+async fn write_statewire_golden(dir: &Path) {
+    use crate::statewire::{PACKET_TIMEOUT, chat_client};
+    use crate::support::{quick_studio, start_stoppable_studio};
+    use ledgerwire::statewire::client::{Connection, Session};
+    use ledgerwire::statewire::ids::ClientId;
+    use serde_json::json;
+
+    let (ledger, _) = Ledger::open(dir.join("store"), OpenMode::CreateIfMissing).unwrap();
+    let (addr, server) = start_stoppable_studio(ledger.clone(), quick_studio()).await;
+    let session = Session::new(ClientId::new("golden-client").unwrap());
+    let mut client = Connection::connect(chat_client(addr, "g1"), session)
+        .await
+        .unwrap();
+    for theme in ["dark", "light"] {
+        let seq = client
+            .invoke("acme-chat", "setTheme", vec![json!(theme)])
+            .await
+            .unwrap();
+        client
+            .answer("acme-chat", seq, PACKET_TIMEOUT)
+            .await
+            .unwrap();
+    }
+    client.close().await;
+    server.stop().await;
+    ledger.flush().await.unwrap();
+    let expected = serde_json::to_string_pretty(&statewire_states(&ledger)).unwrap();
+    std::fs::write(dir.join("expected-state.json"), expected + "\n").unwrap();
+    let mut dump = Vec::new();
+    ledgerwire::tools::dump_ledger(&ledger, None, 0, &mut dump).unwrap();
+    std::fs::write(dir.join("expected-dump.jsonl"), dump).unwrap();
+}
+
+/// The folded lane and documents of the golden thread, as JSON.
+fn statewire_states(ledger: &Ledger) -> serde_json::Value {
+    use ledgerwire::statewire::records::{DocumentsFold, LaneFold};
+    let mut states = serde_json::Map::new();
+    for stream in ledger.streams().map(Result::unwrap) {
+        let name = stream.as_str().to_owned();
+        let state = if name.ends_with("/documents") {
+            serde_json::to_value(ledger.fold::<DocumentsFold>(&stream).unwrap().state)
+        } else {
+            serde_json::to_value(ledger.fold::<LaneFold>(&stream).unwrap().state)
+        };
+        states.insert(name, state.unwrap());
+    }
+    serde_json::Value::Object(states)
+}
+
+#[tokio::test]
+async fn the_v1_statewire_golden_log_folds_and_dumps_to_its_committed_state() {
+    let golden = Path::new(STATEWIRE_GOLDEN);
+    if !golden.join("store").exists() {
+        assert!(
+            std::env::var_os("LEDGERWIRE_WRITE_GOLDEN").is_some(),
+            "{STATEWIRE_GOLDEN}/store is missing; it is committed and must not be regenerated"
+        );
+        write_statewire_golden(golden).await;
+    }
+    let scratch = scratch();
+    copy_dir(&golden.join("store"), scratch.path());
+    let (ledger, report) = Ledger::open(scratch.path(), OpenMode::MustExist).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert!(report.streams >= 2, "a lane and the documents");
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(golden.join("expected-state.json")).unwrap())
+            .unwrap();
+    assert_eq!(statewire_states(&ledger), expected);
+    drop(ledger);
+    let mut dump = Vec::new();
+    ledgerwire::tools::dump(scratch.path(), None, 0, &mut dump).unwrap();
+    let expected = std::fs::read_to_string(golden.join("expected-dump.jsonl")).unwrap();
+    assert_eq!(String::from_utf8(dump).unwrap(), expected);
+}

@@ -657,3 +657,30 @@ fn group_commit_shares_flushes_between_concurrent_durable_writers() {
     // One flush per append would be 320 flushes; shared flushes are fewer.
     assert!(stats.flushes < stats.flushed_waiters, "{stats:?}");
 }
+
+/// A fold whose state JSON cannot hold (tuple map keys).
+struct TupleKeyFold;
+
+impl ledgerwire::ledger::Fold for TupleKeyFold {
+    type State = std::collections::BTreeMap<(u64, u64), u64>;
+    const NAME: &'static str = "test-tuple-keys";
+    const VERSION: u32 = 1;
+
+    fn apply(
+        state: &mut Self::State,
+        record: &ledgerwire::ledger::Record,
+    ) -> Result<(), ledgerwire::ledger::FoldError> {
+        state.insert((record.position(), 0), record.global_position());
+        Ok(())
+    }
+}
+
+#[test]
+fn a_snapshot_that_cannot_be_written_does_not_fail_the_fold() {
+    let dir = scratch();
+    let (ledger, _) = open(dir.path());
+    let key = stream("t/unsnapshottable");
+    append_probes(&ledger, &key, 5, Durability::Buffered);
+    let cache = FoldCache::<TupleKeyFold>::with_limits(ledger.clone(), 2, 4);
+    assert_eq!(cache.state(&key).unwrap().state.len(), 5);
+}
