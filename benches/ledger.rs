@@ -137,6 +137,13 @@ fn durable_many_writers(c: &mut Criterion) {
         })
     });
     group.finish();
+    let stats = ledger.stats();
+    eprintln!(
+        "64 writers: {} durable appends in {} flushes: {:.1} appends per flush",
+        stats.flushed_waiters,
+        stats.flushes,
+        stats.flushed_waiters as f64 / stats.flushes.max(1) as f64
+    );
 }
 
 /// Fills one stream with `records` probe records, buffered in batches.

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -105,11 +105,49 @@ impl FlushQueue {
             state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
         }
     }
+
+    /// Adds to `waiters` what arrives until there are `expected` of them or
+    /// `linger` has passed, whichever is first.
+    fn gather(&self, waiters: &mut Vec<Waiter>, expected: usize, linger: Duration) {
+        let deadline = Instant::now() + linger;
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            waiters.append(&mut state.waiters);
+            let now = Instant::now();
+            if waiters.len() >= expected || state.closed || now >= deadline {
+                return;
+            }
+            state = self
+                .ready
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
 }
+
+/// Longest a flush waits for the rest of a group, in microseconds. A flush
+/// costs about a millisecond; waiting a fraction of that for writers that
+/// are on their way turns two flushes into one.
+pub const GROUP_LINGER_US: u64 = 250;
 
 /// The flusher thread: one flush per round of waiters.
 pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
-    while let Some(waiters) = queue.take() {
+    // Waiters of the previous flush: writers that, acknowledged together,
+    // come back together. When only a few of them are back, the rest are
+    // most likely between their acknowledgement and their next append, so
+    // the flush lingers briefly for them (as PostgreSQL's commit_delay
+    // does); a lone writer (a group of one) never waits.
+    let mut previous_group = 1;
+    while let Some(mut waiters) = queue.take() {
+        if waiters.len() * 2 < previous_group {
+            queue.gather(
+                &mut waiters,
+                previous_group,
+                Duration::from_micros(GROUP_LINGER_US),
+            );
+        }
+        previous_group = waiters.len();
         let result = shared.make_durable();
         shared.stats.flushes.fetch_add(1, Ordering::Relaxed);
         shared
