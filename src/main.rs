@@ -41,6 +41,10 @@ enum Command {
         /// Heartbeat and lease-renewal interval, in milliseconds.
         #[arg(long, default_value_t = ledgerwire::studio::service::HEARTBEAT_MS)]
         heartbeat: u64,
+        /// The agent behind the Studio: `builtin` (real data, the default)
+        /// or `minimal` (the scripted test double).
+        #[arg(long, value_enum, default_value_t = AgentChoice::Builtin)]
+        agent: AgentChoice,
     },
     /// Inspect a store.
     #[command(subcommand)]
@@ -59,6 +63,13 @@ enum Command {
     },
     /// Print the JSON Schema (draft 2020-12) of the Studio wire.
     Schema,
+}
+
+/// Which agent `serve` runs.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum AgentChoice {
+    Builtin,
+    Minimal,
 }
 
 #[derive(Subcommand)]
@@ -130,16 +141,20 @@ fn run(command: Command) -> Result<(), ToolError> {
             data,
             lease_ttl,
             heartbeat,
-        } => serve(ServerConfig {
-            addr,
-            data_dir: data,
-            studio: StudioConfig {
-                lease_ttl_ms: lease_ttl,
-                heartbeat_ms: heartbeat,
-                auth: AuthPolicy::from_env(),
-                instance: format!("ledgerwire/{}", std::process::id()),
+            agent,
+        } => serve(
+            ServerConfig {
+                addr,
+                data_dir: data,
+                studio: StudioConfig {
+                    lease_ttl_ms: lease_ttl,
+                    heartbeat_ms: heartbeat,
+                    auth: AuthPolicy::from_env(),
+                    instance: format!("ledgerwire/{}", std::process::id()),
+                },
             },
-        }),
+            agent,
+        ),
         Command::Log(LogCommand::Verify { data }) => tools::verify(&data, &mut out).map(drop),
         Command::Log(LogCommand::Dump { data, stream, from }) => {
             tools::dump(&data, stream.as_deref(), from, &mut out)
@@ -180,10 +195,16 @@ fn run(command: Command) -> Result<(), ToolError> {
     }
 }
 
-fn serve(config: ServerConfig) -> Result<(), ToolError> {
+fn serve(config: ServerConfig, agent: AgentChoice) -> Result<(), ToolError> {
+    let agent: std::sync::Arc<dyn ledgerwire::agent::Agent> = match agent {
+        AgentChoice::Builtin => std::sync::Arc::new(ledgerwire::agent::builtin::BuiltinAgent),
+        AgentChoice::Minimal => {
+            std::sync::Arc::new(ledgerwire::agent::minimal::MinimalAgent::default())
+        }
+    };
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let server = BoundServer::bind(&config)
+        let server = BoundServer::bind_agent(&config, agent)
             .await
             .map_err(|error| ToolError::Serve(error.to_string()))?;
         let addr = server

@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 use std::sync::Arc;
 
 use crate::agent::Agent;
-use crate::agent::minimal::MinimalAgent;
+use crate::agent::builtin::BuiltinAgent;
 use crate::ledger::{Ledger, LedgerError, OpenMode};
 use crate::studio::auth::AuthPolicy;
 use crate::studio::service::{Studio, StudioConfig};
@@ -92,10 +92,18 @@ impl BoundServer {
     /// Opens the store (creating it if missing) and binds the address.
     /// The integrity scan runs in the background (see
     /// [`Ledger::open_scrubbing`]); it logs every problem it finds.
+    /// The Studio answers with the built-in data agent.
     pub async fn bind(config: &ServerConfig) -> Result<Self, ServeError> {
+        Self::bind_agent(config, Arc::new(BuiltinAgent)).await
+    }
+
+    /// Like [`BoundServer::bind`], with another agent (`serve --agent`).
+    pub async fn bind_agent(
+        config: &ServerConfig,
+        agent: Arc<dyn Agent>,
+    ) -> Result<Self, ServeError> {
         let ledger = Ledger::open_scrubbing(&config.data_dir, OpenMode::CreateIfMissing)?;
         tracing::info!(path = %config.data_dir.display(), "ledger open");
-        let agent = Arc::new(MinimalAgent::default());
         Self::bind_with(config.addr, ledger, config.studio.clone(), agent).await
     }
 

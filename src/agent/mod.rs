@@ -8,6 +8,7 @@
 //! its [`TurnContext`]; an agent is deterministic, so a replayed
 //! conversation produces the same frames.
 
+pub mod builtin;
 pub mod minimal;
 
 use std::collections::BTreeMap;

@@ -1,6 +1,7 @@
 //! The one integration-test crate (it links once). Each module tests one
 //! area through the public API or against the real binary and server.
 
+mod agent;
 mod crash;
 mod golden;
 mod ledger;

@@ -25,7 +25,15 @@ struct Server {
 impl Server {
     fn start(data: &Path) -> Self {
         let mut child = binary()
-            .args(["serve", "--addr", "127.0.0.1:0", "--heartbeat", "100"])
+            .args([
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--heartbeat",
+                "100",
+                "--agent",
+                "minimal",
+            ])
             .args(["--lease-ttl", &LEASE_TTL_MS.to_string(), "--data"])
             .arg(data)
             .stdout(Stdio::piped())
