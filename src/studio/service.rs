@@ -34,8 +34,11 @@ use super::records::{
 use super::wire::WireError;
 use super::wire::composition::{CompositionManifest, CompositionMutation};
 use super::wire::elicitation::{PendingElicitation, PendingInterrupt};
-use super::wire::frame::{CompositionUpdated, ErrorFrame, Frame};
-use super::wire::ids::{ConversationId, InterruptId, TraceId};
+use super::wire::frame::{
+    CompositionUpdated, Done, ErrorFrame, Frame, MessageComplete, MessageDelta,
+};
+use super::wire::ids::{ConversationId, InterruptId, PlanVersionId, TraceId};
+use super::wire::plan::PlanVersioned;
 use super::wire::request::{CancelRequest, Decision, InterruptResponse, TurnRequest};
 
 /// Default lease of a segment, in milliseconds (the contract's 45 s).
@@ -449,8 +452,13 @@ impl Studio {
         start: SegmentStart,
     ) -> Result<mpsc::Receiver<SseItem>, WireError> {
         let folded = self.fold(&stream)?;
-        let context = turn_context(&folded.state, start.turn)
+        let mut context = turn_context(&folded.state, start.turn)
             .ok_or_else(|| WireError::transient(1, "The turn could not be read back; retry."))?;
+        let recovery = unreadable_plan(&folded.state, start.turn);
+        if recovery.is_some() {
+            // Plan again from the question: the agent sees no answers.
+            context.answers.clear();
+        }
         let (sender, receiver) = mpsc::channel(SSE_BUFFER_FRAMES);
         let segment = Segment {
             studio: self.clone(),
@@ -469,10 +477,47 @@ impl Studio {
                     }
                     _ => None,
                 });
-        tokio::spawn(segment.run(context, approved));
+        tokio::spawn(segment.run(context, approved, recovery));
         Ok(receiver)
     }
 }
+
+/// What a resume does when the plan it answers can no longer be read
+/// (a frame recorded by an older build, say).
+enum Recovery {
+    /// Approve or amend: plan again from the question; the new plan
+    /// supersedes the unreadable one (whose id is kept if it can be found).
+    Replan { supersedes: String },
+    /// Reject: close the turn.
+    Close,
+}
+
+/// Whether the turn's latest answer answers a plan that does not parse.
+fn unreadable_plan(conversation: &Conversation, turn: u32) -> Option<Recovery> {
+    let turn = conversation
+        .turns
+        .get(usize::try_from(turn).ok()?.checked_sub(1)?)?;
+    let pause = turn.pauses.last().filter(|pause| pause.is_plan)?;
+    let answer: InterruptResponse = serde_json::from_str(pause.answer.as_deref()?).ok()?;
+    if matches!(
+        serde_json::from_str::<Frame>(&pause.frame),
+        Ok(Frame::PlanProposed(_))
+    ) {
+        return None;
+    }
+    if answer.decision == Decision::Reject {
+        return Some(Recovery::Close);
+    }
+    let supersedes = serde_json::from_str::<serde_json::Value>(&pause.frame)
+        .ok()
+        .and_then(|frame| frame["plan_version_id"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| String::from("unreadable-plan"));
+    Some(Recovery::Replan { supersedes })
+}
+
+/// What the user reads when their plan had to be planned again.
+const REPLAN_NOTICE: &str =
+    "I could no longer read the plan you answered, so I planned again from your question.";
 
 /// The pending interrupt a pause frame describes, for answer validation.
 fn pending_interrupt(pause: &super::conversation::Pause) -> Result<PendingInterrupt, WireError> {
@@ -528,10 +573,35 @@ struct Segment {
 }
 
 impl Segment {
-    async fn run(mut self, context: TurnContext, approved: Option<Frame>) {
+    async fn run(
+        mut self,
+        context: TurnContext,
+        approved: Option<Frame>,
+        recovery: Option<Recovery>,
+    ) {
         let heartbeat = Duration::from_millis(self.studio.inner.config.heartbeat_ms.max(1));
         let mut ticker =
             tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
+        let mut superseded = match recovery {
+            None => None,
+            Some(Recovery::Close) => {
+                let text = "You rejected the plan, so I computed nothing.";
+                if self.emit(message_complete(text)).await {
+                    self.emit(closing_done()).await;
+                }
+                return;
+            }
+            Some(Recovery::Replan { supersedes }) => {
+                let delta = Frame::MessageDelta(MessageDelta {
+                    seq: 0,
+                    text: REPLAN_NOTICE.to_owned(),
+                });
+                if !self.emit(delta).await || !self.emit(message_complete(REPLAN_NOTICE)).await {
+                    return;
+                }
+                Some(supersedes)
+            }
+        };
         let mut frames = self.studio.inner.agent.segment(context);
         if let Some(frame) = approved
             && !self.emit(frame).await
@@ -547,6 +617,22 @@ impl Segment {
                         self.emit(Frame::Error(ErrorFrame { seq: 0, error })).await;
                         return;
                     };
+                    // A re-planned turn announces the new plan as the
+                    // successor of the unreadable one.
+                    if let Frame::PlanProposed(plan) = &frame
+                        && let Some(old) = superseded.take()
+                    {
+                        let versioned = Frame::PlanVersioned(PlanVersioned {
+                            seq: 0,
+                            plan_version_id: plan.plan_version_id.clone(),
+                            version: plan.version,
+                            supersedes: PlanVersionId::new(old)
+                                .unwrap_or_else(|_| plan.plan_version_id.clone()),
+                        });
+                        if !self.emit(versioned).await {
+                            return;
+                        }
+                    }
                     if !self.emit(frame).await {
                         return;
                     }
@@ -743,6 +829,21 @@ impl Segment {
             .data(json(frame));
         self.client.send(Ok(event)).await.map_err(|_| ())
     }
+}
+
+fn message_complete(text: &str) -> Frame {
+    Frame::MessageComplete(MessageComplete {
+        seq: 0,
+        text: text.to_owned(),
+    })
+}
+
+fn closing_done() -> Frame {
+    Frame::Done(Done {
+        seq: 0,
+        trace_id: TraceId::new("trace").unwrap_or_else(|_| unreachable!("a fixed id is valid")),
+        composition: None,
+    })
 }
 
 /// Sets the server-owned members of a frame: its seq, and the ids of

@@ -690,3 +690,96 @@ async fn closing_the_stream_aborts_the_segment_and_frees_the_conversation() {
         .await;
     assert_eq!(events(&next).last(), Some(&"done"));
 }
+
+#[tokio::test]
+async fn a_plan_that_can_no_longer_be_read_is_planned_again_from_the_question() {
+    use ledgerwire::ledger::{Durability, ExpectedPosition, Payload};
+    use ledgerwire::studio::auth::Principal;
+    use ledgerwire::studio::records::{
+        FrameSent, SegmentClaimed, SegmentEnd, SegmentReleased, TurnRequested, conversation_stream,
+    };
+    use ledgerwire::studio::wire::ids::ConversationId;
+
+    let dir = scratch();
+    let (ledger, _) = open(dir.path());
+    // A turn paused on a plan that an older build recorded in a shape this
+    // build cannot read.
+    let stream = conversation_stream(
+        &Principal::of_token("alice"),
+        &ConversationId::new("c17").unwrap(),
+    )
+    .unwrap();
+    let old_plan = json!({"event": "plan.proposed", "seq": 2, "interrupt_id": "int-old",
+                          "plan_version_id": "pv-old", "version": 3, "steps": "an older shape"});
+    let records = vec![
+        TurnRequested {
+            turn: 1,
+            request: json!({"conversation_id": "c17", "message": "GDP of Mali"}).to_string(),
+        }
+        .to_record(),
+        SegmentClaimed {
+            segment: 1,
+            turn: 1,
+            owner: "old build".into(),
+            at_ms: 0,
+            ttl_ms: 1,
+            first_seq: 1,
+        }
+        .to_record(),
+        FrameSent {
+            turn: 1,
+            segment: 1,
+            seq: 2,
+            frame: old_plan.to_string(),
+        }
+        .to_record(),
+        SegmentReleased {
+            segment: 1,
+            at_ms: 0,
+            end: SegmentEnd::Paused,
+        }
+        .to_record(),
+    ];
+    ledger
+        .append(
+            &stream,
+            ExpectedPosition::Exactly(0),
+            records,
+            Durability::Durable,
+        )
+        .await
+        .unwrap();
+    let client = StudioClient::new(start_studio(ledger, quick_studio()).await, "alice");
+    let frames = client
+        .stream(
+            "/api/studio/interrupt",
+            &answer("c17", &json!("int-old"), "approve"),
+        )
+        .await;
+    assert_eq!(
+        events(&frames),
+        [
+            "message.delta",
+            "message.complete",
+            "message.delta",
+            "plan.versioned",
+            "plan.proposed"
+        ]
+    );
+    assert_eq!(frames[0]["seq"], 3);
+    let versioned = &frames[3];
+    assert_eq!(versioned["supersedes"], "pv-old");
+    assert_eq!(
+        versioned["version"], 1,
+        "lower than the version it replaces"
+    );
+    assert_eq!(versioned["plan_version_id"], frames[4]["plan_version_id"]);
+    // The new plan is an ordinary pause: approving it runs the turn.
+    let done = client
+        .stream(
+            "/api/studio/interrupt",
+            &answer("c17", &frames[4]["interrupt_id"], "approve"),
+        )
+        .await;
+    assert_eq!(events(&done).last(), Some(&"done"));
+}
