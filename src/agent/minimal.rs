@@ -13,17 +13,17 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use super::frames::{done, message_complete as text, message_delta as delta};
 use super::{Agent, AnsweredPause, SegmentFrames, TurnContext};
 use crate::studio::wire::elicitation::{
     ElicitationOption, ElicitationQuestion, ElicitationRequest, InputKind,
 };
 use crate::studio::wire::frame::{
-    ActivityStep, ComponentCreated, ComponentRevised, Done, FactPoint, FactSummary, Frame,
-    MessageComplete, MessageDelta, Provenance, SeriesFact, StepStatus, Suggestions,
+    ActivityStep, ComponentCreated, ComponentRevised, FactPoint, FactSummary, Frame, Provenance,
+    SeriesFact, StepStatus, Suggestions,
 };
 use crate::studio::wire::ids::{
     ActivityStepId, ComponentId, InterruptId, OptionId, PlanStepId, PlanVersionId, QuestionId,
-    TraceId,
 };
 use crate::studio::wire::plan::{PlanProposed, PlanStep, PlanVersioned};
 use crate::studio::wire::request::{ComponentIntent, Decision};
@@ -65,28 +65,6 @@ impl Step {
     fn frame(frame: Frame) -> Self {
         Step::Frame(Box::new(frame))
     }
-}
-
-fn text(text: impl Into<String>) -> Frame {
-    Frame::MessageComplete(MessageComplete {
-        seq: 0,
-        text: text.into(),
-    })
-}
-
-fn delta(text: impl Into<String>) -> Frame {
-    Frame::MessageDelta(MessageDelta {
-        seq: 0,
-        text: text.into(),
-    })
-}
-
-fn done() -> Frame {
-    Frame::Done(Done {
-        seq: 0,
-        trace_id: id!(TraceId, "trace"),
-        composition: None,
-    })
 }
 
 fn suggestions(items: &[&str]) -> Frame {

@@ -9,6 +9,7 @@
 //! conversation produces the same frames.
 
 pub mod builtin;
+pub mod frames;
 pub mod minimal;
 
 use std::collections::BTreeMap;

@@ -17,7 +17,7 @@ use axum::response::sse::Event;
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
-use crate::agent::{Agent, AnsweredPause, TurnContext};
+use crate::agent::{Agent, AnsweredPause, TurnContext, frames};
 use crate::ledger::{
     Durability, ExpectedPosition, FoldCache, Folded, Ledger, LedgerError, NewRecord, Payload,
     StreamKey,
@@ -34,9 +34,7 @@ use super::records::{
 use super::wire::WireError;
 use super::wire::composition::{CompositionManifest, CompositionMutation};
 use super::wire::elicitation::{PendingElicitation, PendingInterrupt};
-use super::wire::frame::{
-    CompositionUpdated, Done, ErrorFrame, Frame, MessageComplete, MessageDelta,
-};
+use super::wire::frame::{CompositionUpdated, ErrorFrame, Frame};
 use super::wire::ids::{ConversationId, InterruptId, PlanVersionId, TraceId};
 use super::wire::plan::PlanVersioned;
 use super::wire::request::{CancelRequest, Decision, InterruptResponse, TurnRequest};
@@ -586,17 +584,16 @@ impl Segment {
             None => None,
             Some(Recovery::Close) => {
                 let text = "You rejected the plan, so I computed nothing.";
-                if self.emit(message_complete(text)).await {
-                    self.emit(closing_done()).await;
+                if self.emit(frames::message_complete(text)).await {
+                    self.emit(frames::done()).await;
                 }
                 return;
             }
             Some(Recovery::Replan { supersedes }) => {
-                let delta = Frame::MessageDelta(MessageDelta {
-                    seq: 0,
-                    text: REPLAN_NOTICE.to_owned(),
-                });
-                if !self.emit(delta).await || !self.emit(message_complete(REPLAN_NOTICE)).await {
+                let delta = frames::message_delta(REPLAN_NOTICE);
+                if !self.emit(delta).await
+                    || !self.emit(frames::message_complete(REPLAN_NOTICE)).await
+                {
                     return;
                 }
                 Some(supersedes)
@@ -829,21 +826,6 @@ impl Segment {
             .data(json(frame));
         self.client.send(Ok(event)).await.map_err(|_| ())
     }
-}
-
-fn message_complete(text: &str) -> Frame {
-    Frame::MessageComplete(MessageComplete {
-        seq: 0,
-        text: text.to_owned(),
-    })
-}
-
-fn closing_done() -> Frame {
-    Frame::Done(Done {
-        seq: 0,
-        trace_id: TraceId::new("trace").unwrap_or_else(|_| unreachable!("a fixed id is valid")),
-        composition: None,
-    })
 }
 
 /// Sets the server-owned members of a frame: its seq, and the ids of

@@ -3,68 +3,26 @@
 //! waits out the dead segment's lease and then resumes past every seq the
 //! dead segment may have sent, and `replay` shows every frame once.
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{SseEvent, SseReader, StudioClient, binary, scratch};
+use crate::support::{ServerProcess, SseEvent, SseReader, StudioClient, binary, scratch};
 
 /// Lease of the crash-test servers, in milliseconds: long enough to see a
 /// 409 right after a restart, short enough to wait out.
 const LEASE_TTL_MS: u64 = 2_000;
 
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Server {
-    fn start(data: &Path) -> Self {
-        let mut child = binary()
-            .args([
-                "serve",
-                "--addr",
-                "127.0.0.1:0",
-                "--heartbeat",
-                "100",
-                "--agent",
-                "minimal",
-            ])
-            .args(["--lease-ttl", &LEASE_TTL_MS.to_string(), "--data"])
-            .arg(data)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn ledgerwire serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("read the address");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .and_then(|addr| addr.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        Self { child, addr }
-    }
-
-    fn kill(mut self) {
-        self.child.kill().expect("SIGKILL");
-        self.child.wait().expect("reap");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// Quick heartbeats, the lease above, and the scripted agent (its `slow`
+/// steps leave time to kill the server mid-segment).
+const SERVE_ARGS: [&str; 6] = [
+    "--heartbeat",
+    "100",
+    "--lease-ttl",
+    "2000",
+    "--agent",
+    "minimal",
+];
 
 fn answer(conversation: &str, interrupt: &Value) -> Value {
     json!({"kind": "interrupt.response", "conversation_id": conversation,
@@ -97,7 +55,7 @@ async fn retry_after_lease(client: &StudioClient, body: &Value) -> Vec<Value> {
 #[tokio::test]
 async fn answers_survive_sigkill_and_retries_resume_past_the_dead_segment() {
     let dir = scratch();
-    let server = Server::start(dir.path());
+    let server = ServerProcess::start(dir.path(), &SERVE_ARGS);
     let client = StudioClient::new(server.addr, "crash");
 
     // 1. Kill during a resumed segment, after it sent some frames.
@@ -128,7 +86,7 @@ async fn answers_survive_sigkill_and_retries_resume_past_the_dead_segment() {
     drop(reader);
     drop(response);
 
-    let server = Server::start(dir.path());
+    let server = ServerProcess::start(dir.path(), &SERVE_ARGS);
     let client = StudioClient::new(server.addr, "crash");
     let resumed = retry_after_lease(&client, &answer("k1", &interrupt)).await;
     let first_seq = resumed[0]["seq"].as_u64().unwrap();

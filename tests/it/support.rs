@@ -223,3 +223,50 @@ impl StudioClient {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 }
+
+/// The real binary serving on a free loopback port.
+pub struct ServerProcess {
+    child: std::process::Child,
+    pub addr: SocketAddr,
+}
+
+impl ServerProcess {
+    /// Runs `ledgerwire serve --addr 127.0.0.1:0 --data DATA ARGS…` and
+    /// reads the address it prints once listening.
+    pub fn start(data: &Path, args: &[&str]) -> Self {
+        use std::io::{BufRead, BufReader};
+        let mut child = binary()
+            .args(["serve", "--addr", "127.0.0.1:0"])
+            .args(args)
+            .arg("--data")
+            .arg(data)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn ledgerwire serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read the address");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .and_then(|addr| addr.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        Self { child, addr }
+    }
+
+    /// SIGKILLs the server and reaps it.
+    pub fn kill(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reap");
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

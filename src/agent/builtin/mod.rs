@@ -16,16 +16,16 @@ pub mod understand;
 
 use serde_json::json;
 
+use super::frames::{done, message_complete as text, message_delta as delta};
 use super::{Agent, AnsweredPause, SegmentFrames, TurnContext};
 use crate::studio::wire::elicitation::{
     ElicitationOption, ElicitationQuestion, ElicitationRequest, InputKind,
 };
 use crate::studio::wire::frame::{
-    ActivityStep, ComponentCreated, ComponentRevised, Done, Frame, MessageComplete, MessageDelta,
-    StepStatus, Suggestions,
+    ActivityStep, ComponentCreated, ComponentRevised, Frame, StepStatus, Suggestions,
 };
 use crate::studio::wire::ids::{
-    ActivityStepId, ComponentId, InterruptId, OptionId, PlanVersionId, QuestionId, TraceId,
+    ActivityStepId, ComponentId, InterruptId, OptionId, PlanVersionId, QuestionId,
 };
 use crate::studio::wire::plan::{PlanProposed, PlanVersioned};
 use crate::studio::wire::request::{Answer, ComponentIntent, Decision, Surface};
@@ -109,28 +109,6 @@ impl PresentationService for Bundled {
 /// The built-in agent: the default of `serve`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct BuiltinAgent;
-
-fn text(text: impl Into<String>) -> Frame {
-    Frame::MessageComplete(MessageComplete {
-        seq: 0,
-        text: text.into(),
-    })
-}
-
-fn delta(text: impl Into<String>) -> Frame {
-    Frame::MessageDelta(MessageDelta {
-        seq: 0,
-        text: text.into(),
-    })
-}
-
-fn done() -> Frame {
-    Frame::Done(Done {
-        seq: 0,
-        trace_id: id!(TraceId, "trace"),
-        composition: None,
-    })
-}
 
 fn suggestions(items: Vec<String>) -> Frame {
     Frame::Suggestions(Suggestions {

@@ -3,44 +3,21 @@
 //! same data: durable lanes keep their watermarks and retained answers,
 //! and every command runs exactly once.
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Child, Stdio};
-
 use ledgerwire::statewire::client::{Connection, Session};
 use ledgerwire::statewire::ids::{ClientId, ProtocolName};
 use ledgerwire::statewire::packet::Command;
 use serde_json::{Value, json};
 
 use super::{PACKET_TIMEOUT, chat_client};
-use crate::support::{binary, scratch};
-
-/// Starts `ledgerwire serve` on a free port and reads its address.
-fn serve(data: &std::path::Path) -> (Child, SocketAddr) {
-    let mut child = binary()
-        .args(["serve", "--addr", "127.0.0.1:0", "--data"])
-        .arg(data)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn ledgerwire serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).expect("read");
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-    (child, addr)
-}
+use crate::support::{ServerProcess, binary, scratch};
 
 #[tokio::test]
 async fn a_sigkilled_server_keeps_watermarks_and_answers() {
     const ANSWERED: u64 = 6;
     const UNANSWERED: u64 = 6;
     let dir = scratch();
-    let (mut server, addr) = serve(dir.path());
+    let server = ServerProcess::start(dir.path(), &[]);
+    let addr = server.addr;
     let config = chat_client(addr, "crash");
     let session = Session::new(ClientId::new("survivor").unwrap());
     let mut client = Connection::connect(config, session).await.unwrap();
@@ -66,11 +43,11 @@ async fn a_sigkilled_server_keeps_watermarks_and_answers() {
         })
         .await
         .unwrap();
-    server.kill().expect("SIGKILL");
-    server.wait().expect("reap");
+    server.kill();
     let session = client.abort();
 
-    let (mut server, addr) = serve(dir.path());
+    let server = ServerProcess::start(dir.path(), &[]);
+    let addr = server.addr;
     let mut client = Connection::connect(chat_client(addr, "crash"), session)
         .await
         .unwrap();
@@ -117,8 +94,7 @@ async fn a_sigkilled_server_keeps_watermarks_and_answers() {
         .unwrap();
     let again = client.answer("acme-chat", 2, PACKET_TIMEOUT).await.unwrap();
     assert_eq!(again, first_answers[1]);
-    server.kill().expect("stop");
-    server.wait().expect("reap");
+    server.kill();
     let output = binary()
         .args(["log", "verify", "--data"])
         .arg(dir.path())
