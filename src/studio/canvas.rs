@@ -79,6 +79,38 @@ pub fn auto_add(
     recount(manifest);
 }
 
+/// An edit created `id` to stand in for `old` (a type or window change
+/// the platform cannot revise): the new block takes the old block's place,
+/// pin and card meta. False if `old` is not on the canvas.
+pub fn replace(
+    composition: &mut Option<CompositionManifest>,
+    old: &str,
+    id: &str,
+    component: &StreamedComponent,
+) -> bool {
+    let Ok(component_id) = ComponentId::new(id) else {
+        return false;
+    };
+    let Some(manifest) = composition.as_mut() else {
+        return false;
+    };
+    let Some(slot) = manifest
+        .blocks
+        .iter_mut()
+        .find(|b| b.component_id.as_str() == old)
+    else {
+        return false;
+    };
+    let replacement = CompositionBlock {
+        pinned: slot.pinned,
+        meta: slot.meta.take(),
+        ..block(&component_id, component)
+    };
+    *slot = replacement;
+    manifest.revision += 1;
+    true
+}
+
 /// A turn revised a component: its block (if on the canvas) follows.
 pub fn revise(
     composition: &mut Option<CompositionManifest>,

@@ -20,7 +20,7 @@ use super::records::{
     SegmentClaimed, SegmentEnd, SegmentReleased, SegmentRenewed, TurnRequested,
 };
 use super::wire::composition::{CompositionManifest, CompositionMutation};
-use super::wire::request::TurnRequest;
+use super::wire::request::{ComponentIntent, TurnRequest};
 
 /// Where a turn stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,6 +59,10 @@ pub struct Turn {
     pub status: TurnStatus,
     /// Every pause of the turn, oldest first.
     pub pauses: Vec<Pause>,
+    /// The component an edit turn (`component_ref.intent: edit`) works on:
+    /// a component it creates takes that component's place on the canvas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit_of: Option<String>,
 }
 
 impl Turn {
@@ -198,7 +202,8 @@ fn decode<T: Payload>(record: &Record) -> Result<T, FoldError> {
 impl Fold for ConversationFold {
     type State = Conversation;
     const NAME: &'static str = "studio-conversation";
-    const VERSION: u32 = 1;
+    /// 2: an edit turn's new component replaces the edited block.
+    const VERSION: u32 = 2;
 
     fn apply(state: &mut Conversation, record: &Record) -> Result<(), FoldError> {
         let kind =
@@ -230,8 +235,14 @@ impl Fold for ConversationFold {
 fn turn_requested(state: &mut Conversation, record: TurnRequested) -> Result<(), FoldError> {
     let request: TurnRequest = serde_json::from_str(&record.request)
         .map_err(|error| FoldError::Invalid(format!("turn request: {error}")))?;
+    let edit_of = request
+        .component_ref
+        .as_ref()
+        .filter(|card| card.intent == ComponentIntent::Edit)
+        .map(|card| card.component_id.as_str().to_owned());
     state.turns.push(Turn {
         turn: record.turn,
+        edit_of,
         auto_add: request.auto_add(),
         request: record.request,
         last_seq: 0,
@@ -315,6 +326,7 @@ fn frame_sent(state: &mut Conversation, record: FrameSent) -> Result<(), FoldErr
     };
     turn.last_seq = turn.last_seq.max(record.seq);
     let auto_add = turn.auto_add;
+    let edit_of = turn.edit_of.clone();
     match head.event.as_str() {
         "plan.proposed" | "elicitation.request" => {
             turn.status = TurnStatus::Paused;
@@ -338,7 +350,9 @@ fn frame_sent(state: &mut Conversation, record: FrameSent) -> Result<(), FoldErr
                 component_type: head.component_type.unwrap_or_default(),
                 title: head.title.unwrap_or_default(),
             };
-            if auto_add {
+            let replaced = edit_of
+                .is_some_and(|old| canvas::replace(&mut state.composition, &old, &id, &component));
+            if !replaced && auto_add {
                 canvas::auto_add(&mut state.composition, &id, &component);
             }
             state.components.insert(id, component);

@@ -735,6 +735,18 @@ impl Segment {
         self.next_seq += 1;
         stamp(&mut frame, seq, self.turn, self.segment);
         let ends = frame.ends_stream();
+        // The canvas revision before a component frame (`None`: not one).
+        let canvas_before = match &frame {
+            Frame::ComponentCreated(_) | Frame::ComponentRevised(_) => Some(
+                self.studio
+                    .inner
+                    .folds
+                    .state(&self.stream)
+                    .ok()
+                    .and_then(|state| state.state.composition.as_ref().map(|m| m.revision)),
+            ),
+            _ => None,
+        };
         if let Frame::Done(done) = &mut frame {
             // `done` carries the canvas as it stands.
             done.composition = self
@@ -770,11 +782,11 @@ impl Segment {
         if ends {
             return false;
         }
-        let auto_added = matches!(&frame, Frame::ComponentCreated(_))
-            && state.state.current_turn().is_some_and(|turn| turn.auto_add);
-        let revised_on_canvas = matches!(&frame, Frame::ComponentRevised(c)
-            if state.state.composition.as_ref().is_some_and(|m| m.blocks.iter().any(|b| b.component_id == c.component_id)));
-        if (auto_added || revised_on_canvas)
+        // A component frame can change the canvas (auto-add, a revised
+        // block, an edit's replacement); the fold decides, and the client
+        // gets the manifest whenever its revision moved.
+        let canvas_after = state.state.composition.as_ref().map(|m| m.revision);
+        if canvas_before.is_some_and(|before| before != canvas_after)
             && let Some(manifest) = state.state.composition.clone()
         {
             let update = Frame::CompositionUpdated(CompositionUpdated {

@@ -628,6 +628,38 @@ async fn conversation(client: &StudioClient, c: &str) -> Vec<Value> {
         .find(|f| f["event"] == "component.created")
         .expect("created");
     assert_eq!(created["type"], "table");
+    // The new card takes the edited card's place on the canvas.
+    let canvas = retyped
+        .iter()
+        .find(|f| f["event"] == "composition.updated")
+        .expect("the canvas changed");
+    let blocks: Vec<&Value> = canvas["composition"]["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .collect();
+    let slots: Vec<&str> = all
+        .iter()
+        .rev()
+        .find(|f| f["event"] == "composition.updated")
+        .map(|f| {
+            f["composition"]["blocks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b["component_id"].as_str().unwrap())
+                .collect()
+        })
+        .unwrap_or_default();
+    let old_slot = slots.iter().position(|b| *b == id.as_str().unwrap());
+    let new_slot = blocks
+        .iter()
+        .position(|b| b["component_id"] == created["component_id"]);
+    assert!(
+        old_slot.is_some() && old_slot == new_slot,
+        "{slots:?} -> {blocks:?}"
+    );
+    assert!(blocks.iter().all(|b| b["component_id"] != id));
     let impossible = client
         .stream("/api/studio/turn", &edit("only France"))
         .await;
@@ -650,11 +682,13 @@ async fn conversation(client: &StudioClient, c: &str) -> Vec<Value> {
         .stream("/api/studio/turn", &turn(c, "What's on my canvas?"))
         .await;
     assert_eq!(events(&canvas), ["message.complete", "suggestions", "done"]);
+    // The table replaced the renamed chart in its slot.
+    let answer = message(&canvas);
     assert!(
-        message(&canvas).contains("Kenya lives longer"),
-        "{}",
-        message(&canvas)
+        answer.contains("1 card") && answer.contains("(table)"),
+        "{answer}"
     );
+    assert!(!answer.contains("Kenya lives longer"), "{answer}");
     all.extend(canvas);
 
     // 6. Nonsense gets an honest message, not a crash.
