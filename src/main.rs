@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -41,10 +41,14 @@ enum Command {
         /// Heartbeat and lease-renewal interval, in milliseconds.
         #[arg(long, default_value_t = ledgerwire::studio::service::HEARTBEAT_MS)]
         heartbeat: u64,
-        /// The agent behind the Studio: `builtin` (real data, the default)
-        /// or `minimal` (the scripted test double).
+        /// The agent behind the Studio: `builtin` (real data, the default),
+        /// `minimal` (the scripted test double) or `scenario` (plays the
+        /// scripts in --scenarios).
         #[arg(long, value_enum, default_value_t = AgentChoice::Builtin)]
         agent: AgentChoice,
+        /// Directory of scenario scripts for `--agent scenario`.
+        #[arg(long, default_value = "fixtures/scenarios")]
+        scenarios: PathBuf,
     },
     /// Inspect a store.
     #[command(subcommand)]
@@ -70,6 +74,7 @@ enum Command {
 enum AgentChoice {
     Builtin,
     Minimal,
+    Scenario,
 }
 
 #[derive(Subcommand)]
@@ -142,6 +147,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             lease_ttl,
             heartbeat,
             agent,
+            scenarios,
         } => serve(
             ServerConfig {
                 addr,
@@ -154,6 +160,7 @@ fn run(command: Command) -> Result<(), ToolError> {
                 },
             },
             agent,
+            &scenarios,
         ),
         Command::Log(LogCommand::Verify { data }) => tools::verify(&data, &mut out).map(drop),
         Command::Log(LogCommand::Dump { data, stream, from }) => {
@@ -195,8 +202,12 @@ fn run(command: Command) -> Result<(), ToolError> {
     }
 }
 
-fn serve(config: ServerConfig, agent: AgentChoice) -> Result<(), ToolError> {
+fn serve(config: ServerConfig, agent: AgentChoice, scenarios: &Path) -> Result<(), ToolError> {
     let agent: std::sync::Arc<dyn ledgerwire::agent::Agent> = match agent {
+        AgentChoice::Scenario => std::sync::Arc::new(
+            ledgerwire::agent::scenario::ScenarioAgent::load(scenarios)
+                .map_err(|error| ToolError::Serve(error.to_string()))?,
+        ),
         AgentChoice::Builtin => std::sync::Arc::new(ledgerwire::agent::builtin::BuiltinAgent),
         AgentChoice::Minimal => {
             std::sync::Arc::new(ledgerwire::agent::minimal::MinimalAgent::default())

@@ -11,6 +11,7 @@
 pub mod builtin;
 pub mod frames;
 pub mod minimal;
+pub mod scenario;
 
 use std::collections::BTreeMap;
 use std::pin::Pin;

@@ -5,6 +5,7 @@ mod agent;
 mod crash;
 mod golden;
 mod ledger;
+mod scenarios;
 mod server;
 mod statewire;
 mod studio;

@@ -72,11 +72,20 @@ pub async fn start_stoppable_studio(
     ledger: Ledger,
     studio: StudioConfig,
 ) -> (SocketAddr, RunningServer) {
-    let addr: SocketAddr = "127.0.0.1:0".parse().expect("loopback address");
     let agent = Arc::new(MinimalAgent {
         step_ms: 5,
         slow_step_ms: 600,
     });
+    start_with_agent(ledger, studio, agent).await
+}
+
+/// A stoppable server with this agent on a free loopback port.
+pub async fn start_with_agent(
+    ledger: Ledger,
+    studio: StudioConfig,
+    agent: Arc<dyn ledgerwire::agent::Agent>,
+) -> (SocketAddr, RunningServer) {
+    let addr: SocketAddr = "127.0.0.1:0".parse().expect("loopback address");
     let server = BoundServer::bind_with(addr, ledger, studio, agent)
         .await
         .expect("bind");
