@@ -63,6 +63,7 @@ fn context(message: &str, answers: Vec<AnsweredPause>) -> TurnContext {
         answers,
         canvas: None,
         components: BTreeMap::new(),
+        history: Vec::new(),
     }
 }
 

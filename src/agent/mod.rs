@@ -31,6 +31,19 @@ pub struct AnsweredPause {
     pub response: InterruptResponse,
 }
 
+/// An earlier turn of the conversation, as the conversation digest keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PastTurn {
+    pub turn: u32,
+    /// The user's message.
+    pub message: String,
+}
+
+/// Earlier turns in the digest, at most (the contract's newest 10).
+pub const DIGEST_TURNS: usize = 10;
+/// Bytes of earlier messages in the digest, at most; older turns go first.
+pub const DIGEST_MAX_BYTES: usize = 16 * 1024;
+
 /// Everything an agent may read to run one segment of a turn.
 #[derive(Clone, Debug)]
 pub struct TurnContext {
@@ -44,6 +57,9 @@ pub struct TurnContext {
     pub canvas: Option<CompositionManifest>,
     /// Components the conversation streamed, by id.
     pub components: BTreeMap<String, StreamedComponent>,
+    /// The conversation digest: earlier turns, newest first, bounded by
+    /// [`DIGEST_TURNS`] and [`DIGEST_MAX_BYTES`].
+    pub history: Vec<PastTurn>,
 }
 
 /// The frames of one segment, in order. Time between two frames is time

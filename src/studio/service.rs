@@ -17,7 +17,9 @@ use axum::response::sse::Event;
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
-use crate::agent::{Agent, AnsweredPause, TurnContext, frames};
+use crate::agent::{
+    Agent, AnsweredPause, DIGEST_MAX_BYTES, DIGEST_TURNS, PastTurn, TurnContext, frames,
+};
 use crate::ledger::{
     Durability, ExpectedPosition, FoldCache, Folded, Ledger, LedgerError, NewRecord, Payload,
     StreamKey,
@@ -553,7 +555,31 @@ fn turn_context(conversation: &Conversation, turn: u32) -> Option<TurnContext> {
         answers,
         canvas: conversation.composition.clone(),
         components: conversation.components.clone(),
+        history: digest(conversation, turn),
     })
+}
+
+/// The conversation digest: the turns before `turn`, newest first, within
+/// the digest's bounds.
+fn digest(conversation: &Conversation, turn: u32) -> Vec<PastTurn> {
+    let mut bytes = 0;
+    conversation
+        .turns
+        .iter()
+        .filter(|past| past.turn < turn)
+        .rev()
+        .take(DIGEST_TURNS)
+        .filter_map(|past| {
+            Some(PastTurn {
+                turn: past.turn,
+                message: past.request()?.message,
+            })
+        })
+        .take_while(|past| {
+            bytes += past.message.len();
+            bytes <= DIGEST_MAX_BYTES
+        })
+        .collect()
 }
 
 /// A segment can no longer write: the lease now belongs to another

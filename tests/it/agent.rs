@@ -57,6 +57,7 @@ fn context(message: &str, answers: Vec<AnsweredPause>) -> TurnContext {
         answers,
         canvas: None,
         components: BTreeMap::new(),
+        history: Vec::new(),
     }
 }
 
@@ -737,4 +738,28 @@ async fn a_download_fetches_one_dataset_and_plans_nothing() {
         .expect("table");
     assert_eq!(table["type"], "table");
     assert_eq!(ev.last().map(String::as_str), Some("done"));
+}
+
+#[tokio::test]
+async fn the_country_i_mentioned_resolves_from_the_conversation_digest() {
+    let (_dir, client) = builtin_server().await;
+    // Turn 1 names a place but makes no card.
+    let first = client
+        .stream("/api/studio/turn", &turn("m1", "Tell me about Uganda"))
+        .await;
+    assert!(first.iter().all(|f| f["event"] != "component.created"));
+    let second = client
+        .stream(
+            "/api/studio/turn",
+            &turn("m1", "Life expectancy in the country I mentioned"),
+        )
+        .await;
+    let plan = second
+        .iter()
+        .find(|f| f["event"] == "plan.proposed")
+        .unwrap_or_else(|| panic!("a plan: {second:?}"));
+    assert!(
+        plan["summary"].as_str().unwrap().contains("Uganda"),
+        "{plan}"
+    );
 }

@@ -32,7 +32,7 @@ use crate::studio::wire::request::{Answer, ComponentIntent, Decision, Surface};
 use data::{Dataset, Indicator};
 use planner::{Ambiguity, Picks, Query, Resolution, Slot, id};
 use present::Outcome;
-use understand::{EditWords, Understanding, understand};
+use understand::{EditWords, Reference, Understanding, understand};
 
 /// Newest canvas blocks the canvas digest reads (the contract's bound).
 pub const CANVAS_DIGEST_BLOCKS: usize = 16;
@@ -155,6 +155,27 @@ fn component_order(id: &str) -> (u32, u32) {
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
 
+/// "The country I mentioned": the places of the newest earlier message of
+/// the conversation digest that named any. With an indicator in the
+/// question itself, the reference is then settled without a card.
+fn recall_places(mut u: Understanding, context: &TurnContext) -> Understanding {
+    if u.reference != Some(Reference::MentionedPlace) || !u.places.is_empty() {
+        return u;
+    }
+    let recalled = context
+        .history
+        .iter()
+        .map(|past| understand(&past.message).places)
+        .find(|places| !places.is_empty());
+    if let Some(places) = recalled {
+        u.places = places;
+        if !u.indicators.is_empty() {
+            u.reference = None;
+        }
+    }
+    u
+}
+
 /// The newest card's query: what "the same for Uganda" refers to.
 fn latest_query(context: &TurnContext) -> Option<Query> {
     context
@@ -208,7 +229,7 @@ impl BuiltinAgent {
                 &Picks::default(),
             );
         }
-        let u = understand(message);
+        let u = recall_places(understand(message), context);
         if u.canvas_question {
             return canvas_answer(context);
         }
