@@ -9,7 +9,7 @@ use std::process::Stdio;
 use ledgerwire::ledger::probe::ProbeFold;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
-use crate::support::{binary, open, scratch, stream};
+use crate::support::{binary, ledgerwire_ok, open, scratch, stream};
 
 /// Kills across the test (the issue asks for at least 20).
 const KILLS: usize = 24;
@@ -69,16 +69,7 @@ fn every_acknowledged_record_survives_sigkill() {
         acknowledged.values().sum::<u64>() > 0,
         "the test acknowledged nothing"
     );
-    let output = binary()
-        .args(["log", "verify", "--data"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stdout)
-    );
+    ledgerwire_ok(&["log", "verify"], dir.path());
 }
 
 fn check_store(path: &std::path::Path, acknowledged: &HashMap<u32, u64>, round: usize) {

@@ -120,17 +120,7 @@ async fn answers_survive_sigkill_and_retries_resume_past_the_dead_segment() {
 
     // 3. Replay from the ledger alone: no seq twice within a segment, and
     // every frame the first client saw is there.
-    let output = binary()
-        .args(["replay", "--conversation", "k1", "--data"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let transcript = String::from_utf8(output.stdout).unwrap();
+    let transcript = ledgerwire_ok(&["replay", "--conversation", "k1"], dir.path());
     let mut segment_seqs: Vec<Vec<u64>> = Vec::new();
     let mut recorded = Vec::new();
     for line in transcript.lines() {

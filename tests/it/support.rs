@@ -34,6 +34,24 @@ pub fn binary() -> Command {
     command
 }
 
+/// Runs `ledgerwire ARGS… --data DATA`, asserts it succeeded, and returns
+/// what it printed.
+pub fn ledgerwire_ok(args: &[&str], data: &Path) -> String {
+    let output = binary()
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .output()
+        .expect("run ledgerwire");
+    assert!(
+        output.status.success(),
+        "ledgerwire {args:?}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("UTF-8 output")
+}
+
 /// A server on a free loopback port, running until the test's runtime ends.
 pub async fn start_server(ledger: Ledger) -> SocketAddr {
     start_studio(ledger, StudioConfig::default()).await

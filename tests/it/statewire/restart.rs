@@ -9,7 +9,7 @@ use ledgerwire::statewire::packet::Command;
 use serde_json::{Value, json};
 
 use super::{PACKET_TIMEOUT, chat_client};
-use crate::support::{ServerProcess, binary, scratch};
+use crate::support::{ServerProcess, ledgerwire_ok, scratch};
 
 #[tokio::test]
 async fn a_sigkilled_server_keeps_watermarks_and_answers() {
@@ -95,14 +95,5 @@ async fn a_sigkilled_server_keeps_watermarks_and_answers() {
     let again = client.answer("acme-chat", 2, PACKET_TIMEOUT).await.unwrap();
     assert_eq!(again, first_answers[1]);
     server.kill();
-    let output = binary()
-        .args(["log", "verify", "--data"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stdout)
-    );
+    ledgerwire_ok(&["log", "verify"], dir.path());
 }
