@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{ServerProcess, SseEvent, SseReader, StudioClient, binary, scratch};
+use crate::support::{ServerProcess, SseEvent, SseReader, StudioClient, ledgerwire_ok, scratch};
 
 /// Lease of the crash-test servers, in milliseconds: long enough to see a
 /// 409 right after a restart, short enough to wait out.
