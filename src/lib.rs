@@ -2,6 +2,7 @@
 //!
 //! Layout, one module per concept (see ARCHITECTURE.md):
 //! - [`agent`]: the agent behind the Studio (trait and built-in agents).
+//! - [`chat`]: the `ledgerwire chat` terminal client.
 //! - [`ledger`]: the checksummed, sled-backed append log, its streams,
 //!   durability, folds and integrity checks. All state is a fold of it.
 //! - [`server`]: the HTTP server (axum) and its routes.
@@ -12,6 +13,7 @@
 //! - [`tools`]: the operator commands behind `ledgerwire log …`.
 
 pub mod agent;
+pub mod chat;
 pub mod ledger;
 pub mod server;
 pub mod statewire;

@@ -53,6 +53,18 @@ enum Command {
     /// Inspect a store.
     #[command(subcommand)]
     Log(LogCommand),
+    /// Talk to a running server from the terminal.
+    Chat {
+        /// The server's base URL.
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        url: String,
+        /// The bearer token.
+        #[arg(long, env = "STUDIO_API_TOKEN", default_value = "me")]
+        token: String,
+        /// The conversation id (a new one by default).
+        #[arg(long)]
+        conversation: Option<String>,
+    },
     /// Print a Studio conversation (every frame, by segment) and its
     /// folded state, from the ledger alone.
     Replay {
@@ -162,6 +174,19 @@ fn run(command: Command) -> Result<(), ToolError> {
             agent,
             &scenarios,
         ),
+        Command::Chat {
+            url,
+            token,
+            conversation,
+        } => {
+            drop(out);
+            chat(ledgerwire::chat::ChatConfig {
+                url,
+                token,
+                conversation: conversation
+                    .unwrap_or_else(|| format!("chat-{}", std::process::id())),
+            })
+        }
         Command::Log(LogCommand::Verify { data }) => tools::verify(&data, &mut out).map(drop),
         Command::Log(LogCommand::Dump { data, stream, from }) => {
             tools::dump(&data, stream.as_deref(), from, &mut out)
@@ -200,6 +225,17 @@ fn run(command: Command) -> Result<(), ToolError> {
             )
         }
     }
+}
+
+fn chat(config: ledgerwire::chat::ChatConfig) -> Result<(), ToolError> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let input = tokio::io::BufReader::new(tokio::io::stdin());
+        ledgerwire::chat::Chat::new(config, input, std::io::stdout())
+            .run()
+            .await
+            .map_err(|error| ToolError::Serve(error.to_string()))
+    })
 }
 
 fn serve(config: ServerConfig, agent: AgentChoice, scenarios: &Path) -> Result<(), ToolError> {

@@ -2,6 +2,7 @@
 //! area through the public API or against the real binary and server.
 
 mod agent;
+mod chat;
 mod crash;
 mod golden;
 mod ledger;

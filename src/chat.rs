@@ -1,0 +1,431 @@
+//! `ledgerwire chat`: a terminal client for people. It reads questions,
+//! streams the answer's frames as readable text (messages, the plan card,
+//! steps, cards, the canvas), asks for the decision on a plan and the
+//! answers to clarifying questions, and reconnects to a dropped stream
+//! through the server's replay extension.
+//!
+//! Must never: hold conversation state the server does not send; what it
+//! shows is what the frames say.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+
+/// Most reconnects to one dropped stream before giving up.
+pub const MAX_RECONNECTS: u32 = 5;
+
+/// Where and as whom the client talks.
+#[derive(Clone, Debug)]
+pub struct ChatConfig {
+    /// The server's base URL, e.g. `http://127.0.0.1:8080`.
+    pub url: String,
+    pub token: String,
+    pub conversation: String,
+}
+
+/// Why the chat stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ChatError {
+    #[error("cannot reach {url}: {source}")]
+    Http { url: String, source: reqwest::Error },
+    #[error("the server refused: {0}")]
+    Refused(String),
+    #[error("terminal I/O: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// How a stream ended.
+enum Ending {
+    /// A pause: the frame that asks.
+    Pause(Value),
+    /// `done` or a stream-fatal error.
+    Closed,
+}
+
+/// The chat session.
+pub struct Chat<R, W> {
+    config: ChatConfig,
+    http: reqwest::Client,
+    input: R,
+    out: W,
+    /// The newest canvas the server sent.
+    canvas: Option<Value>,
+}
+
+impl<R: AsyncBufRead + Unpin, W: Write> Chat<R, W> {
+    pub fn new(config: ChatConfig, input: R, out: W) -> Self {
+        Self {
+            config,
+            http: reqwest::Client::new(),
+            input,
+            out,
+            canvas: None,
+        }
+    }
+
+    /// Reads questions until the input ends (or `/quit`).
+    pub async fn run(mut self) -> Result<(), ChatError> {
+        writeln!(
+            self.out,
+            "Conversation {}. Ask a question; /canvas shows the canvas, /quit leaves.",
+            self.config.conversation
+        )?;
+        while let Some(line) = self.prompt("you> ").await? {
+            match line.as_str() {
+                "" => continue,
+                "/quit" => break,
+                "/canvas" => self.show_canvas()?,
+                question => {
+                    let body = json!({"kind": "turn.request",
+                        "conversation_id": self.config.conversation, "message": question});
+                    self.converse("/api/studio/turn", body).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn prompt(&mut self, text: &str) -> Result<Option<String>, ChatError> {
+        write!(self.out, "{text}")?;
+        self.out.flush()?;
+        let mut line = String::new();
+        if self.input.read_line(&mut line).await? == 0 {
+            return Ok(None);
+        }
+        Ok(Some(line.trim().to_owned()))
+    }
+
+    /// Streams a request's answer, then every resume the user answers.
+    async fn converse(&mut self, path: &str, body: Value) -> Result<(), ChatError> {
+        let mut ending = self.stream(path, &body).await?;
+        while let Ending::Pause(frame) = ending {
+            let Some(answer) = self.decide(&frame).await? else {
+                return Ok(());
+            };
+            ending = self.stream("/api/studio/interrupt", &answer).await?;
+        }
+        Ok(())
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> Result<reqwest::Response, ChatError> {
+        let url = format!("{}{path}", self.config.url.trim_end_matches('/'));
+        let response = self
+            .http
+            .post(&url)
+            .bearer_auth(&self.config.token)
+            .json(body)
+            .send()
+            .await
+            .map_err(|source| ChatError::Http { url, source })?;
+        if !response.status().is_success() {
+            let status = response.status();
+            let text = response.text().await.unwrap_or_default();
+            let detail = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|e| e["detail"].as_str().map(str::to_owned))
+                .unwrap_or(text);
+            return Err(ChatError::Refused(format!("{status}: {detail}")));
+        }
+        Ok(response)
+    }
+
+    /// Reads one SSE stream to its end, reconnecting if it drops early.
+    async fn stream(&mut self, path: &str, body: &Value) -> Result<Ending, ChatError> {
+        let mut response = self.post(path, body).await?;
+        let mut last_seq = 0;
+        let mut reconnects = 0;
+        loop {
+            let mut bytes = response.bytes_stream();
+            let mut buffer = String::new();
+            while let Some(chunk) = bytes.next().await {
+                let Ok(chunk) = chunk else { break };
+                buffer.push_str(&String::from_utf8_lossy(&chunk));
+                while let Some(end) = buffer.find("\n\n") {
+                    let event: String = buffer.drain(..end + 2).collect();
+                    let Some(data) = event.lines().find_map(|l| l.strip_prefix("data: ")) else {
+                        continue; // a heartbeat
+                    };
+                    let Ok(frame) = serde_json::from_str::<Value>(data) else {
+                        continue;
+                    };
+                    last_seq = frame["seq"].as_u64().unwrap_or(last_seq);
+                    if let Some(ending) = self.show(&frame)? {
+                        return Ok(ending);
+                    }
+                }
+            }
+            // The stream ended without a closing frame: read the rest of the
+            // turn from the server's log.
+            reconnects += 1;
+            if reconnects > MAX_RECONNECTS {
+                writeln!(
+                    self.out,
+                    "(the stream dropped; giving up after {MAX_RECONNECTS} reconnects)"
+                )?;
+                return Ok(Ending::Closed);
+            }
+            writeln!(self.out, "(reconnecting after seq {last_seq})")?;
+            let body = json!({"conversation_id": self.config.conversation, "after_seq": last_seq});
+            response = self.post("/api/studio/stream", &body).await?;
+        }
+    }
+
+    /// Prints one frame; returns how the stream ends if this frame ends it.
+    fn show(&mut self, frame: &Value) -> Result<Option<Ending>, ChatError> {
+        let text = |key: &str| frame[key].as_str().unwrap_or_default().to_owned();
+        match frame["event"].as_str().unwrap_or_default() {
+            "message.delta" => writeln!(self.out, "… {}", text("text"))?,
+            "message.complete" => writeln!(self.out, "\n{}\n", text("text"))?,
+            "activity.step" => {
+                let (mark, detail) = match frame["status"].as_str() {
+                    Some("complete") => ("✓", String::new()),
+                    Some("failed") => ("✗", format!(": {}", text("detail"))),
+                    _ => ("⋯", String::new()),
+                };
+                writeln!(self.out, "  {mark} {}{detail}", text("label"))?;
+            }
+            "plan.proposed" => {
+                self.show_plan(frame)?;
+                return Ok(Some(Ending::Pause(frame.clone())));
+            }
+            "elicitation.request" => return Ok(Some(Ending::Pause(frame.clone()))),
+            "plan.versioned" => {
+                writeln!(self.out, "(the plan changed: version {})", frame["version"])?
+            }
+            "plan.approved" => writeln!(self.out, "Approved: {}", text("title"))?,
+            "component.created" | "component.revised" => self.show_card(frame)?,
+            "composition.updated" => {
+                self.canvas = Some(frame["composition"].clone());
+                let blocks = frame["composition"]["blocks"]
+                    .as_array()
+                    .map_or(0, Vec::len);
+                writeln!(self.out, "  (canvas: {blocks} card(s))")?;
+            }
+            "suggestions" => {
+                let chips: Vec<&str> = frame["suggestions"]
+                    .as_array()
+                    .map(|s| s.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                if !chips.is_empty() {
+                    writeln!(self.out, "Try: {}", chips.join(" | "))?;
+                }
+            }
+            "error" => {
+                let error = &frame["error"];
+                writeln!(
+                    self.out,
+                    "error ({}): {} [{}]",
+                    error["code"].as_str().unwrap_or("?"),
+                    error["detail"].as_str().unwrap_or_default(),
+                    error["retry"].as_str().unwrap_or_default()
+                )?;
+                return Ok(Some(Ending::Closed));
+            }
+            "done" => {
+                if !frame["composition"].is_null() {
+                    self.canvas = Some(frame["composition"].clone());
+                }
+                return Ok(Some(Ending::Closed));
+            }
+            _ => {}
+        }
+        Ok(None)
+    }
+
+    fn show_plan(&mut self, frame: &Value) -> Result<(), ChatError> {
+        writeln!(
+            self.out,
+            "\nPlan, version {}: {}",
+            frame["version"],
+            frame["summary"].as_str().unwrap_or("")
+        )?;
+        for (n, step) in frame["steps"].as_array().into_iter().flatten().enumerate() {
+            let star = if step["gives_answer"] == true {
+                " ★"
+            } else {
+                ""
+            };
+            writeln!(
+                self.out,
+                "  {}. {}{star}",
+                n + 1,
+                step["label"].as_str().unwrap_or_default()
+            )?;
+        }
+        for decision in frame["decisions"].as_array().into_iter().flatten() {
+            writeln!(
+                self.out,
+                "  {}: {}",
+                decision["question"].as_str().unwrap_or_default(),
+                decision["chosen"].as_str().unwrap_or_default()
+            )?;
+        }
+        for caveat in frame["caveats"].as_array().into_iter().flatten() {
+            writeln!(self.out, "  note: {}", caveat.as_str().unwrap_or_default())?;
+        }
+        Ok(())
+    }
+
+    fn show_card(&mut self, frame: &Value) -> Result<(), ChatError> {
+        writeln!(
+            self.out,
+            "  ▣ {} ({})",
+            frame["title"].as_str().unwrap_or_default(),
+            frame["type"].as_str().unwrap_or("revised")
+        )?;
+        if let Some(headline) = frame["fact_summary"]["headline"].as_str() {
+            writeln!(self.out, "    {headline}")?;
+        }
+        for series in frame["fact_summary"]["series"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if let Some(latest) = series.get("latest") {
+                writeln!(
+                    self.out,
+                    "    {}: {} in {}",
+                    series["label"].as_str().unwrap_or_default(),
+                    latest["value"],
+                    latest["period"].as_str().unwrap_or_default()
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn show_canvas(&mut self) -> Result<(), ChatError> {
+        let blocks = self
+            .canvas
+            .as_ref()
+            .and_then(|c| c["blocks"].as_array().cloned())
+            .unwrap_or_default();
+        if blocks.is_empty() {
+            writeln!(self.out, "The canvas is empty.")?;
+        }
+        for (n, block) in blocks.iter().enumerate() {
+            let pin = if block["pinned"] == true {
+                " (pinned)"
+            } else {
+                ""
+            };
+            writeln!(
+                self.out,
+                "  {}. {} [{}]{pin}",
+                n + 1,
+                block["title"].as_str().unwrap_or_default(),
+                block["type"].as_str().unwrap_or_default()
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Asks the user about a pause; `None` when the input ended.
+    async fn decide(&mut self, frame: &Value) -> Result<Option<Value>, ChatError> {
+        let base = json!({"kind": "interrupt.response",
+            "conversation_id": self.config.conversation, "interrupt_id": frame["interrupt_id"]});
+        if frame["event"] == "plan.proposed" {
+            return self.decide_plan(base).await;
+        }
+        self.answer_questions(frame, base).await
+    }
+
+    async fn decide_plan(&mut self, mut base: Value) -> Result<Option<Value>, ChatError> {
+        loop {
+            let Some(line) = self
+                .prompt("[a]pprove, [m]end <what to change>, [r]eject > ")
+                .await?
+            else {
+                return Ok(None);
+            };
+            let (word, rest) = line.split_once(' ').unwrap_or((line.as_str(), ""));
+            let decision = match word {
+                "a" | "approve" => "approve",
+                "r" | "reject" => "reject",
+                "m" | "amend" if !rest.trim().is_empty() => {
+                    base["payload"] = json!(rest.trim());
+                    "amend"
+                }
+                _ => continue,
+            };
+            base["decision"] = json!(decision);
+            return Ok(Some(base));
+        }
+    }
+
+    async fn answer_questions(
+        &mut self,
+        frame: &Value,
+        mut base: Value,
+    ) -> Result<Option<Value>, ChatError> {
+        let mut answers = BTreeMap::new();
+        for question in frame["questions"].as_array().into_iter().flatten() {
+            writeln!(
+                self.out,
+                "\n{}",
+                question["question"].as_str().unwrap_or_default()
+            )?;
+            let options: Vec<&Value> = question["options"]
+                .as_array()
+                .map(|o| o.iter().collect())
+                .unwrap_or_default();
+            for (n, option) in options.iter().enumerate() {
+                let star = if option["recommended"] == true {
+                    " (recommended)"
+                } else {
+                    ""
+                };
+                writeln!(
+                    self.out,
+                    "  {}. {}{star}",
+                    n + 1,
+                    option["label"].as_str().unwrap_or_default()
+                )?;
+            }
+            let skippable = question["skippable"] == true;
+            let free = question["allow_free_text"] == true;
+            let answer = loop {
+                let hint = match (free, skippable) {
+                    (true, true) => "number, text or 'skip' > ",
+                    (true, false) => "number or text > ",
+                    (false, true) => "number or 'skip' > ",
+                    (false, false) => "number > ",
+                };
+                let Some(line) = self.prompt(hint).await? else {
+                    return Ok(None);
+                };
+                if line == "skip"
+                    && frame["skippable"] == true
+                    && !skippable
+                    && frame["questions"].as_array().map_or(0, Vec::len) == 1
+                {
+                    base["decision"] = json!("skip");
+                    return Ok(Some(base));
+                }
+                if line == "skip" && skippable {
+                    break json!({"kind": "skipped"});
+                }
+                if let Some(option) = line
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|n| options.get(n.wrapping_sub(1)))
+                {
+                    break json!({"kind": "option", "option_id": option["id"]});
+                }
+                if free && !line.is_empty() {
+                    break json!({"kind": "text", "text": line});
+                }
+            };
+            answers.insert(
+                question["id"].as_str().unwrap_or_default().to_owned(),
+                answer,
+            );
+        }
+        base["decision"] = json!("answer");
+        base["answers"] = json!(answers);
+        Ok(Some(base))
+    }
+}
