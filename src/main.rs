@@ -234,7 +234,7 @@ fn chat(config: ledgerwire::chat::ChatConfig) -> Result<(), ToolError> {
         ledgerwire::chat::Chat::new(config, input, std::io::stdout())
             .run()
             .await
-            .map_err(|error| ToolError::Serve(error.to_string()))
+            .map_err(|error| ToolError::Failed(error.to_string()))
     })
 }
 
@@ -242,7 +242,7 @@ fn serve(config: ServerConfig, agent: AgentChoice, scenarios: &Path) -> Result<(
     let agent: std::sync::Arc<dyn ledgerwire::agent::Agent> = match agent {
         AgentChoice::Scenario => std::sync::Arc::new(
             ledgerwire::agent::scenario::ScenarioAgent::load(scenarios)
-                .map_err(|error| ToolError::Serve(error.to_string()))?,
+                .map_err(|error| ToolError::Failed(error.to_string()))?,
         ),
         AgentChoice::Builtin => std::sync::Arc::new(ledgerwire::agent::builtin::BuiltinAgent),
         AgentChoice::Minimal => {
@@ -253,10 +253,10 @@ fn serve(config: ServerConfig, agent: AgentChoice, scenarios: &Path) -> Result<(
     runtime.block_on(async {
         let server = BoundServer::bind_agent(&config, agent)
             .await
-            .map_err(|error| ToolError::Serve(error.to_string()))?;
+            .map_err(|error| ToolError::Failed(error.to_string()))?;
         let addr = server
             .local_addr()
-            .map_err(|e| ToolError::Serve(e.to_string()))?;
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
         tracing::info!(%addr, "listening");
         // Tests and scripts read the bound address (with --addr …:0) here.
         println!("listening on {addr}");
@@ -265,6 +265,6 @@ fn serve(config: ServerConfig, agent: AgentChoice, scenarios: &Path) -> Result<(
                 let _ = tokio::signal::ctrl_c().await;
             })
             .await
-            .map_err(|error| ToolError::Serve(error.to_string()))
+            .map_err(|error| ToolError::Failed(error.to_string()))
     })
 }

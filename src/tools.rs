@@ -25,8 +25,10 @@ pub enum ToolError {
     Output(#[from] std::io::Error),
     #[error("the store has {0} problem(s); see the lines above")]
     Problems(usize),
+    /// A failure already worded for the operator (server start-up, a
+    /// conversation not found, the chat client).
     #[error("{0}")]
-    Serve(String),
+    Failed(String),
 }
 
 /// Opens an existing store for reading.
@@ -282,10 +284,10 @@ fn find_conversation(
     }
     match found.len() {
         1 => Ok(found.remove(0)),
-        0 => Err(ToolError::Serve(format!(
+        0 => Err(ToolError::Failed(format!(
             "no conversation {conversation:?} in this store"
         ))),
-        _ => Err(ToolError::Serve(format!(
+        _ => Err(ToolError::Failed(format!(
             "conversation {conversation:?} exists for several principals ({}); pass --principal",
             found
                 .iter()
