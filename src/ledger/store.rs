@@ -31,18 +31,32 @@ fn problem(path: &Path, problem: StoreProblem) -> LedgerError {
     }
 }
 
+/// How long opening waits for the store's lock, in milliseconds. A store
+/// closed a moment ago (a restart in the same process, a supervisor
+/// restarting the server) can hold its lock briefly while sled's I/O
+/// threads finish; like SQLite's busy timeout, opening waits that out
+/// before reporting the store as in use.
+pub const LOCK_WAIT_MS: u64 = 2_000;
+
+/// Pause between two attempts to take the lock, in milliseconds.
+const LOCK_RETRY_MS: u64 = 20;
+
 /// Checks (and if allowed creates) the store directory and opens sled in it.
 pub fn open_sled(path: &Path, mode: OpenMode) -> Result<sled::Db> {
     prepare_directory(path, mode)?;
-    sled::Config::new()
-        .path(path)
-        .open()
-        .map_err(|error| match &error {
-            sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => {
-                problem(path, StoreProblem::Locked)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(LOCK_WAIT_MS);
+    loop {
+        match sled::Config::new().path(path).open() {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(io)) if io.to_string().contains("could not acquire lock") => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(problem(path, StoreProblem::Locked));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(LOCK_RETRY_MS));
             }
-            _ => LedgerError::Sled(error),
-        })
+            Err(error) => return Err(LedgerError::Sled(error)),
+        }
+    }
 }
 
 fn prepare_directory(path: &Path, mode: OpenMode) -> Result<()> {
