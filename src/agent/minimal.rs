@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::frames::{done, message_complete as text, message_delta as delta};
-use super::{Agent, AnsweredPause, SegmentFrames, TurnContext};
+use super::{Agent, AnsweredPause, SegmentFrames, Step, TurnContext, play};
 use crate::studio::wire::elicitation::{
     ElicitationOption, ElicitationQuestion, ElicitationRequest, InputKind,
 };
@@ -54,17 +54,6 @@ macro_rules! id {
     ($ty:ident, $($arg:tt)*) => {
         $ty::new(format!($($arg)*)).unwrap_or_else(|_| unreachable!("a fixed id is valid"))
     };
-}
-
-enum Step {
-    Frame(Box<Frame>),
-    Work(Duration),
-}
-
-impl Step {
-    fn frame(frame: Frame) -> Self {
-        Step::Frame(Box::new(frame))
-    }
 }
 
 fn suggestions(items: &[&str]) -> Frame {
@@ -333,13 +322,6 @@ impl Agent for MinimalAgent {
             None => self.start(&context),
             Some(last) => self.resume(&context, last),
         };
-        Box::pin(async_stream::stream! {
-            for step in steps {
-                match step {
-                    Step::Frame(frame) => yield *frame,
-                    Step::Work(duration) => tokio::time::sleep(duration).await,
-                }
-            }
-        })
+        play(steps)
     }
 }

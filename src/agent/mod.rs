@@ -67,6 +67,31 @@ pub struct TurnContext {
 /// ids in the frames are placeholders the server replaces.
 pub type SegmentFrames = Pin<Box<dyn Stream<Item = Frame> + Send>>;
 
+/// One step of a scripted segment: a frame to send, or time spent working.
+#[derive(Clone, Debug)]
+pub enum Step {
+    Frame(Box<Frame>),
+    Work(std::time::Duration),
+}
+
+impl Step {
+    pub fn frame(frame: Frame) -> Self {
+        Step::Frame(Box::new(frame))
+    }
+}
+
+/// Plays scripted steps as a segment: frames in order, pauses for work.
+pub fn play(steps: Vec<Step>) -> SegmentFrames {
+    Box::pin(async_stream::stream! {
+        for step in steps {
+            match step {
+                Step::Frame(frame) => yield *frame,
+                Step::Work(duration) => tokio::time::sleep(duration).await,
+            }
+        }
+    })
+}
+
 /// Drives turns. Implementations must be deterministic in their context.
 pub trait Agent: Send + Sync + 'static {
     /// The frames of the segment `context` asks for: a turn's start, or its

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::frames::{done, message_complete};
-use super::{Agent, SegmentFrames, TurnContext};
+use super::{Agent, SegmentFrames, Step, TurnContext, play};
 use crate::studio::wire::WireError;
 use crate::studio::wire::frame::{ErrorFrame, Frame};
 
@@ -27,13 +27,6 @@ use crate::studio::wire::frame::{ErrorFrame, Frame};
 pub const MAX_SCENARIOS: usize = 256;
 /// Longest work step a script may ask for, in milliseconds.
 pub const MAX_WORK_MS: u64 = 600_000;
-
-/// One step of a script.
-#[derive(Clone, Debug)]
-enum Step {
-    Frame(Box<Frame>),
-    Work(Duration),
-}
 
 /// A loaded scenario: its segments of steps.
 #[derive(Clone, Debug)]
@@ -207,13 +200,6 @@ impl ScenarioAgent {
 impl Agent for ScenarioAgent {
     fn segment(&self, context: TurnContext) -> SegmentFrames {
         let steps = self.steps(&context);
-        Box::pin(async_stream::stream! {
-            for step in steps {
-                match step {
-                    Step::Frame(frame) => yield *frame,
-                    Step::Work(duration) => tokio::time::sleep(duration).await,
-                }
-            }
-        })
+        play(steps)
     }
 }
