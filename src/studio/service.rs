@@ -869,35 +869,19 @@ impl Segment {
 /// Sets the server-owned members of a frame: its seq, and the ids of
 /// pauses and traces.
 fn stamp(frame: &mut Frame, seq: u64, turn: u32, segment: u32) {
-    let minted = |prefix: &str| format!("{prefix}-{turn}-{seq}");
+    frame.set_seq(seq);
+    // Pause ids are unique in the conversation: seq only grows within a turn.
+    let pause_id = || InterruptId::new(format!("int-{turn}-{seq}")).ok();
     match frame {
-        Frame::MessageDelta(f) => f.seq = seq,
-        Frame::MessageComplete(f) => f.seq = seq,
-        Frame::PlanProposed(f) => {
-            f.seq = seq;
-            if let Ok(id) = InterruptId::new(minted("int")) {
-                f.interrupt_id = id;
-            }
-        }
-        Frame::PlanVersioned(f) => f.seq = seq,
-        Frame::PlanApproved(f) => f.seq = seq,
-        Frame::ActivityStep(f) => f.seq = seq,
-        Frame::ComponentCreated(f) => f.seq = seq,
-        Frame::ComponentRevised(f) => f.seq = seq,
-        Frame::CompositionUpdated(f) => f.seq = seq,
+        Frame::PlanProposed(f) => f.interrupt_id = pause_id().unwrap_or(f.interrupt_id.clone()),
         Frame::ElicitationRequest(f) => {
-            f.seq = seq;
-            if let Ok(id) = InterruptId::new(minted("int")) {
-                f.interrupt_id = id;
-            }
+            f.interrupt_id = pause_id().unwrap_or(f.interrupt_id.clone());
         }
-        Frame::Suggestions(f) => f.seq = seq,
-        Frame::Error(f) => f.seq = seq,
         Frame::Done(f) => {
-            f.seq = seq;
             if let Ok(id) = TraceId::new(format!("trace-{turn}-{segment}")) {
                 f.trace_id = id;
             }
         }
+        _ => {}
     }
 }

@@ -230,6 +230,25 @@ impl Frame {
     }
 
     /// Whether the stream ends after this frame: a pause, `error` or `done`.
+    /// Sets `seq`: the server numbers every frame as it sends it.
+    pub fn set_seq(&mut self, seq: u64) {
+        match self {
+            Frame::MessageDelta(frame) => frame.seq = seq,
+            Frame::MessageComplete(frame) => frame.seq = seq,
+            Frame::PlanProposed(frame) => frame.seq = seq,
+            Frame::PlanVersioned(frame) => frame.seq = seq,
+            Frame::PlanApproved(frame) => frame.seq = seq,
+            Frame::ActivityStep(frame) => frame.seq = seq,
+            Frame::ComponentCreated(frame) => frame.seq = seq,
+            Frame::ComponentRevised(frame) => frame.seq = seq,
+            Frame::CompositionUpdated(frame) => frame.seq = seq,
+            Frame::ElicitationRequest(frame) => frame.seq = seq,
+            Frame::Suggestions(frame) => frame.seq = seq,
+            Frame::Error(frame) => frame.seq = seq,
+            Frame::Done(frame) => frame.seq = seq,
+        }
+    }
+
     pub fn ends_stream(&self) -> bool {
         self.event().ends_stream()
     }
