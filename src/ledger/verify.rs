@@ -36,6 +36,8 @@ pub struct VerifyReport {
     /// The global position the next append receives.
     pub next_global: u64,
     pub problems: Vec<Problem>,
+    /// Intact records and their bytes, by record kind code.
+    pub kinds: std::collections::BTreeMap<u16, (u64, u64)>,
 }
 
 impl VerifyReport {
@@ -138,6 +140,9 @@ pub fn verify_until(log: &sled::Tree, stop: &AtomicBool) -> Result<Option<Verify
         };
         let record = Record::decode(value, stream, position);
         if let Ok(record) = &record {
+            let count = report.kinds.entry(record.kind()).or_default();
+            count.0 += 1;
+            count.1 += record.encoded_len() as u64;
             let global = record.global_position();
             max_global = max_global.max(Some(global));
             if !globals.insert(global) && !scan.broken {

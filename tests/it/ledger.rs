@@ -574,6 +574,12 @@ fn dump_prints_one_decoded_json_line_per_record() {
     let stats = String::from_utf8(out).unwrap();
     assert!(stats.contains("records          3"), "{stats}");
     assert!(stats.contains("streams          2"), "{stats}");
+    assert!(
+        stats
+            .lines()
+            .any(|l| l.starts_with("kind probe") && l.contains(" 3 records")),
+        "{stats}"
+    );
 }
 
 #[test]
