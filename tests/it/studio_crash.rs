@@ -13,9 +13,12 @@ use crate::support::{ServerProcess, SseEvent, SseReader, StudioClient, ledgerwir
 /// 409 right after a restart, short enough to wait out.
 const LEASE_TTL_MS: u64 = 2_000;
 
-/// Quick heartbeats, the lease above, and the scripted agent (its `slow`
-/// steps leave time to kill the server mid-segment).
-const SERVE_ARGS: [&str; 6] = [
+/// A server with quick heartbeats, the lease above, and the scripted agent
+/// (its `slow` steps leave time to kill the server mid-segment).
+fn start(data: &std::path::Path) -> ServerProcess {
+    let ttl = LEASE_TTL_MS.to_string();
+    ServerProcess::start(data, &["--heartbeat", "100", "--lease-ttl", &ttl, "--agent", "minimal"])
+} 6] = [
     "--heartbeat",
     "100",
     "--lease-ttl",
@@ -55,7 +58,7 @@ async fn retry_after_lease(client: &StudioClient, body: &Value) -> Vec<Value> {
 #[tokio::test]
 async fn answers_survive_sigkill_and_retries_resume_past_the_dead_segment() {
     let dir = scratch();
-    let server = ServerProcess::start(dir.path(), &SERVE_ARGS);
+    let server = start(dir.path());
     let client = StudioClient::new(server.addr, "crash");
 
     // 1. Kill during a resumed segment, after it sent some frames.
@@ -86,7 +89,7 @@ async fn answers_survive_sigkill_and_retries_resume_past_the_dead_segment() {
     drop(reader);
     drop(response);
 
-    let server = ServerProcess::start(dir.path(), &SERVE_ARGS);
+    let server = start(dir.path());
     let client = StudioClient::new(server.addr, "crash");
     let resumed = retry_after_lease(&client, &answer("k1", &interrupt)).await;
     let first_seq = resumed[0]["seq"].as_u64().unwrap();
