@@ -17,15 +17,18 @@ const LEASE_TTL_MS: u64 = 2_000;
 /// (its `slow` steps leave time to kill the server mid-segment).
 fn start(data: &std::path::Path) -> ServerProcess {
     let ttl = LEASE_TTL_MS.to_string();
-    ServerProcess::start(data, &["--heartbeat", "100", "--lease-ttl", &ttl, "--agent", "minimal"])
-} 6] = [
-    "--heartbeat",
-    "100",
-    "--lease-ttl",
-    "2000",
-    "--agent",
-    "minimal",
-];
+    ServerProcess::start(
+        data,
+        &[
+            "--heartbeat",
+            "100",
+            "--lease-ttl",
+            &ttl,
+            "--agent",
+            "minimal",
+        ],
+    )
+}
 
 fn answer(conversation: &str, interrupt: &Value) -> Value {
     json!({"kind": "interrupt.response", "conversation_id": conversation,
