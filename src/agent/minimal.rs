@@ -277,7 +277,15 @@ impl MinimalAgent {
             }
             (Frame::PlanProposed(old), Decision::Amend) => {
                 let version = old.version + 1;
-                let amendment = response.payload.clone().unwrap_or_default();
+                let amendment = match (&response.payload, &response.switch) {
+                    (Some(text), _) => text.clone(),
+                    (None, Some(switch)) => format!(
+                        "{} switched to {}",
+                        switch.choice_id.as_str(),
+                        switch.option_id.as_str()
+                    ),
+                    (None, None) => String::new(),
+                };
                 vec![
                     Step::frame(Frame::PlanVersioned(PlanVersioned {
                         seq: 0,

@@ -21,6 +21,7 @@ use futures_util::Stream;
 use crate::studio::conversation::StreamedComponent;
 use crate::studio::wire::composition::CompositionManifest;
 use crate::studio::wire::frame::Frame;
+use crate::studio::wire::ids::ChoiceId;
 use crate::studio::wire::plan::{ApprovedChoice, ApprovedStep, PlanApproved, PlanProposed};
 use crate::studio::wire::request::{InterruptResponse, TurnRequest};
 
@@ -99,8 +100,10 @@ pub trait Agent: Send + Sync + 'static {
     /// (`plan.proposed`, `elicitation.request`), `done` or `error`.
     fn segment(&self, context: TurnContext) -> SegmentFrames;
 
-    /// The `plan.approved` frame for the approval of `plan`.
-    fn approved(&self, plan: &PlanProposed) -> PlanApproved {
+    /// The `plan.approved` frame for the approval of `plan`, the last of
+    /// the turn's answered pauses `answers`.
+    fn approved(&self, plan: &PlanProposed, answers: &[AnsweredPause]) -> PlanApproved {
+        let before = labels_before_switches(answers);
         let answer_label = plan
             .steps
             .iter()
@@ -132,11 +135,50 @@ pub trait Agent: Send + Sync + 'static {
                 .map(|decision| ApprovedChoice {
                     question: decision.question.clone(),
                     chosen: decision.chosen.clone(),
-                    changed_from: None,
+                    changed_from: before
+                        .get(&decision.choice_id)
+                        .filter(|label| **label != decision.chosen)
+                        .cloned(),
                     choice_id: Some(decision.choice_id.clone()),
                 })
                 .collect(),
             caveats: plan.caveats.clone(),
         }
     }
+}
+
+/// For each choice a switch of this turn touched (named it, or moved its
+/// label), the label it held on the card that switch was made from: the
+/// turn's first such card (delta 23's `changed_from`).
+pub fn labels_before_switches(answers: &[AnsweredPause]) -> BTreeMap<ChoiceId, String> {
+    let plans: Vec<(&PlanProposed, &InterruptResponse)> = answers
+        .iter()
+        .filter_map(|answered| match &answered.frame {
+            Frame::PlanProposed(plan) => Some((plan, &answered.response)),
+            _ => None,
+        })
+        .collect();
+    let mut before = BTreeMap::new();
+    for (index, (plan, response)) in plans.iter().enumerate() {
+        let Some(switch) = &response.switch else {
+            continue;
+        };
+        let next = plans.get(index + 1).map(|(next, _)| *next);
+        for row in plan.decisions.iter().flatten() {
+            let moved = next
+                .and_then(|next| {
+                    next.decisions
+                        .iter()
+                        .flatten()
+                        .find(|d| d.choice_id == row.choice_id)
+                })
+                .is_some_and(|after| after.chosen != row.chosen);
+            if moved || row.choice_id == switch.choice_id {
+                before
+                    .entry(row.choice_id.clone())
+                    .or_insert_with(|| row.chosen.clone());
+            }
+        }
+    }
+    before
 }

@@ -35,10 +35,10 @@ use super::records::{
 };
 use super::wire::WireError;
 use super::wire::composition::{CompositionManifest, CompositionMutation};
-use super::wire::elicitation::{PendingElicitation, PendingInterrupt};
+use super::wire::elicitation::{PendingElicitation, PendingInterrupt, PendingPlan};
 use super::wire::frame::{CompositionUpdated, ErrorFrame, Frame};
 use super::wire::ids::{ConversationId, InterruptId, PlanVersionId, TraceId};
-use super::wire::plan::PlanVersioned;
+use super::wire::plan::{PlanProposed, PlanVersioned, SwitchFailed};
 use super::wire::request::{CancelRequest, Decision, InterruptResponse, TurnRequest};
 
 /// Default lease of a segment, in milliseconds (the contract's 45 s).
@@ -467,20 +467,46 @@ impl Studio {
             turn: start.turn,
             next_seq: start.first_seq,
             client: sender,
+            switch_reoffer: switch_reoffer(&context),
         };
         let approved =
             start
                 .approved_plan
                 .and_then(|frame| match serde_json::from_str::<Frame>(&frame) {
-                    Ok(Frame::PlanProposed(plan)) => {
-                        Some(Frame::PlanApproved(self.inner.agent.approved(&plan)))
-                    }
+                    Ok(Frame::PlanProposed(plan)) => Some(Frame::PlanApproved(
+                        self.inner.agent.approved(&plan, &context.answers),
+                    )),
                     _ => None,
                 });
         tokio::spawn(segment.run(context, approved, recovery));
         Ok(receiver)
     }
 }
+
+/// The plan a `/cancel` re-offers while this segment carries out a switch
+/// (delta 23): the plan the switch was made from, unchanged, marked
+/// `switch_cancelled`. `None` when the segment resumes anything else.
+fn switch_reoffer(context: &TurnContext) -> Option<PlanProposed> {
+    let last = context.answers.last()?;
+    let switch = last.response.switch.as_ref()?;
+    let Frame::PlanProposed(plan) = &last.frame else {
+        return None;
+    };
+    let mut reoffer = plan.clone();
+    reoffer.switch_failed = Some(SwitchFailed {
+        choice_id: switch.choice_id.clone(),
+        option_id: switch.option_id.clone(),
+        code: SWITCH_CANCELLED.to_owned(),
+        reason: SWITCH_CANCELLED_REASON.to_owned(),
+        retryable: Some(true),
+    });
+    Some(reoffer)
+}
+
+/// The `switch_failed.code` of a switch the user stopped.
+pub const SWITCH_CANCELLED: &str = "switch_cancelled";
+/// What the client shows, as a quiet note, on the row of a stopped switch.
+pub const SWITCH_CANCELLED_REASON: &str = "You stopped this change, so the plan is as it was.";
 
 /// What a resume does when the plan it answers can no longer be read
 /// (a frame recorded by an older build, say).
@@ -521,10 +547,16 @@ const REPLAN_NOTICE: &str =
 
 /// The pending interrupt a pause frame describes, for answer validation.
 fn pending_interrupt(pause: &super::conversation::Pause) -> Result<PendingInterrupt, WireError> {
+    let frame = serde_json::from_str::<Frame>(&pause.frame);
     if pause.is_plan {
-        return Ok(PendingInterrupt::Plan);
+        // An unreadable plan is planned again on any answer (see Recovery).
+        let pending = match &frame {
+            Ok(Frame::PlanProposed(plan)) => PendingPlan::from(plan),
+            _ => PendingPlan::default(),
+        };
+        return Ok(PendingInterrupt::Plan(pending));
     }
-    match serde_json::from_str::<Frame>(&pause.frame) {
+    match frame {
         Ok(Frame::ElicitationRequest(frame)) => Ok(PendingInterrupt::Elicitation(
             PendingElicitation::from(&frame),
         )),
@@ -594,6 +626,9 @@ struct Segment {
     turn: u32,
     next_seq: u64,
     client: mpsc::Sender<SseItem>,
+    /// Set while the segment carries out a switch: what a `/cancel`
+    /// answers with instead of the cancelled error.
+    switch_reoffer: Option<PlanProposed>,
 }
 
 impl Segment {
@@ -640,6 +675,11 @@ impl Segment {
                         self.emit(Frame::Error(ErrorFrame { seq: 0, error })).await;
                         return;
                     };
+                    // Once the new plan is announced the switch has applied:
+                    // a later cancel no longer takes it back.
+                    if matches!(frame, Frame::PlanVersioned(_)) {
+                        self.switch_reoffer = None;
+                    }
                     // A re-planned turn announces the new plan as the
                     // successor of the unreadable one.
                     if let Frame::PlanProposed(plan) = &frame
@@ -697,11 +737,16 @@ impl Segment {
                     .as_ref()
                     .is_some_and(|l| l.cancel_requested) =>
             {
-                self.emit(Frame::Error(ErrorFrame {
-                    seq: 0,
-                    error: WireError::cancelled(),
-                }))
-                .await;
+                // A stopped switch leaves the turn paused on the plan it
+                // was made from; anything else ends with the cancel error.
+                let answer = match self.switch_reoffer.take() {
+                    Some(plan) => Frame::PlanProposed(plan),
+                    None => Frame::Error(ErrorFrame {
+                        seq: 0,
+                        error: WireError::cancelled(),
+                    }),
+                };
+                self.emit(answer).await;
                 false
             }
             Ok(_) => true,

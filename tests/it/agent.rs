@@ -455,7 +455,7 @@ fn check(row: &Row) {
     }
 }
 
-async fn builtin_server() -> (tempfile::TempDir, StudioClient) {
+pub(crate) async fn builtin_server() -> (tempfile::TempDir, StudioClient) {
     let dir = scratch();
     let (ledger, _) = open(dir.path());
     let addr = "127.0.0.1:0".parse().expect("addr");
@@ -467,16 +467,16 @@ async fn builtin_server() -> (tempfile::TempDir, StudioClient) {
     (dir, StudioClient::new(addr, "agent"))
 }
 
-fn turn(c: &str, message: &str) -> Value {
+pub(crate) fn turn(c: &str, message: &str) -> Value {
     json!({"kind": "turn.request", "conversation_id": c, "message": message})
 }
 
-fn respond(c: &str, pause: &Value, decision: &str) -> Value {
+pub(crate) fn respond(c: &str, pause: &Value, decision: &str) -> Value {
     json!({"kind": "interrupt.response", "conversation_id": c,
            "interrupt_id": pause["interrupt_id"], "decision": decision})
 }
 
-fn events(frames: &[Value]) -> Vec<String> {
+pub(crate) fn events(frames: &[Value]) -> Vec<String> {
     frames
         .iter()
         .map(|f| f["event"].as_str().unwrap_or("?").to_owned())

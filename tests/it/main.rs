@@ -13,3 +13,4 @@ mod studio;
 mod studio_crash;
 mod studio_wire;
 mod support;
+mod switches;

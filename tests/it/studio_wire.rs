@@ -10,7 +10,7 @@ use ledgerwire::studio::wire::composition::{
 };
 use ledgerwire::studio::wire::elicitation::{
     ElicitationOption, ElicitationQuestion, ElicitationRequest, InputKind, PendingElicitation,
-    PendingInterrupt,
+    PendingInterrupt, PendingPlan,
 };
 use ledgerwire::studio::wire::frame::{
     ActivityStep, ComponentCreated, ComponentRevised, CompositionUpdated, Done, ErrorFrame,
@@ -206,7 +206,14 @@ fn discriminants_are_distinct_and_read_back() {
 /// The pause an invalid fixture's `pending` member describes.
 fn pending_of(value: &Value) -> Option<PendingInterrupt> {
     match value.get("pending")? {
-        Value::String(plan) if plan == "plan" => Some(PendingInterrupt::Plan),
+        Value::String(plan) if plan == "plan" => {
+            Some(PendingInterrupt::Plan(PendingPlan::default()))
+        }
+        frame if frame["event"] == "plan.proposed" => {
+            let plan: PlanProposed =
+                serde_json::from_value(frame.clone()).expect("pending is a plan frame");
+            Some(PendingInterrupt::Plan(PendingPlan::from(&plan)))
+        }
         frame => {
             let frame: ElicitationRequest =
                 serde_json::from_value(frame.clone()).expect("pending is an elicitation frame");
@@ -359,10 +366,18 @@ fn answers_matching_their_frame_are_accepted() {
         "request-07-interrupt-amend.json",
         "request-14-interrupt-reject.json",
     ] {
-        PendingInterrupt::Plan
+        PendingInterrupt::Plan(PendingPlan::default())
             .validate(&response(plan))
             .expect(plan);
     }
+    let chart = ChoiceId::new("decision/chart").expect("choice id");
+    let options = ["line_chart", "table"].map(|o| OptionId::new(o).expect("option id"));
+    let offered = PendingPlan {
+        choices: Some(vec![(chart, options.to_vec())]),
+    };
+    PendingInterrupt::Plan(offered)
+        .validate(&response("request-15-interrupt-switch.json"))
+        .expect("a switch to an offered option");
 }
 
 #[test]
@@ -834,6 +849,7 @@ fn interrupt_response() -> BoxedStrategy<InterruptResponse> {
                 decision,
                 payload,
                 answers,
+                switch: None,
             },
         )
         .boxed()

@@ -27,8 +27,8 @@ use crate::studio::wire::frame::{
 use crate::studio::wire::ids::{
     ActivityStepId, ComponentId, InterruptId, OptionId, PlanVersionId, QuestionId,
 };
-use crate::studio::wire::plan::{PlanProposed, PlanVersioned};
-use crate::studio::wire::request::{Answer, ComponentIntent, Decision, Surface};
+use crate::studio::wire::plan::{PlanProposed, PlanVersioned, SwitchFailed};
+use crate::studio::wire::request::{Answer, ComponentIntent, Decision, PlanSwitch, Surface};
 use data::{Dataset, Indicator};
 use planner::{Ambiguity, Picks, Query, Resolution, Slot, id};
 use present::Outcome;
@@ -344,10 +344,13 @@ impl BuiltinAgent {
                 Some(query) => self.execute(context, &query),
                 None => closing("I could not read the approved plan back, so I computed nothing. Please ask again.".to_owned(), Vec::new()),
             },
-            (Frame::PlanProposed(plan), Decision::Amend) => {
-                let amendment = last.response.payload.clone().unwrap_or_default();
-                self.amend(context, plan, &amendment)
-            }
+            (Frame::PlanProposed(plan), Decision::Amend) => match &last.response.switch {
+                Some(switch) => self.switch(context, plan, switch),
+                None => {
+                    let amendment = last.response.payload.clone().unwrap_or_default();
+                    self.amend(context, plan, &amendment)
+                }
+            },
             (Frame::PlanProposed(plan), _) => {
                 let chips = Query::from_plan(plan).map(|q| follow_ups(data, &q)).unwrap_or_default();
                 closing("You rejected the plan, so I computed nothing.".to_owned(), chips)
@@ -417,6 +420,71 @@ impl BuiltinAgent {
                 &ask,
             )),
         ]
+    }
+
+    /// A switch of one choice: the plan again with the option picked, or
+    /// the same plan re-offered with `switch_failed` when it cannot apply.
+    fn switch(
+        &self,
+        context: &TurnContext,
+        plan: &PlanProposed,
+        switch: &PlanSwitch,
+    ) -> Vec<Frame> {
+        let data = Dataset::bundled();
+        let Some(base) = Query::from_plan(plan) else {
+            return closing(
+                "I could not read the plan back; please ask again.".to_owned(),
+                Vec::new(),
+            );
+        };
+        let choice = switch.choice_id.as_str();
+        match planner::switched(data, &base, choice, switch.option_id.as_str()) {
+            Ok(query) => {
+                let version = plan.version + 1;
+                let ask = plan
+                    .asks
+                    .iter()
+                    .flatten()
+                    .next()
+                    .map_or_else(|| context.request.message.clone(), |a| a.ask.clone());
+                let row = plan
+                    .decisions
+                    .iter()
+                    .flatten()
+                    .find(|d| d.choice_id.as_str() == choice);
+                let label = row
+                    .and_then(|d| d.options.iter().find(|o| o.option_id == switch.option_id))
+                    .map_or(switch.option_id.as_str(), |o| o.label.as_str());
+                let question = row.map_or("the choice", |d| d.question.as_str());
+                vec![
+                    delta(format!("Switched {question} to {label}.")),
+                    Frame::PlanVersioned(PlanVersioned {
+                        seq: 0,
+                        plan_version_id: id!(PlanVersionId, "pv-{}-{version}", context.turn),
+                        version,
+                        supersedes: plan.plan_version_id.clone(),
+                    }),
+                    Frame::PlanProposed(planner::plan_frame(
+                        data,
+                        &query,
+                        context.turn,
+                        version,
+                        &ask,
+                    )),
+                ]
+            }
+            Err(refusal) => {
+                let mut again = plan.clone();
+                again.switch_failed = Some(SwitchFailed {
+                    choice_id: switch.choice_id.clone(),
+                    option_id: switch.option_id.clone(),
+                    code: refusal.code.to_owned(),
+                    reason: refusal.reason,
+                    retryable: Some(false),
+                });
+                vec![Frame::PlanProposed(again)]
+            }
+        }
     }
 
     fn execute(&self, context: &TurnContext, query: &Query) -> Vec<Frame> {

@@ -484,9 +484,9 @@ pub fn plan_frame(
         gives_answer: None,
     });
     let mut operations = Vec::new();
-    let mut decision_ids = vec!["decision/chart".to_owned()];
+    let mut decision_ids = vec![CHART_CHOICE.to_owned()];
     if let Some(level) = query.level {
-        decision_ids.insert(0, "r1:place_level".to_owned());
+        decision_ids.insert(0, LEVEL_CHOICE.to_owned());
         steps.push(PlanStep {
             id: id!(PlanStepId, "s2"),
             label: sentences::keep_label(level),
@@ -598,7 +598,7 @@ fn decisions(data: &Dataset, query: &Query) -> Vec<PlanDecision> {
     let mut out = Vec::new();
     if let Some(level) = query.level {
         out.push(PlanDecision {
-            choice_id: id!(ChoiceId, "r1:place_level"),
+            choice_id: id!(ChoiceId, "{LEVEL_CHOICE}"),
             question: "Level".to_owned(),
             chosen: sentences::capitalise(level.plural()),
             options: Level::ALL
@@ -612,7 +612,7 @@ fn decisions(data: &Dataset, query: &Query) -> Vec<PlanDecision> {
         });
     }
     out.push(PlanDecision {
-        choice_id: id!(ChoiceId, "decision/chart"),
+        choice_id: id!(ChoiceId, "{CHART_CHOICE}"),
         question: "Chart".to_owned(),
         chosen: query.chart.label().to_owned(),
         options: ChartKind::ALL
@@ -624,6 +624,83 @@ fn decisions(data: &Dataset, query: &Query) -> Vec<PlanDecision> {
             .collect(),
     });
     out
+}
+
+/// The choice ids this planner's cards carry.
+pub const CHART_CHOICE: &str = "decision/chart";
+pub const LEVEL_CHOICE: &str = "r1:place_level";
+
+/// Why a switch cannot apply; the plan is re-offered with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwitchRefusal {
+    pub code: &'static str,
+    pub reason: String,
+}
+
+/// `switch_failed.code` of an option the data or the card cannot serve;
+/// asking again fails the same way.
+pub const OPTION_UNSERVABLE: &str = "option_unservable";
+
+fn unservable(reason: String) -> SwitchRefusal {
+    SwitchRefusal {
+        code: OPTION_UNSERVABLE,
+        reason,
+    }
+}
+
+/// `base` with one choice switched to `option_id`, or why it cannot be.
+pub fn switched(
+    data: &Dataset,
+    base: &Query,
+    choice_id: &str,
+    option_id: &str,
+) -> Result<Query, SwitchRefusal> {
+    let mut query = base.clone();
+    match choice_id {
+        CHART_CHOICE => {
+            let chart = ChartKind::from_component_type(option_id)
+                .ok_or_else(|| unservable(format!("There is no chart called {option_id}.")))?;
+            chart_fits(&query, chart)?;
+            query.chart = chart;
+        }
+        LEVEL_CHOICE if query.level.is_some() => {
+            let level = Level::from_key(option_id)
+                .ok_or_else(|| unservable(format!("There is no level called {option_id}.")))?;
+            if data.places_at(query.indicator, level).is_empty() {
+                return Err(unservable(format!(
+                    "The bundled data has no {} for {}.",
+                    query.indicator.name(),
+                    level.plural()
+                )));
+            }
+            query.level = Some(level);
+        }
+        _ => {
+            return Err(unservable(
+                "This plan has no such choice to switch.".to_owned(),
+            ));
+        }
+    }
+    Ok(query)
+}
+
+/// Whether `chart` can show what `query` computes.
+fn chart_fits(query: &Query, chart: ChartKind) -> Result<(), SwitchRefusal> {
+    let over_time = query.from != query.to || matches!(query.operation, Operation::Forecast { .. });
+    let one_number = matches!(
+        query.operation,
+        Operation::Value | Operation::Total | Operation::Average | Operation::Share
+    ) && query.places.len() <= 1;
+    match chart {
+        ChartKind::Line if !over_time => Err(unservable(format!(
+            "A line chart needs more than one year, and this plan computes {} alone.",
+            query.to
+        ))),
+        ChartKind::SingleValue if !one_number => Err(unservable(
+            "A single value shows one number, and this plan gives several figures.".to_owned(),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// FNV-1a, for short deterministic revision keys.
@@ -665,6 +742,21 @@ mod tests {
         );
         assert_eq!(Query::from_plan(&plan), Some(q.clone()));
         assert_eq!(Query::from_code(&q.code()), Some(q));
+    }
+
+    #[test]
+    fn a_switch_applies_only_where_the_card_can_show_it() {
+        let data = Dataset::bundled();
+        let one_year = ready("population of Japan in 2007");
+        let refused = switched(data, &one_year, CHART_CHOICE, "line_chart").expect_err("line");
+        assert_eq!(refused.code, OPTION_UNSERVABLE);
+        let table = switched(data, &one_year, CHART_CHOICE, "table").expect("table");
+        assert_eq!(table.chart, ChartKind::Table);
+        assert!(switched(data, &one_year, LEVEL_CHOICE, "continents").is_err());
+        let ranked = ready("top 5 by life expectancy in 2007");
+        let continents = switched(data, &ranked, LEVEL_CHOICE, "continents").expect("level");
+        assert_eq!(continents.level, Some(Level::Continents));
+        assert!(switched(data, &ranked, CHART_CHOICE, "single_value").is_err());
     }
 
     #[test]

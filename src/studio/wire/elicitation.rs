@@ -1,5 +1,6 @@
 //! Elicitations (delta 21): one to three questions in one pause, and the
-//! checks on the answer that need the paused frame.
+//! checks on an answer that need the paused frame (of an elicitation or,
+//! for a switch, of a plan).
 //!
 //! The edge ([`super::validate`]) checks what a body shows on its own.
 //! Whether answers name every question of *the* frame, offer an option it
@@ -13,8 +14,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::error::WireError;
-use super::ids::{InterruptId, OptionId, QuestionId};
-use super::request::{Answer, Decision, InterruptResponse};
+use super::ids::{ChoiceId, InterruptId, OptionId, QuestionId};
+use super::plan::PlanProposed;
+use super::request::{Answer, Decision, InterruptResponse, PlanSwitch};
 use super::validate::pointer_token;
 
 /// `elicitation.request`: clarifying questions. Last frame of its stream.
@@ -112,10 +114,36 @@ impl From<&ElicitationRequest> for PendingElicitation {
     }
 }
 
+/// A paused plan, as far as checking a switch needs it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PendingPlan {
+    /// Each choice row of the card with the option ids it offers; `None`
+    /// when the plan can no longer be read. An answer to such a plan plans
+    /// again from the question, so a switch is not checked against it.
+    pub choices: Option<Vec<(ChoiceId, Vec<OptionId>)>>,
+}
+
+impl From<&PlanProposed> for PendingPlan {
+    fn from(plan: &PlanProposed) -> Self {
+        let choices = plan
+            .decisions
+            .iter()
+            .flatten()
+            .map(|row| {
+                let options = row.options.iter().map(|o| o.option_id.clone()).collect();
+                (row.choice_id.clone(), options)
+            })
+            .collect();
+        PendingPlan {
+            choices: Some(choices),
+        }
+    }
+}
+
 /// The pause an `interrupt.response` answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PendingInterrupt {
-    Plan,
+    Plan(PendingPlan),
     Elicitation(PendingElicitation),
 }
 
@@ -123,14 +151,18 @@ impl PendingInterrupt {
     /// Checks a response against the pause it resumes (422 `binding_invalid`).
     pub fn validate(&self, response: &InterruptResponse) -> Result<(), WireError> {
         match self {
-            PendingInterrupt::Plan => validate_plan_response(response),
+            PendingInterrupt::Plan(pending) => validate_plan_response(pending, response),
             PendingInterrupt::Elicitation(pending) => validate_answers(pending, response),
         }
     }
 }
 
-/// Checks a response to a plan pause: approve, amend or reject, no answers.
-pub fn validate_plan_response(response: &InterruptResponse) -> Result<(), WireError> {
+/// Checks a response to a plan pause: approve, amend or reject, no
+/// answers, and a switch only to an option the card offers.
+pub fn validate_plan_response(
+    pending: &PendingPlan,
+    response: &InterruptResponse,
+) -> Result<(), WireError> {
     if response.answers.is_some() {
         return Err(WireError::binding_invalid(
             "/answers",
@@ -143,6 +175,34 @@ pub fn validate_plan_response(response: &InterruptResponse) -> Result<(), WireEr
             "/decision",
             "This pause is a plan; answer and skip apply to an elicitation.",
             "decide approve, amend or reject",
+        ));
+    }
+    match (&response.switch, &pending.choices) {
+        (Some(switch), Some(choices)) => validate_switch(choices, switch),
+        _ => Ok(()),
+    }
+}
+
+fn validate_switch(
+    choices: &[(ChoiceId, Vec<OptionId>)],
+    switch: &PlanSwitch,
+) -> Result<(), WireError> {
+    let Some((_, options)) = choices.iter().find(|(id, _)| *id == switch.choice_id) else {
+        return Err(WireError::binding_invalid(
+            "/switch/choice_id",
+            format!("The plan has no choice '{}'.", switch.choice_id.as_str()),
+            "switch one of the plan's decisions[].choice_id",
+        ));
+    };
+    if !options.contains(&switch.option_id) {
+        return Err(WireError::binding_invalid(
+            "/switch/option_id",
+            format!(
+                "The choice '{}' offers no option '{}'.",
+                switch.choice_id.as_str(),
+                switch.option_id.as_str()
+            ),
+            "pick one of that choice's options[].option_id",
         ));
     }
     Ok(())

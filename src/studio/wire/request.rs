@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::ids::{ComponentId, ConversationId, InterruptId, OptionId, QuestionId};
+use super::ids::{ChoiceId, ComponentId, ConversationId, InterruptId, OptionId, QuestionId};
 use super::seed::SeedSpec;
 
 pub use super::composition::CompositionMutation;
@@ -101,6 +101,22 @@ pub struct InterruptResponse {
     /// One answer per question id of the elicitation (delta 21).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answers: Option<BTreeMap<QuestionId, Answer>>,
+    /// ledgerwire's extension: an amendment that picks another option of
+    /// one of the plan's choices, in place of amendment text. The contract
+    /// describes switches and their failures but names no request that
+    /// carries one; see docs/studio-wire.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch: Option<PlanSwitch>,
+}
+
+/// A switch of one plan choice to another of its options.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanSwitch {
+    /// The row's `choice_id` on the plan card.
+    pub choice_id: ChoiceId,
+    /// One of that row's `options[].option_id`.
+    pub option_id: OptionId,
 }
 
 /// What the user decided at a pause.
@@ -109,7 +125,7 @@ pub struct InterruptResponse {
 pub enum Decision {
     /// Run the plan.
     Approve,
-    /// Re-plan with `payload`.
+    /// Re-plan with `payload` (the amendment text) or `switch`.
     Amend,
     /// Drop the plan.
     Reject,

@@ -288,12 +288,27 @@ fn check_decision_members(response: &InterruptResponse) -> Result<(), WireError>
                 "drop answers, or decide 'answer' on an elicitation",
             ))
         }
-        Decision::Amend => match &response.payload {
-            Some(payload) => check_text("/payload", payload, MAX_PAYLOAD_CHARS, "the amendment"),
-            None => Err(WireError::binding_invalid(
+        _ if response.switch.is_some() && response.decision != Decision::Amend => {
+            Err(WireError::binding_invalid(
+                "/switch",
+                "A switch is an amendment of the plan; it goes with decision 'amend'.",
+                "decide 'amend' to switch a choice, or drop switch",
+            ))
+        }
+        Decision::Amend => match (&response.payload, &response.switch) {
+            (Some(_), Some(_)) => Err(WireError::binding_invalid(
+                "/switch",
+                "An amendment carries payload (the user's text) or switch, not both.",
+                "send the switch alone, or the amendment text alone",
+            )),
+            (Some(payload), None) => {
+                check_text("/payload", payload, MAX_PAYLOAD_CHARS, "the amendment")
+            }
+            (None, Some(_)) => Ok(()),
+            (None, None) => Err(WireError::binding_invalid(
                 "/payload",
-                "decision 'amend' requires payload, the amendment text.",
-                "put the user's amendment in payload",
+                "decision 'amend' requires payload, the amendment text, or switch.",
+                "put the user's amendment in payload, or the picked option in switch",
             )),
         },
         Decision::Answer if has_answers && has_payload => Err(payload_with_answers()),
