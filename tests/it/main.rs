@@ -7,6 +7,7 @@ mod crash;
 mod golden;
 mod ledger;
 mod scenarios;
+mod seeds;
 mod server;
 mod statewire;
 mod studio;

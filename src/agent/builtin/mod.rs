@@ -11,6 +11,7 @@
 pub mod data;
 pub mod planner;
 pub mod present;
+pub mod seeds;
 pub mod sentences;
 pub mod understand;
 
@@ -32,13 +33,15 @@ use crate::studio::wire::request::{Answer, ComponentIntent, Decision, PlanSwitch
 use data::{Dataset, Indicator};
 use planner::{Ambiguity, Picks, Query, Resolution, Slot, id};
 use present::Outcome;
+use seeds::{ResolveDefinition, SeedNode, SeedOutcome};
 use understand::{EditWords, Reference, Understanding, understand};
 
 /// Newest canvas blocks the canvas digest reads (the contract's bound).
 pub const CANVAS_DIGEST_BLOCKS: usize = 16;
 
-/// Catalogue search: which indicators a text names (the `resolve_definition` role).
-pub trait CatalogueSearch: Send + Sync {
+/// Catalogue search: which indicators a text names, and what a seed's
+/// identity resolves to (the `resolve_definition` role).
+pub trait CatalogueSearch: ResolveDefinition + Send + Sync {
     fn search(&self, text: &str) -> Vec<Indicator>;
 }
 
@@ -68,6 +71,16 @@ impl CatalogueSearch for Bundled {
             .into_iter()
             .flat_map(|m| m.indicators)
             .collect()
+    }
+}
+
+impl ResolveDefinition for Bundled {
+    fn resolve_definition(
+        &self,
+        spec_id: &str,
+        definition: &serde_json::Value,
+    ) -> seeds::Resolution {
+        seeds::resolve_bundled(Dataset::bundled(), spec_id, definition)
     }
 }
 
@@ -132,6 +145,22 @@ fn step(n: usize, status: StepStatus, tool: &str, label: &str, failure: Option<&
 /// One sentence per failure code.
 fn failure_detail(code: &str) -> &'static str {
     match code {
+        seeds::SEED_INVALID => {
+            "This dataset from Search could not be read within its bounds, so it is not used."
+        }
+        seeds::IDENTITY_MISMATCH => {
+            "This dataset's id and its definition name different datasets, so it is not used."
+        }
+        seeds::SEED_DUPLICATE => {
+            "An earlier dataset from Search is the same one, so this copy is not used."
+        }
+        seeds::SEED_DROPPED => "Search no longer resolves this dataset; search for it again.",
+        seeds::SERVICE_UNAVAILABLE => {
+            "Search could not be reached for this dataset; try again shortly."
+        }
+        seeds::SEED_REFERENCE_UNUSED => {
+            "A dataset reference carries nothing to start from, so the turn runs from your question."
+        }
         "partial_data" => "Some places have no figures in these years, so they are left out.",
         "no_data" => "The data holds no figures for this question, so nothing could be computed.",
         "no_input" => "An earlier step produced nothing to work on.",
@@ -176,6 +205,155 @@ fn recall_places(mut u: Understanding, context: &TurnContext) -> Understanding {
     u
 }
 
+fn seed_step(id: &str, status: StepStatus, label: &str, failure: Option<&str>) -> Frame {
+    Frame::ActivityStep(ActivityStep {
+        seq: 0,
+        step_id: id!(ActivityStepId, "{id}"),
+        status,
+        tool: "search.seed".to_owned(),
+        label: label.to_owned(),
+        detail: failure.map(|code| failure_detail(code).to_owned()),
+        code: failure.map(str::to_owned),
+    })
+}
+
+/// The seed node's frames: a step per seed, the seeds step counting the
+/// kept ones, and the turn's first message listing them (delta 18).
+fn seed_frames(data: &Dataset, node: &SeedNode) -> Vec<Frame> {
+    let outcomes = match node {
+        SeedNode::Reference { spec_id } => {
+            let label = format!("Dataset {spec_id} from Search");
+            return vec![
+                seed_step("seed-1", StepStatus::Running, &label, None),
+                seed_step(
+                    "seed-1",
+                    StepStatus::Failed,
+                    &label,
+                    Some(seeds::SEED_REFERENCE_UNUSED),
+                ),
+            ];
+        }
+        SeedNode::Seeds(outcomes) => outcomes,
+    };
+    let mut frames = Vec::new();
+    let mut lines = Vec::new();
+    for outcome in outcomes {
+        match outcome {
+            SeedOutcome::Kept(seed) => {
+                let what = sentences::seed_reading(data, &seed.reading);
+                let label = format!("Dataset {} from Search: {what}", seed.n);
+                let id = format!("seed-{}", seed.n);
+                frames.push(seed_step(&id, StepStatus::Running, &label, None));
+                frames.push(seed_step(&id, StepStatus::Complete, &label, None));
+                let asked: Vec<&str> = seed.operations.iter().map(|o| o.phrase.as_str()).collect();
+                lines.push(if asked.is_empty() {
+                    format!("- dataset {}: {what}", seed.n)
+                } else {
+                    format!(
+                        "- dataset {}: {what} (you asked: {})",
+                        seed.n,
+                        asked.join("; ")
+                    )
+                });
+            }
+            SeedOutcome::Failed(failed) => {
+                let label = format!("Dataset {} from Search", failed.n);
+                let id = format!("seed-{}", failed.n);
+                frames.push(seed_step(&id, StepStatus::Running, &label, None));
+                frames.push(seed_step(
+                    &id,
+                    StepStatus::Failed,
+                    &label,
+                    Some(failed.code),
+                ));
+                lines.push(format!(
+                    "- dataset {} from Search was dropped: {}",
+                    failed.n, failed.reason
+                ));
+            }
+        }
+    }
+    let kept = node.kept().count();
+    let label = format!("Kept {kept} of {} datasets from Search", outcomes.len());
+    let failure = node
+        .seeds_step_fails()
+        .then_some(seeds::SERVICE_UNAVAILABLE);
+    frames.push(seed_step("seeds", StepStatus::Running, &label, None));
+    let status = if failure.is_some() {
+        StepStatus::Failed
+    } else {
+        StepStatus::Complete
+    };
+    frames.push(seed_step("seeds", status, &label, failure));
+    let lead = if kept == 0 {
+        "No dataset from Search could be used, so I work from your question alone:"
+    } else {
+        "From Search:"
+    };
+    frames.push(delta(format!("{lead}\n{}\n\n", lines.join("\n"))));
+    frames
+}
+
+/// The question as the kept seeds settle it: the first kept seed's
+/// dataset (no search), its places when the question names none, and the
+/// operation asked of it when the question names none.
+fn seeded(mut u: Understanding, node: Option<&SeedNode>) -> Understanding {
+    let Some(seed) = node.and_then(|node| node.kept().next()) else {
+        return u;
+    };
+    u.indicators = vec![understand::IndicatorMention {
+        phrase: seed.reading.spec_id.clone(),
+        indicators: vec![seed.reading.indicator],
+    }];
+    if u.places.is_empty() {
+        u.places = seed
+            .reading
+            .places
+            .iter()
+            .map(|code| understand::PlaceMention {
+                phrase: code.clone(),
+                codes: vec![code.clone()],
+            })
+            .collect();
+    }
+    if u.operation.is_none()
+        && let Some(operation) = seed.operations.first()
+    {
+        let phrase = understand(&operation.phrase);
+        u.operation = match (operation.verb.as_str(), operation.target_year) {
+            (seeds_verb, Some(year)) if seeds_verb == crate::studio::wire::seed::FORECAST_VERB => {
+                i32::try_from(year)
+                    .ok()
+                    .map(|target| understand::Operation::Forecast { target })
+            }
+            _ => phrase.operation,
+        };
+        if u.time == understand::Time::Unspecified {
+            u.time = phrase.time;
+        }
+        u.level = u.level.or(phrase.level);
+    }
+    u
+}
+
+/// Marks the plan's fetch with the kept seed it reads, so the card shows
+/// the data comes from Search's dataset with no search of its own.
+fn mark_seeded(frames: &mut [Frame], node: Option<&SeedNode>) {
+    let Some(seed) = node.and_then(|node| node.kept().next()) else {
+        return;
+    };
+    for frame in frames {
+        if let Frame::PlanProposed(plan) = frame
+            && let Some(args) = plan.steps.first_mut().and_then(|s| s.args.as_mut())
+            && args.get("indicator").and_then(serde_json::Value::as_str)
+                == Some(seed.reading.indicator.key())
+        {
+            args.insert("spec_id".to_owned(), json!(seed.reading.spec_id));
+            args.insert("seed".to_owned(), json!(seed.n));
+        }
+    }
+}
+
 /// The newest card's query: what "the same for Uganda" refers to.
 fn latest_query(context: &TurnContext) -> Option<Query> {
     context
@@ -214,7 +392,21 @@ fn follow_ups(data: &Dataset, query: &Query) -> Vec<String> {
 }
 
 impl BuiltinAgent {
+    /// A turn's first segment: the seed node when seeds were posted, then
+    /// the turn itself.
     fn start(&self, context: &TurnContext) -> Vec<Frame> {
+        let node = seeds::take_seeds(context.request.seed_spec.as_ref(), &Bundled);
+        let Some(node) = node else {
+            return self.unseeded_start(context, None);
+        };
+        let mut frames = seed_frames(Dataset::bundled(), &node);
+        let mut rest = self.unseeded_start(context, Some(&node));
+        mark_seeded(&mut rest, Some(&node));
+        frames.extend(rest);
+        frames
+    }
+
+    fn unseeded_start(&self, context: &TurnContext, node: Option<&SeedNode>) -> Vec<Frame> {
         let data = Dataset::bundled();
         let message = &context.request.message;
         if let Some(card) = &context.request.component_ref {
@@ -224,12 +416,12 @@ impl BuiltinAgent {
             }
             return self.question(
                 context,
-                &understand(message),
+                &seeded(understand(message), node),
                 base.as_ref(),
                 &Picks::default(),
             );
         }
-        let u = recall_places(understand(message), context);
+        let u = seeded(recall_places(understand(message), context), node);
         if u.canvas_question {
             return canvas_answer(context);
         }
@@ -356,7 +548,8 @@ impl BuiltinAgent {
                 closing("You rejected the plan, so I computed nothing.".to_owned(), chips)
             }
             (Frame::ElicitationRequest(_), _) => {
-                let u = understand(&context.request.message);
+                let node = seeds::take_seeds(context.request.seed_spec.as_ref(), &Bundled);
+                let u = seeded(understand(&context.request.message), node.as_ref());
                 let base = context
                     .request
                     .component_ref
@@ -364,13 +557,15 @@ impl BuiltinAgent {
                     .and_then(|c| query_of_component(c.component_id.as_str()))
                     .or_else(|| u.reference.and_then(|_| latest_query(context)));
                 let picks = picks_from(context, &u, base.as_ref());
-                match planner::resolve(data, &u, base.as_ref(), &picks) {
+                let mut frames = match planner::resolve(data, &u, base.as_ref(), &picks) {
                     Resolution::Ready(query) => vec![
                         delta("Thanks, that settles it.".to_owned()),
                         Frame::PlanProposed(planner::plan_frame(data, &query, context.turn, 1, &context.request.message)),
                     ],
                     _ => closing(planner::help_text(), Vec::new()),
-                }
+                };
+                mark_seeded(&mut frames, node.as_ref());
+                frames
             }
             _ => closing(planner::help_text(), Vec::new()),
         }

@@ -6,6 +6,7 @@
 
 use super::data::{Dataset, Indicator, Level};
 use super::planner::Query;
+use super::seeds::SeedReading;
 use super::understand::{ChartKind, Operation};
 
 /// A value in its indicator's usual precision: whole people, two decimals
@@ -55,6 +56,17 @@ pub fn names(data: &Dataset, codes: &[String]) -> String {
         [one] => (*one).to_owned(),
         [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
     }
+}
+
+/// A seed as Search read it: "Life expectancy for Uganda", or "… for
+/// every place with data" when its definition binds no place.
+pub fn seed_reading(data: &Dataset, reading: &SeedReading) -> String {
+    let places = if reading.places.is_empty() {
+        "every place with data".to_owned()
+    } else {
+        names(data, &reading.places)
+    };
+    format!("{} for {places}", capitalise(reading.indicator.name()))
 }
 
 /// Who the plan is about.
