@@ -15,6 +15,8 @@ pub mod scenario;
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use futures_util::Stream;
 
@@ -32,12 +34,130 @@ pub struct AnsweredPause {
     pub response: InterruptResponse,
 }
 
-/// An earlier turn of the conversation, as the conversation digest keeps it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// An earlier turn of the conversation, as the conversation digest keeps
+/// it: the user's message, the assistant's close, the resulting cards.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PastTurn {
     pub turn: u32,
     /// The user's message.
     pub message: String,
+    /// The turn's closing `message.complete` text, if it closed with one.
+    pub close: Option<String>,
+    /// The cards the turn created or revised (titles, never rows).
+    pub cards: Vec<PastCard>,
+}
+
+/// A card as the digests describe it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PastCard {
+    pub component_id: String,
+    pub component_type: String,
+    pub title: String,
+}
+
+impl PastTurn {
+    /// Bytes the record weighs against [`DIGEST_MAX_BYTES`].
+    pub fn weight_bytes(&self) -> usize {
+        self.message.len()
+            + self.close.as_ref().map_or(0, String::len)
+            + self
+                .cards
+                .iter()
+                .map(|c| c.component_id.len() + c.component_type.len() + c.title.len())
+                .sum::<usize>()
+    }
+
+    /// Whether `needle` (lower-case) occurs in the message, close or a card title.
+    fn mentions(&self, needle: &str) -> bool {
+        let hit = |text: &str| text.to_lowercase().contains(needle);
+        hit(&self.message)
+            || self.close.as_deref().is_some_and(hit)
+            || self.cards.iter().any(|card| hit(&card.title))
+    }
+}
+
+/// Calls of the recall tool one segment may make (the contract's three
+/// per turn; the built-in agent recalls only in a turn's first segment).
+pub const RECALL_CALLS_PER_TURN: u8 = 3;
+/// Turn records one recall call returns, at most.
+pub const RECALL_TURNS_PER_CALL: usize = DIGEST_TURNS;
+
+/// Where the recall tool reads earlier turns: the conversation state.
+pub trait RecallStore: Send + Sync + std::fmt::Debug {
+    /// Earlier turns of the conversation, oldest first: turn 1 to the
+    /// turn before the one running.
+    fn past_turns(&self) -> Vec<PastTurn>;
+}
+
+impl RecallStore for Vec<PastTurn> {
+    fn past_turns(&self) -> Vec<PastTurn> {
+        self.clone()
+    }
+}
+
+/// The third call of a turn was the last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the recall tool answers {RECALL_CALLS_PER_TURN} calls per turn, and they are spent")]
+pub struct RecallSpent;
+
+/// The recall tool: what lies past the digests' bounds, served on demand
+/// by a mechanical lookup of turn records (messages, closes, card titles;
+/// never rows), at most [`RECALL_CALLS_PER_TURN`] calls.
+#[derive(Clone, Debug)]
+pub struct Recall {
+    store: Arc<dyn RecallStore>,
+    used: Arc<AtomicU8>,
+}
+
+impl Default for Recall {
+    fn default() -> Self {
+        Self::new(Arc::new(Vec::<PastTurn>::new()))
+    }
+}
+
+impl Recall {
+    pub fn new(store: Arc<dyn RecallStore>) -> Self {
+        Self {
+            store,
+            used: Arc::new(AtomicU8::new(0)),
+        }
+    }
+
+    /// Calls left this turn.
+    pub fn calls_left(&self) -> u8 {
+        RECALL_CALLS_PER_TURN.saturating_sub(self.used.load(Ordering::Relaxed))
+    }
+
+    fn spend(&self) -> Result<(), RecallSpent> {
+        self.used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                (used < RECALL_CALLS_PER_TURN).then_some(used + 1)
+            })
+            .map(|_| ())
+            .map_err(|_| RecallSpent)
+    }
+
+    /// Up to [`RECALL_TURNS_PER_CALL`] turns older than `turn`, newest first.
+    pub fn before(&self, turn: u32) -> Result<Vec<PastTurn>, RecallSpent> {
+        self.spend()?;
+        let mut turns = self.store.past_turns();
+        turns.retain(|past| past.turn < turn);
+        turns.reverse();
+        turns.truncate(RECALL_TURNS_PER_CALL);
+        Ok(turns)
+    }
+
+    /// Up to [`RECALL_TURNS_PER_CALL`] turns whose message, close or card
+    /// titles contain `text` (ignoring case), newest first.
+    pub fn search(&self, text: &str) -> Result<Vec<PastTurn>, RecallSpent> {
+        self.spend()?;
+        let needle = text.to_lowercase();
+        let mut turns = self.store.past_turns();
+        turns.retain(|past| past.mentions(&needle));
+        turns.reverse();
+        turns.truncate(RECALL_TURNS_PER_CALL);
+        Ok(turns)
+    }
 }
 
 /// Earlier turns in the digest, at most (the contract's newest 10).
@@ -61,6 +181,8 @@ pub struct TurnContext {
     /// The conversation digest: earlier turns, newest first, bounded by
     /// [`DIGEST_TURNS`] and [`DIGEST_MAX_BYTES`].
     pub history: Vec<PastTurn>,
+    /// The recall tool, for what lies past the digest.
+    pub recall: Recall,
 }
 
 /// The frames of one segment, in order. Time between two frames is time
@@ -181,4 +303,44 @@ pub fn labels_before_switches(answers: &[AnsweredPause]) -> BTreeMap<ChoiceId, S
         }
     }
     before
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn past(turn: u32, message: &str, close: Option<&str>, card: Option<&str>) -> PastTurn {
+        PastTurn {
+            turn,
+            message: message.to_owned(),
+            close: close.map(str::to_owned),
+            cards: card
+                .map(|title| PastCard {
+                    component_id: format!("cmp-{turn}"),
+                    component_type: "table".to_owned(),
+                    title: title.to_owned(),
+                })
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn recall_pages_back_searches_records_and_stops_after_three_calls() {
+        let mut store: Vec<PastTurn> = (1..=25)
+            .map(|turn| past(turn, &format!("question {turn}"), None, None))
+            .collect();
+        store[2] = past(3, "hello", Some("Kenya's life expectancy rose."), None);
+        store[4] = past(5, "hello", None, Some("Population of Chad"));
+        let recall = Recall::new(Arc::new(store));
+        let page = recall.before(26).expect("first call");
+        assert_eq!(page.len(), RECALL_TURNS_PER_CALL);
+        assert_eq!((page[0].turn, page[9].turn), (25, 16));
+        let found = recall.search("CHAD").expect("second call");
+        assert_eq!(found.iter().map(|p| p.turn).collect::<Vec<_>>(), [5]);
+        let found = recall.search("kenya").expect("third call");
+        assert_eq!(found[0].turn, 3);
+        assert_eq!(recall.calls_left(), 0);
+        assert_eq!(recall.before(3), Err(RecallSpent));
+    }
 }

@@ -63,6 +63,26 @@ pub struct Turn {
     /// a component it creates takes that component's place on the canvas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edit_of: Option<String>,
+    /// The turn's latest `message.complete` text, cut to
+    /// [`TURN_CLOSE_MAX_BYTES`]: the assistant's close in the digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub close: Option<String>,
+    /// Components the turn created or revised, in order, each once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cards: Vec<String>,
+}
+
+/// Most bytes of a turn's closing text the conversation state keeps; the
+/// full text stays in the ledger.
+pub const TURN_CLOSE_MAX_BYTES: usize = 2 * 1024;
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 impl Turn {
@@ -187,6 +207,8 @@ struct FrameHead {
     component_type: Option<String>,
     #[serde(default)]
     title: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
 }
 
 /// The conversation fold.
@@ -203,7 +225,8 @@ impl Fold for ConversationFold {
     type State = Conversation;
     const NAME: &'static str = "studio-conversation";
     /// 2: an edit turn's new component replaces the edited block.
-    const VERSION: u32 = 2;
+    /// 3: a turn keeps its closing text and its cards (the digest's).
+    const VERSION: u32 = 3;
 
     fn apply(state: &mut Conversation, record: &Record) -> Result<(), FoldError> {
         let kind =
@@ -248,6 +271,8 @@ fn turn_requested(state: &mut Conversation, record: TurnRequested) -> Result<(),
         last_seq: 0,
         status: TurnStatus::Streaming,
         pauses: Vec::new(),
+        close: None,
+        cards: Vec::new(),
     });
     Ok(())
 }
@@ -325,6 +350,19 @@ fn frame_sent(state: &mut Conversation, record: FrameSent) -> Result<(), FoldErr
         )));
     };
     turn.last_seq = turn.last_seq.max(record.seq);
+    if let Some(id) = head
+        .component_id
+        .as_ref()
+        .filter(|id| !turn.cards.contains(id))
+        && head.event.starts_with("component.")
+    {
+        turn.cards.push(id.clone());
+    }
+    if head.event == "message.complete"
+        && let Some(text) = &head.text
+    {
+        turn.close = Some(cut(text, TURN_CLOSE_MAX_BYTES).to_owned());
+    }
     let auto_add = turn.auto_add;
     let edit_of = turn.edit_of.clone();
     match head.event.as_str() {

@@ -18,7 +18,8 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
 use crate::agent::{
-    Agent, AnsweredPause, DIGEST_MAX_BYTES, DIGEST_TURNS, PastTurn, TurnContext, frames,
+    Agent, AnsweredPause, DIGEST_MAX_BYTES, DIGEST_TURNS, PastCard, PastTurn, Recall, RecallStore,
+    TurnContext, frames,
 };
 use crate::ledger::{
     Durability, ExpectedPosition, FoldCache, Folded, Ledger, LedgerError, NewRecord, Payload,
@@ -452,7 +453,7 @@ impl Studio {
         start: SegmentStart,
     ) -> Result<mpsc::Receiver<SseItem>, WireError> {
         let folded = self.fold(&stream)?;
-        let mut context = turn_context(&folded.state, start.turn)
+        let mut context = turn_context(&folded, start.turn)
             .ok_or_else(|| WireError::transient(1, "The turn could not be read back; retry."))?;
         let recovery = unreadable_plan(&folded.state, start.turn);
         if recovery.is_some() {
@@ -568,7 +569,8 @@ fn pending_interrupt(pause: &super::conversation::Pause) -> Result<PendingInterr
 }
 
 /// What the agent may read for `turn`.
-fn turn_context(conversation: &Conversation, turn: u32) -> Option<TurnContext> {
+fn turn_context(folded: &Arc<Folded<Conversation>>, turn: u32) -> Option<TurnContext> {
+    let conversation = &folded.state;
     let record = conversation
         .turns
         .get(usize::try_from(turn).ok()?.checked_sub(1)?)?;
@@ -588,6 +590,32 @@ fn turn_context(conversation: &Conversation, turn: u32) -> Option<TurnContext> {
         canvas: conversation.composition.clone(),
         components: conversation.components.clone(),
         history: digest(conversation, turn),
+        recall: Recall::new(Arc::new(TurnsBefore {
+            folded: Arc::clone(folded),
+            turn,
+        })),
+    })
+}
+
+/// A turn's record as the digests describe it.
+fn past_turn(conversation: &Conversation, past: &super::conversation::Turn) -> Option<PastTurn> {
+    let cards = past
+        .cards
+        .iter()
+        .filter_map(|id| {
+            let card = conversation.components.get(id)?;
+            Some(PastCard {
+                component_id: id.clone(),
+                component_type: card.component_type.clone(),
+                title: card.title.clone(),
+            })
+        })
+        .collect();
+    Some(PastTurn {
+        turn: past.turn,
+        message: past.request()?.message,
+        close: past.close.clone(),
+        cards,
     })
 }
 
@@ -601,17 +629,37 @@ fn digest(conversation: &Conversation, turn: u32) -> Vec<PastTurn> {
         .filter(|past| past.turn < turn)
         .rev()
         .take(DIGEST_TURNS)
-        .filter_map(|past| {
-            Some(PastTurn {
-                turn: past.turn,
-                message: past.request()?.message,
-            })
-        })
+        .filter_map(|past| past_turn(conversation, past))
         .take_while(|past| {
-            bytes += past.message.len();
+            bytes += past.weight_bytes();
             bytes <= DIGEST_MAX_BYTES
         })
         .collect()
+}
+
+/// The recall tool's store: the conversation as folded when the segment
+/// started, read only when the agent calls the tool.
+struct TurnsBefore {
+    folded: Arc<Folded<Conversation>>,
+    turn: u32,
+}
+
+impl std::fmt::Debug for TurnsBefore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TurnsBefore({})", self.turn)
+    }
+}
+
+impl RecallStore for TurnsBefore {
+    fn past_turns(&self) -> Vec<PastTurn> {
+        let conversation = &self.folded.state;
+        conversation
+            .turns
+            .iter()
+            .filter(|past| past.turn < self.turn)
+            .filter_map(|past| past_turn(conversation, past))
+            .collect()
+    }
 }
 
 /// A segment can no longer write: the lease now belongs to another

@@ -58,6 +58,7 @@ fn context(message: &str, answers: Vec<AnsweredPause>) -> TurnContext {
         canvas: None,
         components: BTreeMap::new(),
         history: Vec::new(),
+        recall: Default::default(),
     }
 }
 

@@ -4,6 +4,7 @@
 mod agent;
 mod chat;
 mod crash;
+mod digest;
 mod golden;
 mod ledger;
 mod scenarios;

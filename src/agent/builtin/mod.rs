@@ -184,18 +184,33 @@ fn component_order(id: &str) -> (u32, u32) {
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
 
-/// "The country I mentioned": the places of the newest earlier message of
-/// the conversation digest that named any. With an indicator in the
+/// "The country I mentioned": the places of the newest earlier message
+/// that named any, read from the conversation digest and, past its
+/// bounds, through the recall tool. With an indicator in the
 /// question itself, the reference is then settled without a card.
 fn recall_places(mut u: Understanding, context: &TurnContext) -> Understanding {
     if u.reference != Some(Reference::MentionedPlace) || !u.places.is_empty() {
         return u;
     }
-    let recalled = context
-        .history
-        .iter()
-        .map(|past| understand(&past.message).places)
-        .find(|places| !places.is_empty());
+    let named = |turns: &[super::PastTurn]| {
+        turns
+            .iter()
+            .map(|past| understand(&past.message).places)
+            .find(|places| !places.is_empty())
+    };
+    let mut recalled = named(&context.history);
+    // Past the digest: page back through the recall tool while calls last.
+    let mut before = context.history.last().map_or(context.turn, |p| p.turn);
+    while recalled.is_none() {
+        let Ok(page) = context.recall.before(before) else {
+            break;
+        };
+        let Some(oldest) = page.last() else {
+            break;
+        };
+        before = oldest.turn;
+        recalled = named(&page);
+    }
     if let Some(places) = recalled {
         u.places = places;
         if !u.indicators.is_empty() {
