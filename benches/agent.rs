@@ -14,7 +14,7 @@ const ROUNDS: usize = 25;
 
 const QUESTIONS: [&str; 40] = [
     "Life expectancy in Kenya in 2007",
-    "What was the population of Japan in 1952?",
+    "What was the population of Japan in 1964?",
     "GDP per capita of Norway in 2007",
     "Fertility rate in India in 2010",
     "Murder rate in Texas",
@@ -45,11 +45,11 @@ const QUESTIONS: [&str; 40] = [
     "States with the lowest poverty rate",
     "Top 10 by life expectancy",
     "Total population of continents in 2007",
-    "Total population of countries in 1952",
+    "Total population of countries in 1964",
     "Average life expectancy of countries in 2007",
     "Average murder rate of US states",
     "India's share of world population in 2007",
-    "Share of world population in China in 1952",
+    "Share of world population in China in 1964",
     "Forecast the population of Kenya to 2030",
     "Predict life expectancy in Japan by 2020",
     "Project fertility in India to 2025",

@@ -1,12 +1,17 @@
 """Rebuilds data/places.csv and data/series.csv from the registry packages.
 
-Run from the repository root with the two wheels unpacked beside it:
+Run from the repository root with the three wheels unpacked into one
+directory:
 
-    pip download --no-deps -d /tmp/pkgs plotly==7.1.0 statsmodels==0.15.0
+    pip download --no-deps -d /tmp/pkgs plotly==7.1.0 statsmodels==0.15.0 bokeh_sampledata==2026.1
     (cd /tmp/pkgs && mkdir -p x && cd x && for w in ../*.whl; do unzip -o -q "$w"; done)
     python3 data/build.py /tmp/pkgs/x
 
-Deterministic: the same wheels give byte-identical files.
+Sources: life expectancy and population from bokeh_sampledata's Gapminder
+table (yearly, 1964-2013); GDP per capita from plotly's Gapminder table
+(five-yearly, 1952-2007); fertility rate (World Bank) and the US state
+figures from statsmodels. Deterministic: the same wheels give
+byte-identical files.
 """
 import csv
 import gzip
@@ -18,6 +23,7 @@ root = sys.argv[1]
 GAP = f"{root}/plotly/package_data/datasets/gapminder.csv.gz"
 FERT = f"{root}/statsmodels/datasets/fertility/fertility.csv"
 CRIME = f"{root}/statsmodels/datasets/statecrime/statecrime.csv"
+BOKEH = f"{root}/bokeh_sampledata/_data/gapminder.csv.gz"
 
 # Continents (Gapminder's five) for World Bank rows Gapminder does not list.
 EXTRA_CONTINENT = {
@@ -55,6 +61,56 @@ ALIASES = {
     "SWZ": ["Eswatini"], "TUR": ["Turkiye"], "PSE": ["Palestine"], "TWN": ["Taiwan"],
     "MMR": ["Burma"], "TLS": ["East Timor"], "KNA": ["Saint Kitts and Nevis"],
     "LCA": ["Saint Lucia"], "VCT": ["Saint Vincent"], "NLD": ["Holland"],
+    "VAT": ["Vatican", "Vatican City"], "FLK": ["Falkland Islands", "Falklands"],
+    "PCN": ["Pitcairn Islands"], "SPM": ["Saint Pierre and Miquelon"],
+    "WLF": ["Wallis and Futuna"],
+}
+# bokeh_sampledata's Gapminder names that match no place name, alias or
+# World Bank name.
+BOKEH_CODE = {
+    "Central African Rep.": "CAF", "Czech Rep.": "CZE", "Dominican Rep.": "DOM",
+    "Macao, China": "MAC", "Saint Vincent and the Grenadines": "VCT",
+}
+# Places bokeh's table holds that no other source lists: code, continent
+# (Gapminder's five) and, for a dependent territory, its state.
+BOKEH_NEW = {
+    "Anguilla": ("AIA", "Americas", "GBR"),
+    "British Virgin Islands": ("VGB", "Americas", "GBR"),
+    "Cook Islands": ("COK", "Oceania", "NZL"),
+    "Falkland Islands (Malvinas)": ("FLK", "Americas", "GBR"),
+    "French Guiana": ("GUF", "Americas", None),
+    "Gibraltar": ("GIB", "Europe", "GBR"),
+    "Guadeloupe": ("GLP", "Americas", None),
+    "Holy See": ("VAT", "Europe", None),
+    "Martinique": ("MTQ", "Americas", None),
+    "Mayotte": ("MYT", "Africa", None),
+    "Montserrat": ("MSR", "Americas", "GBR"),
+    "Nauru": ("NRU", "Oceania", None),
+    "Niue": ("NIU", "Oceania", "NZL"),
+    "Pitcairn": ("PCN", "Oceania", "GBR"),
+    "Saint Helena": ("SHN", "Africa", "GBR"),
+    "Saint-Pierre-et-Miquelon": ("SPM", "Americas", "FRA"),
+    "Tokelau": ("TKL", "Oceania", "NZL"),
+    "Wallis et Futuna": ("WLF", "Oceania", "FRA"),
+    "Western Sahara": ("ESH", "Africa", None),
+}
+# bokeh rows left out, and why. Rows whose people Gapminder also counts in
+# another row's figures are left out so that no one is counted twice, in
+# the aggregates or in a total over countries. (Åland's rows are kept: it
+# is a first-level subdivision, whose figures sit inside Finland's.)
+BOKEH_DROP = {
+    "Netherlands Antilles": "dissolved in 2010",
+    "Northern Cyprus": "no figures",
+    "Serbia excluding Kosovo": "inside Serbia's figures, which include Kosovo",
+    "Kosovo": "inside Serbia's figures",
+    "Guernsey": "inside the Channel Islands' figures",
+    "Jersey": "inside the Channel Islands' figures",
+    "Saint Barthélemy": "inside Guadeloupe's figures",
+    "Saint Martin": "inside Guadeloupe's figures",
+    "Svalbard": "inside Norway's figures",
+    "Christmas Island": "inside Australia's figures",
+    "Cocos Island": "inside Australia's figures",
+    "Norfolk Island": "inside Australia's figures",
 }
 STATES = {
     "Alabama": "AL", "Alaska": "AK", "Arizona": "AZ", "Arkansas": "AR", "California": "CA",
@@ -77,6 +133,7 @@ series = defaultdict(dict)  # (indicator, code) -> {year: value}
 with gzip.open(GAP, "rt") as f:
     gap = list(csv.DictReader(f))
 continent_of = {}
+plotly_pop = defaultdict(dict)  # code -> {year: people}; weights before 1964 only
 for row in gap:
     code = row["iso_alpha"]
     if row["country"] == "Korea, Dem. Rep.":
@@ -84,15 +141,16 @@ for row in gap:
     continent_of[code] = row["continent"]
     places[code] = [row["country"], ["Country"], "continent/" + row["continent"], []]
     y = int(row["year"])
-    series[("life_expectancy", code)][y] = float(row["lifeExp"])
-    series[("population", code)][y] = float(row["pop"])
     series[("gdp_per_capita", code)][y] = float(row["gdpPercap"])
+    plotly_pop[code][y] = float(row["pop"])
 
 with open(FERT) as f:
     rows = list(csv.reader(f))
 years = [int(y) for y in rows[0][4:]]
+wb_code = {}  # World Bank name -> code
 for row in rows[1:]:
     name, code = row[0], row[1]
+    wb_code[name] = code
     if code in WB_GROUPS:
         places[code] = [name, ["WorldBankGroup"], "", []]
     elif code not in places:
@@ -109,13 +167,42 @@ for code, parent in TERRITORY_PARENT.items():
     if code in places:
         places[code][1] = ["Country", "AdministrativeArea1"]
         places[code][2] = parent
+# Åland: typed Country and EurostatNUTS1 by Data Commons.
+places["nuts/FI2"] = ["Åland", ["Country", "EurostatNUTS1"], "FIN", []]
+if "FIN" not in places:
+    sys.exit("Finland missing")
+
+# Life expectancy and population: bokeh_sampledata's yearly Gapminder table.
+for name, (code, cont, parent) in BOKEH_NEW.items():
+    continent_of[code] = cont
+    if parent:
+        places[code] = [name, ["Country", "AdministrativeArea1"], parent, []]
+    else:
+        places[code] = [name, ["Country"], "continent/" + cont, []]
+code_of = dict(wb_code)
+for code, names in ALIASES.items():
+    code_of.update((n, code) for n in names)
+code_of.update((p[0], code) for code, p in places.items())
+code_of.update(BOKEH_CODE)
+with gzip.open(BOKEH, "rt", encoding="utf-8") as f:
+    bokeh = list(csv.DictReader(f))
+if set(BOKEH_DROP) - {row["country"] for row in bokeh}:
+    sys.exit(f"not in bokeh's table: {set(BOKEH_DROP) - {row['country'] for row in bokeh}}")
+for row in bokeh:
+    if row["country"] in BOKEH_DROP:
+        continue
+    code = code_of.get(row["country"])
+    if code not in places:
+        sys.exit(f"no place for bokeh's {row['country']}")
+    y = int(row["year"])
+    for col, ind in [("life_expectancy", "life_expectancy"), ("population", "population")]:
+        if row[col]:
+            series[(ind, code)][y] = float(row[col])
+
 for code, names in ALIASES.items():
     if code in places:
         places[code][3] = names
-# Åland: typed Country and EurostatNUTS1 by Data Commons; no figures in these sources.
-places["nuts/FI2"] = ["Åland", ["Country", "EurostatNUTS1"], "FIN", ["Aland", "Aland Islands", "Åland Islands"]]
-if "FIN" not in places:
-    sys.exit("Finland missing")
+places["nuts/FI2"][3] = ["Aland", "Aland Islands", "Åland Islands"]
 
 with open(CRIME) as f:
     for row in csv.DictReader(f):
@@ -131,9 +218,8 @@ places["Earth"] = ["World", ["World"], "", ["the world", "global", "globally", "
 for c in CONTINENTS:
     places["continent/" + c] = [c, ["Continent"], "Earth", ["America", "the Americas"] if c == "Americas" else []]
 
-def pop_at(code, year):
-    """Gapminder population, linear between its 5-year points, flat after 2007."""
-    pts = series.get(("population", code))
+def linear(pts, year):
+    """pts at year: linear between points, held at the ends."""
     if not pts:
         return None
     ys = sorted(pts)
@@ -144,6 +230,14 @@ def pop_at(code, year):
     for a, b in zip(ys, ys[1:]):
         if a <= year <= b:
             return pts[a] + (pts[b] - pts[a]) * (year - a) / (b - a)
+
+def pop_at(code, year):
+    """Weight: bokeh's yearly Gapminder population; before its first year,
+    plotly's five-yearly Gapminder population where plotly has the place."""
+    pts = series.get(("population", code))
+    if pts and year < min(pts) and code in plotly_pop:
+        return linear(plotly_pop[code], year)
+    return linear(pts, year)
 
 countries = [c for c, p in places.items() if "Country" in p[1] and "EurostatNUTS1" not in p[1]]
 groups = {"Earth": countries}

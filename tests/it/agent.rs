@@ -1,4 +1,4 @@
-//! The built-in agent: a table of 40 questions checked against the bundled
+//! The built-in agent: a table of 40+ questions checked against the bundled
 //! data (through the library API), and conversations over HTTP.
 
 use std::collections::BTreeMap;
@@ -101,9 +101,9 @@ const TABLE: &[Row] = &[
         &["Kenya"],
     ),
     (
-        "What was the population of Japan in 1952?",
+        "What was the population of Japan in 1964?",
         "value",
-        &[("population", "JPN", 1952)],
+        &[("population", "JPN", 1964)],
         &["Japan"],
     ),
     (
@@ -146,15 +146,24 @@ const TABLE: &[Row] = &[
         "Life expectancy in Kenya since 1990",
         "trend",
         &[
-            ("life_expectancy", "KEN", 1992),
-            ("life_expectancy", "KEN", 2007),
+            ("life_expectancy", "KEN", 1990),
+            ("life_expectancy", "KEN", 2013),
         ],
-        &["Kenya", "fell"],
+        &["Kenya", "rose"],
+    ),
+    (
+        "Life expectancy in Swaziland since 1990",
+        "trend",
+        &[
+            ("life_expectancy", "SWZ", 1990),
+            ("life_expectancy", "SWZ", 2013),
+        ],
+        &["Swaziland", "fell"],
     ),
     (
         "How has the population of Nigeria changed?",
         "trend",
-        &[("population", "NGA", 1952), ("population", "NGA", 2007)],
+        &[("population", "NGA", 1964), ("population", "NGA", 2013)],
         &["Nigeria"],
     ),
     (
@@ -178,7 +187,7 @@ const TABLE: &[Row] = &[
     (
         "World life expectancy over time",
         "trend",
-        &[("life_expectancy", "Earth", 2007)],
+        &[("life_expectancy", "Earth", 2013)],
         &["World"],
     ),
     (
@@ -193,7 +202,16 @@ const TABLE: &[Row] = &[
     (
         "Population of the UK since 1970",
         "trend",
-        &[("population", "GBR", 1972), ("population", "GBR", 2007)],
+        &[("population", "GBR", 1970), ("population", "GBR", 2013)],
+        &["United Kingdom"],
+    ),
+    (
+        "GDP per capita of the UK since 1970",
+        "trend",
+        &[
+            ("gdp_per_capita", "GBR", 1972),
+            ("gdp_per_capita", "GBR", 2007),
+        ],
         &["United Kingdom"],
     ),
     (
@@ -305,7 +323,7 @@ const TABLE: &[Row] = &[
     (
         "Top 10 by life expectancy",
         "rank",
-        &[("life_expectancy", "JPN", 2007)],
+        &[("life_expectancy", "JPN", 2013)],
         &["Keep countries"],
     ),
     (
@@ -315,10 +333,10 @@ const TABLE: &[Row] = &[
         &["adds up to"],
     ),
     (
-        "Total population of countries in 1952",
+        "Total population of countries in 1964",
         "total",
         &[],
-        &["1952"],
+        &["1964"],
     ),
     (
         "Average life expectancy of countries in 2007",
@@ -339,9 +357,9 @@ const TABLE: &[Row] = &[
         &["India"],
     ),
     (
-        "Share of world population in China in 1952",
+        "Share of world population in China in 1964",
         "share",
-        &[("population", "CHN", 1952)],
+        &[("population", "CHN", 1964)],
         &["China"],
     ),
     (
@@ -363,10 +381,10 @@ const TABLE: &[Row] = &[
         &["2025"],
     ),
     (
-        "Life expectancy of Åland",
+        "GDP per capita of Åland",
         "trend",
         &[],
-        &["no life expectancy", "Åland"],
+        &["no GDP per capita", "Åland"],
     ),
 ];
 
@@ -524,8 +542,9 @@ async fn conversation(client: &StudioClient, c: &str) -> Vec<Value> {
     ] {
         assert!(ev.iter().any(|x| x == e), "{e} missing from {ev:?}");
     }
+    let kenya_2013 = formatted("life_expectancy", observed("life_expectancy", "KEN", 2013));
     assert!(
-        message(&approved).contains("54.11"),
+        message(&approved).contains(&kenya_2013),
         "{}",
         message(&approved)
     );
