@@ -255,13 +255,35 @@ impl<R: AsyncBufRead + Unpin, W: Write> Chat<R, W> {
                 step["label"].as_str().unwrap_or_default()
             )?;
         }
-        for decision in frame["decisions"].as_array().into_iter().flatten() {
+        for (row, decision) in frame["decisions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let options: Vec<String> = decision["options"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .map(|(n, o)| format!("{} {}", n + 1, o["label"].as_str().unwrap_or_default()))
+                .collect();
             writeln!(
                 self.out,
-                "  {}: {}",
+                "  [{}] {}: {} (options: {})",
+                row + 1,
                 decision["question"].as_str().unwrap_or_default(),
-                decision["chosen"].as_str().unwrap_or_default()
+                decision["chosen"].as_str().unwrap_or_default(),
+                options.join(", ")
             )?;
+        }
+        let failed = &frame["switch_failed"];
+        if let Some(reason) = failed["reason"].as_str() {
+            if failed["code"] == "switch_cancelled" {
+                writeln!(self.out, "  ({reason})")?;
+            } else {
+                writeln!(self.out, "  The switch did not apply: {reason}")?;
+            }
         }
         for caveat in frame["caveats"].as_array().into_iter().flatten() {
             writeln!(self.out, "  note: {}", caveat.as_str().unwrap_or_default())?;
@@ -279,20 +301,8 @@ impl<R: AsyncBufRead + Unpin, W: Write> Chat<R, W> {
         if let Some(headline) = frame["fact_summary"]["headline"].as_str() {
             writeln!(self.out, "    {headline}")?;
         }
-        for series in frame["fact_summary"]["series"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            if let Some(latest) = series.get("latest") {
-                writeln!(
-                    self.out,
-                    "    {}: {} in {}",
-                    series["label"].as_str().unwrap_or_default(),
-                    latest["value"],
-                    latest["period"].as_str().unwrap_or_default()
-                )?;
-            }
+        for line in card_lines(&frame["payload"]["component"]) {
+            writeln!(self.out, "    {line}")?;
         }
         Ok(())
     }
@@ -328,15 +338,19 @@ impl<R: AsyncBufRead + Unpin, W: Write> Chat<R, W> {
         let base = json!({"kind": "interrupt.response",
             "conversation_id": self.config.conversation, "interrupt_id": frame["interrupt_id"]});
         if frame["event"] == "plan.proposed" {
-            return self.decide_plan(base).await;
+            return self.decide_plan(frame, base).await;
         }
         self.answer_questions(frame, base).await
     }
 
-    async fn decide_plan(&mut self, mut base: Value) -> Result<Option<Value>, ChatError> {
+    async fn decide_plan(
+        &mut self,
+        frame: &Value,
+        mut base: Value,
+    ) -> Result<Option<Value>, ChatError> {
         loop {
             let Some(line) = self
-                .prompt("[a]pprove, [m]end <what to change>, [r]eject > ")
+                .prompt("[a]pprove, [m]end <what to change>, [s]witch <row> <option>, [r]eject > ")
                 .await?
             else {
                 return Ok(None);
@@ -349,6 +363,13 @@ impl<R: AsyncBufRead + Unpin, W: Write> Chat<R, W> {
                     base["payload"] = json!(rest.trim());
                     "amend"
                 }
+                "s" | "switch" => match switch_of(frame, rest) {
+                    Some(switch) => {
+                        base["switch"] = switch;
+                        "amend"
+                    }
+                    None => continue,
+                },
                 _ => continue,
             };
             base["decision"] = json!(decision);
@@ -427,5 +448,164 @@ impl<R: AsyncBufRead + Unpin, W: Write> Chat<R, W> {
         base["decision"] = json!("answer");
         base["answers"] = json!(answers);
         Ok(Some(base))
+    }
+}
+
+/// `{choice_id, option_id}` for "<row> <option>", both numbered from 1 as
+/// the plan card lists them.
+fn switch_of(plan: &Value, words: &str) -> Option<Value> {
+    let mut numbers = words.split_whitespace().map(|w| w.parse::<usize>().ok());
+    let (row, option) = (numbers.next()??, numbers.next()??);
+    let decision = plan["decisions"].as_array()?.get(row.checked_sub(1)?)?;
+    let option = decision["options"]
+        .as_array()?
+        .get(option.checked_sub(1)?)?;
+    Some(json!({"choice_id": decision["choice_id"], "option_id": option["option_id"]}))
+}
+
+/// Rows of a table card shown, at most.
+const CARD_ROWS_SHOWN: usize = 8;
+/// Points of a sparkline, at most (longer series are sampled evenly).
+const SPARKLINE_POINTS: usize = 40;
+/// Width of the longest bar of a bar card, in characters.
+const BAR_WIDTH_CHARS: f64 = 24.0;
+
+/// A card's body as a few lines of text: sparklines for series, bars for
+/// points, the first rows of a table, or the single value.
+fn card_lines(component: &Value) -> Vec<String> {
+    // Integers (years) as they are; measured values grouped or rounded.
+    let number = |v: &Value| match v {
+        Value::Number(n) if n.is_f64() => v.as_f64().map_or_else(|| v.to_string(), short_number),
+        _ => v.to_string(),
+    };
+    if let Some(series) = component["series"].as_array() {
+        return series
+            .iter()
+            .map(|line| {
+                let points = line["points"].as_array().map_or(&[][..], Vec::as_slice);
+                let values: Vec<f64> = points.iter().filter_map(|p| p[1].as_f64()).collect();
+                let span = match (points.first(), points.last()) {
+                    (Some(first), Some(last)) => format!("{}–{}", first[0], last[0]),
+                    _ => String::new(),
+                };
+                let label = line["label"].as_str().unwrap_or_default();
+                format!("{label}  {}  {span}", sparkline(&values))
+            })
+            .collect();
+    }
+    if let Some(points) = component["points"].as_array() {
+        let top = points
+            .iter()
+            .filter_map(|p| p[1].as_f64())
+            .fold(0.0, f64::max);
+        return points
+            .iter()
+            .take(CARD_ROWS_SHOWN)
+            .map(|p| {
+                let value = p[1].as_f64().unwrap_or(0.0);
+                let width = if top > 0.0 {
+                    (value / top * BAR_WIDTH_CHARS).round()
+                } else {
+                    0.0
+                };
+                let bar = "█".repeat(width.max(0.0) as usize);
+                format!(
+                    "{:<20} {bar} {}",
+                    p[0].as_str().unwrap_or_default(),
+                    number(&p[1])
+                )
+            })
+            .chain(more(points.len()))
+            .collect();
+    }
+    if let Some(rows) = component["rows"].as_array() {
+        return rows
+            .iter()
+            .take(CARD_ROWS_SHOWN)
+            .map(|row| {
+                let cells: Vec<String> = row
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|cell| cell.as_str().map_or_else(|| number(cell), str::to_owned))
+                    .collect();
+                cells.join("  ")
+            })
+            .chain(more(rows.len()))
+            .collect();
+    }
+    match (component.get("value"), component["period"].as_str()) {
+        (Some(value), Some(period)) => vec![format!("{} ({period})", number(value))],
+        _ => Vec::new(),
+    }
+}
+
+fn more(shown_of: usize) -> Option<String> {
+    (shown_of > CARD_ROWS_SHOWN).then(|| format!("… {} more", shown_of - CARD_ROWS_SHOWN))
+}
+
+/// "170,901,148", "82.61": whole numbers grouped, others to two places.
+fn short_number(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        let digits = format!("{}", value.abs() as u64);
+        let mut grouped = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                grouped.push(',');
+            }
+            grouped.push(c);
+        }
+        let sign = if value < 0.0 { "-" } else { "" };
+        format!("{sign}{grouped}")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+/// ▁▂▃▄▅▆▇█ from the lowest to the highest value.
+fn sparkline(values: &[f64]) -> String {
+    const TICKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let step = values.len().div_ceil(SPARKLINE_POINTS).max(1);
+    let sampled: Vec<f64> = values.iter().step_by(step).copied().collect();
+    let low = sampled.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = sampled.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    sampled
+        .iter()
+        .map(|v| {
+            let level = if high > low {
+                (v - low) / (high - low) * 7.0
+            } else {
+                3.0
+            };
+            TICKS[(level.round() as usize).min(7)]
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn cards_read_as_sparklines_bars_rows_and_values() {
+        let line = json!({"series": [{"label": "Kenya", "points": [[2000, 1.0], [2001, 2.0], [2002, 8.0]]}]});
+        assert_eq!(card_lines(&line), ["Kenya  ▁▂█  2000–2002"]);
+        let bars = json!({"points": [["Japan", 82.5], ["Chad", 41.25]]});
+        let lines = card_lines(&bars);
+        assert!(
+            lines[0].ends_with(&format!("{} 82.50", "█".repeat(24))),
+            "{lines:?}"
+        );
+        assert!(lines[1].contains(&format!("{} 41.25", "█".repeat(12))));
+        let rows: Vec<Value> = (0..10).map(|y| json!(["Peru", 2000 + y, 1000.0])).collect();
+        let table = card_lines(&json!({"rows": rows}));
+        assert_eq!(table[0], "Peru  2000  1,000");
+        assert_eq!(table.last().map(String::as_str), Some("… 2 more"));
+        assert_eq!(
+            card_lines(&json!({"value": 5.5, "period": "2007"})),
+            ["5.50 (2007)"]
+        );
     }
 }
