@@ -783,3 +783,32 @@ async fn the_country_i_mentioned_resolves_from_the_conversation_digest() {
         "{plan}"
     );
 }
+
+#[tokio::test]
+async fn a_place_the_data_lacks_is_named_before_the_fallback_plan() {
+    let (_dir, client) = builtin_server().await;
+    let frames = client
+        .stream(
+            "/api/studio/turn",
+            &turn("gu", "Population of Guernsey in 1952"),
+        )
+        .await;
+    let said: String = frames
+        .iter()
+        .filter(|f| f["event"] == "message.delta")
+        .filter_map(|f| f["text"].as_str())
+        .collect();
+    assert!(
+        said.starts_with("I don't know a place called “guernsey” in the bundled data, so this plan covers World instead."),
+        "{said}"
+    );
+    let plan = frames.last().unwrap();
+    assert!(
+        plan["caveats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c.as_str().is_some_and(|c| c.contains("in place of 1952"))),
+        "{plan}"
+    );
+}

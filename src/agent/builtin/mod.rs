@@ -369,6 +369,18 @@ fn mark_seeded(frames: &mut [Frame], node: Option<&SeedNode>) {
     }
 }
 
+/// "I don't know a place called …" when the question seems to name a
+/// place the data lacks and the plan falls back to a default.
+fn unknown_place_note(data: &Dataset, u: &Understanding, query: &Query) -> String {
+    match &u.unknown_place {
+        Some(word) if u.places.is_empty() => format!(
+            "I don't know a place called “{word}” in the bundled data, so this plan covers {} instead. ",
+            sentences::who(data, query)
+        ),
+        _ => String::new(),
+    }
+}
+
 /// The newest card's query: what "the same for Uganda" refers to.
 fn latest_query(context: &TurnContext) -> Option<Query> {
     context
@@ -460,7 +472,8 @@ impl BuiltinAgent {
         match planner::resolve(data, u, base, picks) {
             Resolution::Ready(query) => vec![
                 delta(format!(
-                    "Here is my plan: {}",
+                    "{}Here is my plan: {}",
+                    unknown_place_note(data, u, &query),
                     sentences::summary(data, &query)
                 )),
                 Frame::PlanProposed(planner::plan_frame(

@@ -44,6 +44,9 @@ pub struct Query {
     pub from: i32,
     pub to: i32,
     pub chart: ChartKind,
+    /// The years the question asked for, when the data's span moved them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked: Option<(i32, i32)>,
 }
 
 /// Which slot a clarifying question settles.
@@ -263,8 +266,13 @@ fn settle(
             *target = hi + DEFAULT_FORECAST_YEARS;
         }
     }
+    let before_clamp = (from, to);
     from = from.clamp(lo, hi);
     to = to.clamp(from, hi);
+    let asked = (u.time != Time::Unspecified
+        && !matches!(operation, Operation::Forecast { .. })
+        && (from, to) != before_clamp)
+        .then_some(before_clamp);
     if !operation.spans_a_level() && operation != Operation::Trend && from != to {
         if places.len() > 1 {
             operation = Operation::Compare;
@@ -295,6 +303,7 @@ fn settle(
         from,
         to,
         chart,
+        asked,
     }
 }
 
@@ -387,6 +396,7 @@ impl Query {
             from: from.parse().ok()?,
             to: to.parse().ok()?,
             chart: ChartKind::from_component_type(chart)?,
+            asked: None,
         })
     }
 }
@@ -410,6 +420,22 @@ pub fn caveats(data: &Dataset, query: &Query) -> Vec<String> {
         out.push(format!(
             "World and continent figures are {}.",
             query.indicator.aggregate_method()
+        ));
+    }
+    if let Some((a, b)) = query.asked {
+        let span = |x: i32, y: i32| {
+            if x == y {
+                x.to_string()
+            } else {
+                format!("{x}–{y}")
+            }
+        };
+        let (lo, hi) = latest_year(data, query.indicator);
+        out.push(format!(
+            "The bundled {} figures cover {lo}–{hi}, so the plan reads {} in place of {}.",
+            query.indicator.name(),
+            span(query.from, query.to),
+            span(a, b)
         ));
     }
     let probe = query
@@ -757,6 +783,20 @@ mod tests {
         let continents = switched(data, &ranked, LEVEL_CHOICE, "continents").expect("level");
         assert_eq!(continents.level, Some(Level::Continents));
         assert!(switched(data, &ranked, CHART_CHOICE, "single_value").is_err());
+    }
+
+    #[test]
+    fn a_year_outside_the_data_is_moved_and_the_card_says_so() {
+        let q = ready("population of Japan in 1952");
+        assert_eq!((q.from, q.to, q.asked), (1964, 1964, Some((1952, 1952))));
+        let said = caveats(Dataset::bundled(), &q);
+        assert!(
+            said.iter()
+                .any(|c| c == "The bundled population figures cover 1964–2013, so the plan reads 1964 in place of 1952."),
+            "{said:?}"
+        );
+        assert_eq!(ready("population of Japan in 1990").asked, None);
+        assert_eq!(ready("population of Japan").asked, None);
     }
 
     #[test]

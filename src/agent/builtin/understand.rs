@@ -151,6 +151,9 @@ pub struct Understanding {
     pub edit: Option<EditWords>,
     /// Words no list knew, for an honest message.
     pub unknown: Vec<String>,
+    /// An unknown word where a place would stand ("population of
+    /// guernsey"): the question likely names a place the data lacks.
+    pub unknown_place: Option<String>,
 }
 
 impl Understanding {
@@ -292,6 +295,9 @@ const OP_WORDS: &[(&str, OpWord)] = &[
 ];
 
 /// Words that carry no meaning for the matcher.
+/// Words after which an unknown word is read as a place name.
+const PLACE_PREPOSITIONS: &[&str] = &["in", "of", "for"];
+
 const FILLER: &[&str] = &[
     "a",
     "an",
@@ -520,6 +526,12 @@ pub fn understand(text: &str) -> Understanding {
             if let Some(n) = number_word(word) {
                 rank_n = rank_n.or(Some(n));
             } else if !FILLER.contains(&word.as_str()) {
+                let after_preposition = i
+                    .checked_sub(1)
+                    .is_some_and(|p| PLACE_PREPOSITIONS.contains(&words[p].as_str()));
+                if after_preposition && out.unknown_place.is_none() {
+                    out.unknown_place = Some(word.clone());
+                }
                 out.unknown.push(word.clone());
             }
             matched = 1;
@@ -740,6 +752,21 @@ mod tests {
             assert!(u.indicators.is_empty() && u.places.is_empty(), "{text}");
         }
         assert!(understand("What's on my canvas?").canvas_question);
+    }
+
+    #[test]
+    fn an_unknown_word_where_a_place_stands_is_kept() {
+        assert_eq!(
+            understand("Population of Guernsey")
+                .unknown_place
+                .as_deref(),
+            Some("guernsey")
+        );
+        assert_eq!(understand("Population of Kenya").unknown_place, None);
+        assert_eq!(
+            understand("How has the population changed?").unknown_place,
+            None
+        );
     }
 
     #[test]
