@@ -76,6 +76,16 @@ enum Command {
         /// The principal (digest) holding it; needed only when several do.
         #[arg(long)]
         principal: Option<String>,
+        /// Instead of printing, run every recorded segment through the
+        /// agent again and check it yields the recorded frames.
+        #[arg(long)]
+        check: bool,
+        /// The agent `--check` runs (the one that served the conversation).
+        #[arg(long, value_enum, default_value = "builtin")]
+        agent: AgentChoice,
+        /// Directory of scenario scripts for `--agent scenario`.
+        #[arg(long, default_value = "fixtures/scenarios")]
+        scenarios: PathBuf,
     },
     /// Print the JSON Schema (draft 2020-12) of the Studio wire.
     Schema,
@@ -143,7 +153,7 @@ fn main() -> ExitCode {
         Err(error) => {
             eprintln!("ledgerwire: {error}");
             match error {
-                ToolError::Problems(_) => ExitCode::from(1),
+                ToolError::Problems(_) | ToolError::Differs(_) => ExitCode::from(1),
                 _ => ExitCode::from(2),
             }
         }
@@ -196,7 +206,28 @@ fn run(command: Command) -> Result<(), ToolError> {
             data,
             conversation,
             principal,
+            check: false,
+            ..
         } => tools::replay(&data, &conversation, principal.as_deref(), &mut out),
+        Command::Replay {
+            data,
+            conversation,
+            principal,
+            check: true,
+            agent,
+            scenarios,
+        } => load_agent(agent, &scenarios).and_then(|agent| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()?;
+            runtime.block_on(tools::replay_check(
+                &data,
+                &conversation,
+                principal.as_deref(),
+                agent.as_ref(),
+                &mut out,
+            ))
+        }),
         Command::Schema => {
             let schema = ledgerwire::studio::wire::schema::schema_json();
             Ok(writeln!(out, "{schema:#}")?)
@@ -238,8 +269,12 @@ fn chat(config: ledgerwire::chat::ChatConfig) -> Result<(), ToolError> {
     })
 }
 
-fn serve(config: ServerConfig, agent: AgentChoice, scenarios: &Path) -> Result<(), ToolError> {
-    let agent: std::sync::Arc<dyn ledgerwire::agent::Agent> = match agent {
+/// The agent `choice` names (scenario scripts read from `scenarios`).
+fn load_agent(
+    choice: AgentChoice,
+    scenarios: &Path,
+) -> Result<std::sync::Arc<dyn ledgerwire::agent::Agent>, ToolError> {
+    Ok(match choice {
         AgentChoice::Scenario => std::sync::Arc::new(
             ledgerwire::agent::scenario::ScenarioAgent::load(scenarios)
                 .map_err(|error| ToolError::Failed(error.to_string()))?,
@@ -248,7 +283,11 @@ fn serve(config: ServerConfig, agent: AgentChoice, scenarios: &Path) -> Result<(
         AgentChoice::Minimal => {
             std::sync::Arc::new(ledgerwire::agent::minimal::MinimalAgent::default())
         }
-    };
+    })
+}
+
+fn serve(config: ServerConfig, agent: AgentChoice, scenarios: &Path) -> Result<(), ToolError> {
+    let agent = load_agent(agent, scenarios)?;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let server = BoundServer::bind_agent(&config, agent)

@@ -24,6 +24,9 @@ pub enum ToolError {
     Output(#[from] std::io::Error),
     #[error("the store has {0} problem(s); see the lines above")]
     Problems(usize),
+    /// `replay --check`: segments whose frames the agent no longer yields.
+    #[error("{0} segment(s) differ from what was recorded; see the lines above")]
+    Differs(usize),
     /// A failure already worded for the operator (server start-up, a
     /// conversation not found, the chat client).
     #[error("{0}")]
@@ -240,6 +243,59 @@ pub fn replay(
     let folded = ledger.fold::<ConversationFold>(&stream)?;
     let state = serde_json::to_string_pretty(&folded.state).unwrap_or_default();
     writeln!(out, "# state after {} records\n{state}", folded.position)?;
+    Ok(())
+}
+
+/// Runs every recorded segment of a conversation through `agent` again and
+/// prints, per segment, whether the agent's frames are the recorded ones.
+/// Fails (exit 1) when any differs.
+pub async fn replay_check(
+    data: &Path,
+    conversation: &str,
+    principal: Option<&str>,
+    agent: &dyn crate::agent::Agent,
+    out: &mut impl Write,
+) -> Result<(), ToolError> {
+    use crate::studio::rerun::{CheckOutcome, check_segments};
+
+    let (ledger, _report) = open_existing(data)?;
+    let stream = find_conversation(&ledger, conversation, principal)?;
+    let records = ledger.read(&stream, 0)?.collect::<Result<Vec<_>, _>>()?;
+    let checks = check_segments(records, agent)
+        .await
+        .map_err(|error| ToolError::Failed(format!("the conversation does not fold: {error}")))?;
+    let mut differing = 0;
+    for check in &checks {
+        let head = format!(
+            "segment {} (turn {}, {} agent frames)",
+            check.segment, check.turn, check.recorded
+        );
+        match &check.outcome {
+            CheckOutcome::Same => writeln!(out, "{head}: same")?,
+            CheckOutcome::Skipped => {
+                writeln!(out, "{head}: skipped (re-planned an unreadable plan)")?;
+            }
+            CheckOutcome::Differs {
+                index,
+                recorded,
+                now,
+            } => {
+                differing += 1;
+                let none = || String::from("(none)");
+                writeln!(out, "{head}: DIFFERS at agent frame {index}")?;
+                writeln!(out, "  recorded: {}", recorded.clone().unwrap_or_else(none))?;
+                writeln!(out, "  now:      {}", now.clone().unwrap_or_else(none))?;
+            }
+        }
+    }
+    if differing > 0 {
+        return Err(ToolError::Differs(differing));
+    }
+    writeln!(
+        out,
+        "{} segment(s): the log reproduces every one",
+        checks.len()
+    )?;
     Ok(())
 }
 

@@ -62,6 +62,12 @@ pub struct Folded<S> {
     snapshot_position: u64,
 }
 
+impl<S> AsRef<S> for Folded<S> {
+    fn as_ref(&self) -> &S {
+        &self.state
+    }
+}
+
 /// Folds `records` onto `folded`.
 fn apply_all<F: Fold>(
     folded: &mut Folded<F::State>,

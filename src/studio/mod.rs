@@ -9,6 +9,8 @@
 //! - [`service`]: decisions (fold, decide, append where decided) and the
 //!   segments that stream turns while they hold the lease.
 //! - [`routes`]: the HTTP routes and SSE framing.
+//! - [`rerun`]: recorded segments run through an agent again and compared
+//!   (`ledgerwire replay --check`).
 //!
 //! Must never: keep a conversation's state anywhere but in the ledger
 //! (memory holds fold caches only).
@@ -17,6 +19,7 @@ pub mod auth;
 pub mod canvas;
 pub mod conversation;
 pub mod records;
+pub mod rerun;
 pub mod routes;
 pub mod service;
 pub mod wire;

@@ -453,13 +453,9 @@ impl Studio {
         start: SegmentStart,
     ) -> Result<mpsc::Receiver<SseItem>, WireError> {
         let folded = self.fold(&stream)?;
-        let mut context = turn_context(&folded, start.turn)
+        let context = turn_context(folded.clone(), start.turn)
             .ok_or_else(|| WireError::transient(1, "The turn could not be read back; retry."))?;
         let recovery = unreadable_plan(&folded.state, start.turn);
-        if recovery.is_some() {
-            // Plan again from the question: the agent sees no answers.
-            context.answers.clear();
-        }
         let (sender, receiver) = mpsc::channel(SSE_BUFFER_FRAMES);
         let segment = Segment {
             studio: self.clone(),
@@ -542,6 +538,12 @@ fn unreadable_plan(conversation: &Conversation, turn: u32) -> Option<Recovery> {
     Some(Recovery::Replan { supersedes })
 }
 
+/// Whether the next segment of `turn` re-plans a plan the server can no
+/// longer read (its frames are then the server's, not the agent's).
+pub fn segment_replans(conversation: &Conversation, turn: u32) -> bool {
+    unreadable_plan(conversation, turn).is_some()
+}
+
 /// What the user reads when their plan had to be planned again.
 const REPLAN_NOTICE: &str =
     "I could no longer read the plan you answered, so I planned again from your question.";
@@ -568,21 +570,31 @@ fn pending_interrupt(pause: &super::conversation::Pause) -> Result<PendingInterr
     }
 }
 
-/// What the agent may read for `turn`.
-fn turn_context(folded: &Arc<Folded<Conversation>>, turn: u32) -> Option<TurnContext> {
-    let conversation = &folded.state;
+/// A conversation state the recall tool can keep reading from.
+pub type SharedConversation = Arc<dyn AsRef<Conversation> + Send + Sync>;
+
+/// What the agent may read for the next segment of `turn`, exactly as the
+/// server builds it when it starts that segment. After an answer to a plan
+/// that can no longer be read the agent sees no answers: it plans again
+/// from the question.
+pub fn turn_context(source: SharedConversation, turn: u32) -> Option<TurnContext> {
+    let conversation = (*source).as_ref();
     let record = conversation
         .turns
         .get(usize::try_from(turn).ok()?.checked_sub(1)?)?;
-    let answers = record
-        .pauses
-        .iter()
-        .filter_map(|pause| {
-            let frame = serde_json::from_str(&pause.frame).ok()?;
-            let response = serde_json::from_str(pause.answer.as_deref()?).ok()?;
-            Some(AnsweredPause { frame, response })
-        })
-        .collect();
+    let answers = if unreadable_plan(conversation, turn).is_some() {
+        Vec::new()
+    } else {
+        record
+            .pauses
+            .iter()
+            .filter_map(|pause| {
+                let frame = serde_json::from_str(&pause.frame).ok()?;
+                let response = serde_json::from_str(pause.answer.as_deref()?).ok()?;
+                Some(AnsweredPause { frame, response })
+            })
+            .collect()
+    };
     Some(TurnContext {
         turn,
         request: record.request()?,
@@ -591,7 +603,7 @@ fn turn_context(folded: &Arc<Folded<Conversation>>, turn: u32) -> Option<TurnCon
         components: conversation.components.clone(),
         history: digest(conversation, turn),
         recall: Recall::new(Arc::new(TurnsBefore {
-            folded: Arc::clone(folded),
+            conversation: Arc::clone(&source),
             turn,
         })),
     })
@@ -640,7 +652,7 @@ fn digest(conversation: &Conversation, turn: u32) -> Vec<PastTurn> {
 /// The recall tool's store: the conversation as folded when the segment
 /// started, read only when the agent calls the tool.
 struct TurnsBefore {
-    folded: Arc<Folded<Conversation>>,
+    conversation: SharedConversation,
     turn: u32,
 }
 
@@ -652,7 +664,7 @@ impl std::fmt::Debug for TurnsBefore {
 
 impl RecallStore for TurnsBefore {
     fn past_turns(&self) -> Vec<PastTurn> {
-        let conversation = &self.folded.state;
+        let conversation = (*self.conversation).as_ref();
         conversation
             .turns
             .iter()

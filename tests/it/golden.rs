@@ -65,7 +65,7 @@ fn write_golden(dir: &Path) {
     std::fs::write(dir.join("expected-dump.jsonl"), dump).unwrap();
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
@@ -112,7 +112,8 @@ fn the_v1_golden_log_reads_and_folds_to_its_committed_state() {
     assert_eq!(String::from_utf8(dump).unwrap(), expected_dump);
 }
 
-const STUDIO_GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/log-format/golden/v1-studio");
+pub(crate) const STUDIO_GOLDEN: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/log-format/golden/v1-studio");
 
 /// Writes a Studio conversation through the real server: a planned turn
 /// approved to `done`, a canvas mutation, and a turn left paused on a

@@ -7,6 +7,7 @@ mod crash;
 mod digest;
 mod golden;
 mod ledger;
+mod replay;
 mod scenarios;
 mod seeds;
 mod server;

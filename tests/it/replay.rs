@@ -1,0 +1,180 @@
+//! `replay/`: conversations recorded through the real server with the
+//! built-in agent, and what they must replay to. The log alone prints the
+//! same transcript, and the agent run again over each recorded segment
+//! yields the recorded frames (`ledgerwire replay --check`).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use ledgerwire::agent::builtin::BuiltinAgent;
+use ledgerwire::agent::minimal::MinimalAgent;
+use ledgerwire::ledger::{Ledger, OpenMode};
+use ledgerwire::tools::{ToolError, replay, replay_check};
+use serde_json::{Value, json};
+
+use crate::golden::{STUDIO_GOLDEN, copy_dir};
+use crate::support::{StudioClient, open, quick_studio, scratch, start_with_agent};
+
+const TOUR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/replay/builtin-tour");
+const CONVERSATION: &str = "tour";
+
+fn turn(message: &str) -> Value {
+    json!({"kind": "turn.request", "conversation_id": CONVERSATION, "message": message})
+}
+
+fn answer(pause: &Value, decision: &str) -> Value {
+    json!({"kind": "interrupt.response", "conversation_id": CONVERSATION,
+           "interrupt_id": pause["interrupt_id"], "decision": decision})
+}
+
+async fn last(client: &StudioClient, path: &str, body: &Value) -> Value {
+    let frames = client.stream(path, body).await;
+    frames.last().cloned().expect("a frame")
+}
+
+/// Records the tour: a plan switched and approved, "the same for Uganda",
+/// a card renamed, the canvas asked about, a clarifying question answered
+/// into a rejected plan, and a seeded turn.
+async fn record_tour(dir: &Path) {
+    let (ledger, _) = Ledger::open(dir.join("store"), OpenMode::CreateIfMissing).unwrap();
+    let (addr, server) = start_with_agent(ledger, quick_studio(), Arc::new(BuiltinAgent)).await;
+    let client = StudioClient::new(addr, "tour");
+    let interrupt = "/api/studio/interrupt";
+
+    let plan = last(
+        &client,
+        "/api/studio/turn",
+        &turn("How has life expectancy in Kenya changed since 1990?"),
+    )
+    .await;
+    let mut switch = answer(&plan, "amend");
+    switch["switch"] = json!({"choice_id": "decision/chart", "option_id": "table"});
+    let plan = last(&client, interrupt, &switch).await;
+    let done = last(&client, interrupt, &answer(&plan, "approve")).await;
+    let card = done["composition"]["blocks"][0].clone();
+
+    let plan = last(
+        &client,
+        "/api/studio/turn",
+        &turn("Now do the same for Uganda"),
+    )
+    .await;
+    last(&client, interrupt, &answer(&plan, "approve")).await;
+
+    let mut rename = turn("Call it Kenya, years lived");
+    rename["component_ref"] = json!({"component_id": card["component_id"], "revision": card["revision"], "intent": "edit"});
+    last(&client, "/api/studio/turn", &rename).await;
+
+    last(&client, "/api/studio/turn", &turn("What's on my canvas?")).await;
+
+    let asked = last(&client, "/api/studio/turn", &turn("crime in Georgia")).await;
+    let mut answers = answer(&asked, "answer");
+    let picks: serde_json::Map<String, Value> = asked["questions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            let option = &q["options"][0]["id"];
+            (
+                q["id"].as_str().unwrap().to_owned(),
+                json!({"kind": "option", "option_id": option}),
+            )
+        })
+        .collect();
+    answers["answers"] = Value::Object(picks);
+    let plan = last(&client, interrupt, &answers).await;
+    last(&client, interrupt, &answer(&plan, "reject")).await;
+
+    let mut seeded = turn("Show me this");
+    seeded["seed_spec"] = json!([{"spec": {"spec_id": "population",
+        "definition": {"measure": "population", "place": {"role": "country", "members": ["country/JPN"]}}},
+        "operations": [{"verb": "forecast", "phrase": "project to 2030", "target_year": 2030}]}]);
+    let plan = last(&client, "/api/studio/turn", &seeded).await;
+    last(&client, interrupt, &answer(&plan, "approve")).await;
+    server.stop().await;
+
+    let mut transcript = Vec::new();
+    replay(&dir.join("store"), CONVERSATION, None, &mut transcript).unwrap();
+    std::fs::write(dir.join("expected-replay.txt"), transcript).unwrap();
+}
+
+#[tokio::test]
+async fn the_recorded_tour_replays_to_its_transcript_and_the_agent_reproduces_it() {
+    let tour = Path::new(TOUR);
+    if !tour.join("store").exists() {
+        assert!(
+            std::env::var_os("LEDGERWIRE_RECORD_REPLAY").is_some(),
+            "{TOUR}/store is missing; record it with LEDGERWIRE_RECORD_REPLAY=1 (see replay/README.md)"
+        );
+        record_tour(tour).await;
+    }
+    let copy = scratch();
+    copy_dir(&tour.join("store"), copy.path());
+    let mut transcript = Vec::new();
+    replay(copy.path(), CONVERSATION, None, &mut transcript).unwrap();
+    let expected = std::fs::read_to_string(tour.join("expected-replay.txt")).unwrap();
+    assert_eq!(String::from_utf8(transcript).unwrap(), expected);
+
+    let mut report = Vec::new();
+    let checked = replay_check(copy.path(), CONVERSATION, None, &BuiltinAgent, &mut report).await;
+    let report = String::from_utf8(report).unwrap();
+    assert!(checked.is_ok(), "{report}");
+    assert!(
+        report.ends_with("segment(s): the log reproduces every one\n"),
+        "{report}"
+    );
+    assert!(
+        report.lines().filter(|l| l.ends_with(": same")).count() >= 12,
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn the_check_tells_a_different_agent_from_the_one_that_served() {
+    let copy = scratch();
+    copy_dir(&Path::new(STUDIO_GOLDEN).join("store"), copy.path());
+    let mut report = Vec::new();
+    replay_check(
+        copy.path(),
+        "g1",
+        None,
+        &MinimalAgent::default(),
+        &mut report,
+    )
+    .await
+    .expect("the minimal agent served the Studio golden");
+    let mut report = Vec::new();
+    let refused = replay_check(copy.path(), "g1", None, &BuiltinAgent, &mut report).await;
+    let report = String::from_utf8(report).unwrap();
+    assert!(
+        matches!(refused, Err(ToolError::Differs(n)) if n > 0),
+        "{report}"
+    );
+    assert!(report.contains("DIFFERS at agent frame 0"), "{report}");
+}
+
+#[tokio::test]
+async fn a_live_conversation_checks_the_same_as_it_streamed() {
+    let dir = scratch();
+    let (ledger, _) = open(dir.path());
+    let (addr, server) = start_with_agent(ledger, quick_studio(), Arc::new(BuiltinAgent)).await;
+    let client = StudioClient::new(addr, "live");
+    let plan = last(
+        &client,
+        "/api/studio/turn",
+        &turn("Top 5 countries by fertility rate in 2000"),
+    )
+    .await;
+    last(&client, "/api/studio/interrupt", &answer(&plan, "approve")).await;
+    server.stop().await;
+    let mut report = Vec::new();
+    replay_check(dir.path(), CONVERSATION, None, &BuiltinAgent, &mut report)
+        .await
+        .unwrap();
+    let report = String::from_utf8(report).unwrap();
+    assert_eq!(
+        report.lines().filter(|l| l.ends_with(": same")).count(),
+        2,
+        "{report}"
+    );
+}
