@@ -62,12 +62,6 @@ pub struct Folded<S> {
     snapshot_position: u64,
 }
 
-impl<S> AsRef<S> for Folded<S> {
-    fn as_ref(&self) -> &S {
-        &self.state
-    }
-}
-
 /// Folds `records` onto `folded`.
 fn apply_all<F: Fold>(
     folded: &mut Folded<F::State>,
@@ -96,8 +90,14 @@ impl Ledger {
     }
 }
 
+/// One stream's cached state. Its lock is held while the state is folded
+/// further, so callers on one stream fold one at a time, and the folder
+/// owns the state while it folds (no copy) unless a caller still holds an
+/// earlier `Arc` of it.
+type Slot<S> = Arc<Mutex<Option<Arc<Folded<S>>>>>;
+
 struct Entries<S> {
-    states: HashMap<StreamKey, Arc<Folded<S>>>,
+    states: HashMap<StreamKey, Slot<S>>,
     /// Insertion order, for eviction.
     order: VecDeque<StreamKey>,
 }
@@ -132,16 +132,19 @@ impl<F: Fold> FoldCache<F> {
 
     /// The stream's state, folded up to its current end.
     pub fn state(&self, stream: &StreamKey) -> Result<Arc<Folded<F::State>>> {
-        let cached = self.cached(stream);
-        let start = match cached {
+        let slot = self.slot(stream);
+        let mut cached = slot.lock().unwrap_or_else(|p| p.into_inner());
+        let start = match cached.take() {
             Some(folded) => folded,
             None => Arc::new(self.load_snapshot(stream)?.unwrap_or_default()),
         };
         let mut reader = self.ledger.read(stream, start.position)?.peekable();
         if reader.peek().is_none() {
-            self.remember(stream, &start);
+            *cached = Some(Arc::clone(&start));
             return Ok(start);
         }
+        // Taken out of the slot, the state is copied only if a caller still
+        // holds an earlier version of it.
         let mut folded = Arc::unwrap_or_clone(start);
         apply_all::<F>(&mut folded, stream, reader)?;
         if self.snapshot_every > 0
@@ -155,7 +158,7 @@ impl<F: Fold> FoldCache<F> {
             folded.snapshot_position = folded.position;
         }
         let folded = Arc::new(folded);
-        self.remember(stream, &folded);
+        *cached = Some(Arc::clone(&folded));
         Ok(folded)
     }
 
@@ -166,33 +169,24 @@ impl<F: Fold> FoldCache<F> {
         entries.order.clear();
     }
 
-    fn cached(&self, stream: &StreamKey) -> Option<Arc<Folded<F::State>>> {
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.states.get(stream).cloned()
-    }
-
-    fn remember(&self, stream: &StreamKey, folded: &Arc<Folded<F::State>>) {
+    /// The stream's slot, made (and the oldest evicted) on first use.
+    fn slot(&self, stream: &StreamKey) -> Slot<F::State> {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        match entries.states.get_mut(stream) {
-            // Another caller may have folded further meanwhile; keep the newer.
-            Some(existing) => {
-                if existing.position < folded.position {
-                    *existing = folded.clone();
+        if let Some(slot) = entries.states.get(stream) {
+            return Arc::clone(slot);
+        }
+        while entries.states.len() >= self.capacity {
+            match entries.order.pop_front() {
+                Some(oldest) => {
+                    entries.states.remove(&oldest);
                 }
-            }
-            None => {
-                while entries.states.len() >= self.capacity {
-                    match entries.order.pop_front() {
-                        Some(oldest) => {
-                            entries.states.remove(&oldest);
-                        }
-                        None => break,
-                    }
-                }
-                entries.states.insert(stream.clone(), folded.clone());
-                entries.order.push_back(stream.clone());
+                None => break,
             }
         }
+        let slot = Slot::default();
+        entries.states.insert(stream.clone(), Arc::clone(&slot));
+        entries.order.push_back(stream.clone());
+        slot
     }
 
     fn snapshot_key(stream: &StreamKey) -> Vec<u8> {

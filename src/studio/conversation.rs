@@ -160,12 +160,6 @@ pub struct Conversation {
     pub ignored: u64,
 }
 
-impl AsRef<Conversation> for Conversation {
-    fn as_ref(&self) -> &Conversation {
-        self
-    }
-}
-
 impl Conversation {
     /// Whether the conversation has any record (a request started it).
     pub fn exists(&self) -> bool {

@@ -17,8 +17,8 @@ use serde_json::Value;
 
 use super::conversation::{Conversation, ConversationFold};
 use super::records::{FrameSent, SegmentClaimed, SegmentEnd, SegmentReleased};
-use super::service::{SWITCH_CANCELLED, segment_replans, turn_context};
-use crate::agent::{Agent, TurnContext};
+use super::service::{SWITCH_CANCELLED, past_turns, segment_replans, turn_context};
+use crate::agent::{Agent, Recall, TurnContext};
 use crate::ledger::{Fold, FoldError, Payload, Record};
 
 /// How one recorded segment compares with the agent's frames now.
@@ -69,7 +69,10 @@ pub async fn check_segments(
                 checks.push(compare(done, None, agent).await);
             }
             let context = (!segment_replans(&state, claim.turn))
-                .then(|| turn_context(Arc::new(state.clone()), claim.turn))
+                .then(|| {
+                    let recall = Recall::new(Arc::new(past_turns(&state, claim.turn)));
+                    turn_context(&state, claim.turn, recall)
+                })
                 .flatten();
             open = Some(Open {
                 claim,

@@ -453,7 +453,12 @@ impl Studio {
         start: SegmentStart,
     ) -> Result<mpsc::Receiver<SseItem>, WireError> {
         let folded = self.fold(&stream)?;
-        let context = turn_context(folded.clone(), start.turn)
+        let recall = Recall::new(Arc::new(LiveRecall {
+            studio: self.clone(),
+            stream: stream.clone(),
+            turn: start.turn,
+        }));
+        let context = turn_context(&folded.state, start.turn, recall)
             .ok_or_else(|| WireError::transient(1, "The turn could not be read back; retry."))?;
         let recovery = unreadable_plan(&folded.state, start.turn);
         let (sender, receiver) = mpsc::channel(SSE_BUFFER_FRAMES);
@@ -570,15 +575,11 @@ fn pending_interrupt(pause: &super::conversation::Pause) -> Result<PendingInterr
     }
 }
 
-/// A conversation state the recall tool can keep reading from.
-pub type SharedConversation = Arc<dyn AsRef<Conversation> + Send + Sync>;
-
 /// What the agent may read for the next segment of `turn`, exactly as the
 /// server builds it when it starts that segment. After an answer to a plan
 /// that can no longer be read the agent sees no answers: it plans again
 /// from the question.
-pub fn turn_context(source: SharedConversation, turn: u32) -> Option<TurnContext> {
-    let conversation = (*source).as_ref();
+pub fn turn_context(conversation: &Conversation, turn: u32, recall: Recall) -> Option<TurnContext> {
     let record = conversation
         .turns
         .get(usize::try_from(turn).ok()?.checked_sub(1)?)?;
@@ -602,10 +603,7 @@ pub fn turn_context(source: SharedConversation, turn: u32) -> Option<TurnContext
         canvas: conversation.composition.clone(),
         components: conversation.components.clone(),
         history: digest(conversation, turn),
-        recall: Recall::new(Arc::new(TurnsBefore {
-            conversation: Arc::clone(&source),
-            turn,
-        })),
+        recall,
     })
 }
 
@@ -649,28 +647,38 @@ fn digest(conversation: &Conversation, turn: u32) -> Vec<PastTurn> {
         .collect()
 }
 
-/// The recall tool's store: the conversation as folded when the segment
-/// started, read only when the agent calls the tool.
-struct TurnsBefore {
-    conversation: SharedConversation,
+/// Earlier turns of `conversation` (before `turn`), oldest first, as the
+/// digests describe them.
+pub fn past_turns(conversation: &Conversation, turn: u32) -> Vec<PastTurn> {
+    conversation
+        .turns
+        .iter()
+        .filter(|past| past.turn < turn)
+        .filter_map(|past| past_turn(conversation, past))
+        .collect()
+}
+
+/// The recall tool's store for a live segment: it folds the conversation
+/// when the agent calls the tool (turns before this one no longer change),
+/// so a segment never pins a copy of the state.
+struct LiveRecall {
+    studio: Studio,
+    stream: StreamKey,
     turn: u32,
 }
 
-impl std::fmt::Debug for TurnsBefore {
+impl std::fmt::Debug for LiveRecall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "TurnsBefore({})", self.turn)
+        write!(f, "LiveRecall({}, before turn {})", self.stream, self.turn)
     }
 }
 
-impl RecallStore for TurnsBefore {
+impl RecallStore for LiveRecall {
     fn past_turns(&self) -> Vec<PastTurn> {
-        let conversation = (*self.conversation).as_ref();
-        conversation
-            .turns
-            .iter()
-            .filter(|past| past.turn < self.turn)
-            .filter_map(|past| past_turn(conversation, past))
-            .collect()
+        self.studio
+            .fold(&self.stream)
+            .map(|folded| past_turns(&folded.state, self.turn))
+            .unwrap_or_default()
     }
 }
 

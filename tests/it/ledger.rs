@@ -690,3 +690,66 @@ fn a_snapshot_that_cannot_be_written_does_not_fail_the_fold() {
     let cache = FoldCache::<TupleKeyFold>::with_limits(ledger.clone(), 2, 4);
     assert_eq!(cache.state(&key).unwrap().state.len(), 5);
 }
+
+/// Copies of `CountedState` made so far (by `Clone`).
+static STATE_COPIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[derive(Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+struct CountedState {
+    records: u64,
+}
+
+impl Clone for CountedState {
+    fn clone(&self) -> Self {
+        STATE_COPIES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Self {
+            records: self.records,
+        }
+    }
+}
+
+struct CountedFold;
+
+impl ledgerwire::ledger::Fold for CountedFold {
+    type State = CountedState;
+    const NAME: &'static str = "test-counted";
+    const VERSION: u32 = 1;
+
+    fn apply(
+        state: &mut Self::State,
+        _record: &ledgerwire::ledger::Record,
+    ) -> Result<(), ledgerwire::ledger::FoldError> {
+        state.records += 1;
+        Ok(())
+    }
+}
+
+#[test]
+fn a_cached_state_is_folded_further_in_place_unless_a_caller_holds_it() {
+    let dir = scratch();
+    let (ledger, _) = open(dir.path());
+    let key = stream("t/in-place");
+    let cache = FoldCache::<CountedFold>::with_limits(ledger.clone(), 0, 4);
+    let append_one = |at: u64| {
+        ledger
+            .append_blocking(
+                &key,
+                ExpectedPosition::Exactly(at),
+                vec![probe(at)],
+                Durability::Buffered,
+            )
+            .unwrap();
+    };
+    for at in 0..20 {
+        append_one(at);
+        assert_eq!(cache.state(&key).unwrap().state.records, at + 1);
+    }
+    assert_eq!(STATE_COPIES.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // A caller still holding the state it read: folding further copies it,
+    // and the caller's copy stays as it was.
+    let held = cache.state(&key).unwrap();
+    append_one(20);
+    assert_eq!(cache.state(&key).unwrap().state.records, 21);
+    assert_eq!(held.state.records, 20);
+    assert_eq!(STATE_COPIES.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
