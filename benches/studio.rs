@@ -285,5 +285,56 @@ fn idle_memory(c: &mut Criterion) {
     c.bench_function("studio_idle_conversation_probe", |b| b.iter(resident_bytes));
 }
 
-criterion_group!(benches, turn_overhead, parallel_turns, idle_memory);
+/// Earlier turns of the long conversation in `long_conversation`.
+const LONG_CONVERSATION_TURNS: usize = 500;
+
+/// A turn on a conversation that already holds `LONG_CONVERSATION_TURNS`
+/// turns, against a turn on a fresh one in the same run: what a large
+/// conversation state costs each turn (its fold is extended in place).
+fn long_conversation(c: &mut Criterion) {
+    let bench = setup();
+    let url = format!("http://{}/api/studio/turn", bench.studio);
+    bench.runtime.block_on(async {
+        for _ in 0..LONG_CONVERSATION_TURNS {
+            sse(&bench.client, url.clone(), &turn_body("long", "hello")).await;
+        }
+    });
+    let mut group = c.benchmark_group("studio_long_conversation");
+    let mut n = 0u64;
+    for (name, long) in [("turn_after_500_turns", true), ("turn_on_fresh", false)] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                bench.runtime.block_on(async {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        n += 1;
+                        let conversation = if long {
+                            "long".to_owned()
+                        } else {
+                            format!("f{n}")
+                        };
+                        let (_, all, frames) = sse(
+                            &bench.client,
+                            url.clone(),
+                            &turn_body(&conversation, "hello"),
+                        )
+                        .await;
+                        assert_eq!(frames.len(), 3);
+                        total += all;
+                    }
+                    total
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    turn_overhead,
+    long_conversation,
+    parallel_turns,
+    idle_memory
+);
 criterion_main!(benches);

@@ -836,11 +836,14 @@ impl Segment {
                 .lease
                 .as_ref()
                 .is_some_and(|lease| lease.segment == self.segment && lease.released.is_none());
+            let position = folded.position;
+            // Holding the state across the next fold would make it copy.
+            drop(folded);
             if !owns {
                 tracing::warn!(stream = %self.stream, segment = self.segment, "segment lost its lease");
                 return Err(Lost);
             }
-            let expected = ExpectedPosition::Exactly(folded.position);
+            let expected = ExpectedPosition::Exactly(position);
             match studio
                 .ledger
                 .append(&self.stream, expected, records.clone(), durability)
@@ -925,9 +928,10 @@ impl Segment {
         // block, an edit's replacement); the fold decides, and the client
         // gets the manifest whenever its revision moved.
         let canvas_after = state.state.composition.as_ref().map(|m| m.revision);
-        if canvas_before.is_some_and(|before| before != canvas_after)
-            && let Some(manifest) = state.state.composition.clone()
-        {
+        let moved = canvas_before.is_some_and(|before| before != canvas_after);
+        let manifest = moved.then(|| state.state.composition.clone()).flatten();
+        drop(state);
+        if let Some(manifest) = manifest {
             let update = Frame::CompositionUpdated(CompositionUpdated {
                 seq: 0,
                 composition: manifest,
