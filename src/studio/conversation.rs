@@ -70,6 +70,10 @@ pub struct Turn {
     /// Components the turn created or revised, in order, each once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cards: Vec<String>,
+    /// Position of the turn's request in the conversation stream: where a
+    /// reader of this turn's frames starts.
+    #[serde(default)]
+    pub first_position: u64,
 }
 
 /// Most bytes of a turn's closing text the conversation state keeps; the
@@ -225,14 +229,17 @@ impl Fold for ConversationFold {
     type State = Conversation;
     const NAME: &'static str = "studio-conversation";
     /// 2: an edit turn's new component replaces the edited block.
-    /// 3: a turn keeps its closing text and its cards (the digest's).
+    /// 3: a turn keeps its closing text, its cards (the digest's) and
+    /// the position of its request.
     const VERSION: u32 = 3;
 
     fn apply(state: &mut Conversation, record: &Record) -> Result<(), FoldError> {
         let kind =
             RecordKind::from_code(record.kind()).ok_or(FoldError::UnexpectedKind(record.kind()))?;
         match kind {
-            RecordKind::StudioTurnRequested => turn_requested(state, decode(record)?),
+            RecordKind::StudioTurnRequested => {
+                turn_requested(state, decode(record)?, record.position())
+            }
             RecordKind::StudioSegmentClaimed => segment_claimed(state, decode(record)?),
             RecordKind::StudioSegmentRenewed => segment_renewed(state, decode(record)?),
             RecordKind::StudioSegmentReleased => segment_released(state, decode(record)?),
@@ -255,7 +262,11 @@ impl Fold for ConversationFold {
     }
 }
 
-fn turn_requested(state: &mut Conversation, record: TurnRequested) -> Result<(), FoldError> {
+fn turn_requested(
+    state: &mut Conversation,
+    record: TurnRequested,
+    position: u64,
+) -> Result<(), FoldError> {
     let request: TurnRequest = serde_json::from_str(&record.request)
         .map_err(|error| FoldError::Invalid(format!("turn request: {error}")))?;
     let edit_of = request
@@ -273,6 +284,7 @@ fn turn_requested(state: &mut Conversation, record: TurnRequested) -> Result<(),
         pauses: Vec::new(),
         close: None,
         cards: Vec::new(),
+        first_position: position,
     });
     Ok(())
 }

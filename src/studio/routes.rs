@@ -171,13 +171,17 @@ async fn reconnect(State(studio): State<Studio>, headers: HeaderMap, body: Body)
             .and_then(|v| v.trim().parse::<u64>().ok());
         let after_seq = request.after_seq.or(last_event_id).unwrap_or(0);
         let folded = studio.conversation(&principal, &request.conversation_id)?;
-        let Some(turn) = folded.state.current_turn().map(|t| t.turn) else {
+        let Some((turn, from)) = folded
+            .state
+            .current_turn()
+            .map(|t| (t.turn, t.first_position))
+        else {
             return Err(WireError::not_found(
                 "/conversation_id",
                 "No conversation with this id is held for you.",
             ));
         };
-        Ok(studio.follow(&principal, &request.conversation_id, turn, after_seq))
+        Ok(studio.follow(&principal, &request.conversation_id, turn, from, after_seq))
     };
     match result.await {
         Ok(stream) => Sse::new(stream)
@@ -199,14 +203,15 @@ pub(crate) fn frame_event(frame: &FrameSent) -> Event {
 }
 
 impl Studio {
-    /// Replays `turn`'s recorded frames after `after_seq` and follows the
-    /// live segment until a frame ends the stream or no segment holds the
-    /// lease.
+    /// Replays `turn`'s recorded frames after `after_seq`, reading from the
+    /// turn's first record at `from`, and follows the live segment until a
+    /// frame ends the stream or no segment holds the lease.
     fn follow(
         &self,
         principal: &Principal,
         conversation: &ConversationId,
         turn: u32,
+        from: u64,
         after_seq: u64,
     ) -> impl futures_util::Stream<Item = Result<Event, Infallible>> + use<> {
         let studio = self.clone();
@@ -215,11 +220,11 @@ impl Studio {
         async_stream::stream! {
             let Ok(stream) = super::records::conversation_stream(&principal, &conversation) else { return };
             let ledger = studio.ledger().clone();
-            let mut records = Box::pin(ledger.tail(&stream, 0));
+            let mut records = Box::pin(ledger.tail(&stream, from));
             let heartbeat = Duration::from_millis(studio.config().heartbeat_ms.max(1));
             let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
             // Position of the next record the tail will yield.
-            let mut next_position = 0;
+            let mut next_position = from;
             loop {
                 tokio::select! {
                     record = records.next() => {

@@ -112,6 +112,11 @@ async fn the_recorded_tour_replays_to_its_transcript_and_the_agent_reproduces_it
     copy_dir(&tour.join("store"), copy.path());
     let mut transcript = Vec::new();
     replay(copy.path(), CONVERSATION, None, &mut transcript).unwrap();
+    // The transcript ends with the folded state, which a fold VERSION bump
+    // may change; LEDGERWIRE_WRITE_GOLDEN_STATE=1 rewrites it from the store.
+    if std::env::var_os("LEDGERWIRE_WRITE_GOLDEN_STATE").is_some() {
+        std::fs::write(tour.join("expected-replay.txt"), &transcript).unwrap();
+    }
     let expected = std::fs::read_to_string(tour.join("expected-replay.txt")).unwrap();
     assert_eq!(String::from_utf8(transcript).unwrap(), expected);
 

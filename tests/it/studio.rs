@@ -783,3 +783,27 @@ async fn a_plan_that_can_no_longer_be_read_is_planned_again_from_the_question() 
         .await;
     assert_eq!(events(&done).last(), Some(&"done"));
 }
+
+#[tokio::test]
+async fn a_reconnect_reads_the_current_turn_only() {
+    let (_dir, _ledger, client) = studio().await;
+    let first = client
+        .stream("/api/studio/turn", &turn("c30", "GDP of Ghana"))
+        .await;
+    client
+        .stream(
+            "/api/studio/interrupt",
+            &answer("c30", &first[1]["interrupt_id"], "approve"),
+        )
+        .await;
+    let second = client
+        .stream("/api/studio/turn", &turn("c30", "GDP of Peru"))
+        .await;
+    let replayed = client
+        .stream(
+            "/api/studio/stream",
+            &json!({"conversation_id": "c30", "after_seq": 0}),
+        )
+        .await;
+    assert_eq!(replayed, second, "the second turn's frames, and no others");
+}
