@@ -164,12 +164,14 @@ async fn run(
         // Dropping the handle detaches.
         drop(handle);
     });
+    // The reader says whether a fin is on its way to the client (true) or
+    // the client went away (false).
     let reader = async {
         if !after_hello.cmd.is_empty()
             && let Err(violation) = host.submit(&attach, after_hello).await
         {
             host.end(&attach, Fin::new(violation.code, violation.message));
-            return;
+            return true;
         }
         while let Some(Ok(message)) = stream.next().await {
             let frame = match message {
@@ -186,20 +188,31 @@ async fn run(
             };
             if let Err(violation) = result {
                 host.end(&attach, Fin::new(violation.code, violation.message));
-                return;
+                return true;
             }
         }
         // The client went away.
         host.detach(&attach);
+        false
     };
     let mut writer = writer;
     tokio::select! {
-        _ = reader => {
-            // Let the writer deliver a final fin, bounded in time.
-            if tokio::time::timeout(Duration::from_secs(5), &mut writer).await.is_err() {
+        fin_pending = reader => {
+            // Let the writer deliver a final fin, bounded in time; with the
+            // client gone there is nobody to deliver to, and the writer
+            // (which holds the attach, and through it the host) ends now.
+            let delivered = fin_pending
+                && tokio::time::timeout(Duration::from_millis(FIN_DELIVERY_MS), &mut writer)
+                    .await
+                    .is_ok();
+            if !delivered {
                 writer.abort();
             }
         }
         _ = &mut writer => {}
     }
 }
+
+/// Longest the writer may take to deliver a final fin after the reader
+/// ended, in milliseconds.
+const FIN_DELIVERY_MS: u64 = 5_000;

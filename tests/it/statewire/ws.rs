@@ -190,3 +190,39 @@ async fn the_statewire_subprotocol_is_required() {
         other => panic!("expected a 400, got {:?}", other.map(|_| ())),
     }
 }
+
+#[tokio::test]
+async fn a_stopped_server_lets_go_of_the_store_once_its_websocket_clients_left() {
+    use ledgerwire::ledger::{Ledger, OpenMode};
+    use ledgerwire::statewire::client::{Connection, Session};
+    use ledgerwire::statewire::ids::ClientId;
+
+    use crate::support::{quick_studio, start_stoppable_studio};
+
+    let dir = scratch();
+    let (ledger, _) = open(dir.path());
+    let (addr, server) = start_stoppable_studio(ledger, quick_studio()).await;
+    let session = Session::new(ClientId::new("leaving-client").unwrap());
+    let mut client = Connection::connect(super::chat_client(addr, "t-leave"), session)
+        .await
+        .unwrap();
+    let seq = client
+        .invoke("acme-chat", "setTheme", vec![json!("dark")])
+        .await
+        .unwrap();
+    client
+        .answer("acme-chat", seq, PACKET_TIMEOUT)
+        .await
+        .unwrap();
+    client.close().await;
+    server.stop().await;
+    // The store's lock goes with the last handle; opening waits a little
+    // for it (LOCK_WAIT_MS), far less than a fin's delivery bound.
+    let reopened = tokio::task::spawn_blocking({
+        let path = dir.path().to_owned();
+        move || Ledger::open(path, OpenMode::MustExist).map(drop)
+    })
+    .await
+    .unwrap();
+    assert!(reopened.is_ok(), "{reopened:?}");
+}
