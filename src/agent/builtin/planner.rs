@@ -565,11 +565,24 @@ pub fn plan_frame(
         id!(PlanStepId, "{answer_id}"),
         id!(PlanStepId, "{chart_id}"),
     ];
+    let none_computed = !missing.is_empty() && missing.len() == query.places.len();
     let asks = vec![if missing.is_empty() {
         PlanAsk {
             ask: ask.to_owned(),
             answered_by,
             declined: None,
+            not_computed: None,
+        }
+    } else if none_computed {
+        // Declined whole: no place asked about has figures.
+        PlanAsk {
+            ask: ask.to_owned(),
+            answered_by: Vec::new(),
+            declined: Some(format!(
+                "The bundled data has no {} for {} in these years.",
+                query.indicator.name(),
+                sentences::names(data, &missing)
+            )),
             not_computed: None,
         }
     } else {
@@ -797,6 +810,25 @@ mod tests {
         );
         assert_eq!(ready("population of Japan in 1990").asked, None);
         assert_eq!(ready("population of Japan").asked, None);
+    }
+
+    #[test]
+    fn an_ask_is_answered_declined_or_answered_in_part() {
+        let ask = |text: &str| {
+            let q = ready(text);
+            plan_frame(Dataset::bundled(), &q, 1, 1, text)
+                .asks
+                .and_then(|asks| asks.into_iter().next())
+                .expect("one ask")
+        };
+        let answered = ask("fertility rate in Kenya in 2000");
+        assert!(answered.declined.is_none() && !answered.answered_by.is_empty());
+        let part = ask("GDP per capita of Kenya and Åland in 2007");
+        assert!(part.declined.is_some() && part.not_computed.is_some());
+        assert!(!part.answered_by.is_empty());
+        let whole = ask("GDP per capita of Åland in 2007");
+        assert!(whole.declined.is_some() && whole.not_computed.is_none());
+        assert!(whole.answered_by.is_empty());
     }
 
     #[test]
