@@ -369,6 +369,34 @@ fn mark_seeded(frames: &mut [Frame], node: Option<&SeedNode>) {
     }
 }
 
+/// A new version of `plan` for `query`: a note, `plan.versioned` naming
+/// the plan it replaces, and the new `plan.proposed`.
+fn replanned(
+    context: &TurnContext,
+    plan: &PlanProposed,
+    query: &Query,
+    note: String,
+    ask: &str,
+) -> Vec<Frame> {
+    let version = plan.version + 1;
+    vec![
+        delta(note),
+        Frame::PlanVersioned(PlanVersioned {
+            seq: 0,
+            plan_version_id: id!(PlanVersionId, "pv-{}-{version}", context.turn),
+            version,
+            supersedes: plan.plan_version_id.clone(),
+        }),
+        Frame::PlanProposed(planner::plan_frame(
+            Dataset::bundled(),
+            query,
+            context.turn,
+            version,
+            ask,
+        )),
+    ]
+}
+
 /// "I don't know a place called …" when the question seems to name a
 /// place the data lacks and the plan falls back to a default.
 fn unknown_place_note(data: &Dataset, u: &Understanding, query: &Query) -> String {
@@ -620,29 +648,13 @@ impl BuiltinAgent {
             }
             Resolution::Honest(_) => base.clone(),
         };
-        let version = plan.version + 1;
         let note = if query == base {
             "I could not see what to change in that, so the plan is as it was.".to_owned()
         } else {
             format!("Amended: {}", sentences::summary(data, &query))
         };
         let ask = format!("{} ({amendment})", context.request.message);
-        vec![
-            delta(note),
-            Frame::PlanVersioned(PlanVersioned {
-                seq: 0,
-                plan_version_id: id!(PlanVersionId, "pv-{}-{version}", context.turn),
-                version,
-                supersedes: plan.plan_version_id.clone(),
-            }),
-            Frame::PlanProposed(planner::plan_frame(
-                data,
-                &query,
-                context.turn,
-                version,
-                &ask,
-            )),
-        ]
+        replanned(context, plan, &query, note, &ask)
     }
 
     /// A switch of one choice: the plan again with the option picked, or
@@ -663,7 +675,6 @@ impl BuiltinAgent {
         let choice = switch.choice_id.as_str();
         match planner::switched(data, &base, choice, switch.option_id.as_str()) {
             Ok(query) => {
-                let version = plan.version + 1;
                 let ask = plan
                     .asks
                     .iter()
@@ -679,22 +690,8 @@ impl BuiltinAgent {
                     .and_then(|d| d.options.iter().find(|o| o.option_id == switch.option_id))
                     .map_or(switch.option_id.as_str(), |o| o.label.as_str());
                 let question = row.map_or("the choice", |d| d.question.as_str());
-                vec![
-                    delta(format!("Switched {question} to {label}.")),
-                    Frame::PlanVersioned(PlanVersioned {
-                        seq: 0,
-                        plan_version_id: id!(PlanVersionId, "pv-{}-{version}", context.turn),
-                        version,
-                        supersedes: plan.plan_version_id.clone(),
-                    }),
-                    Frame::PlanProposed(planner::plan_frame(
-                        data,
-                        &query,
-                        context.turn,
-                        version,
-                        &ask,
-                    )),
-                ]
+                let note = format!("Switched {question} to {label}.");
+                replanned(context, plan, &query, note, &ask)
             }
             Err(refusal) => {
                 let mut again = plan.clone();
