@@ -23,7 +23,7 @@ use crate::agent::{
 };
 use crate::ledger::{
     Durability, ExpectedPosition, FoldCache, Folded, Ledger, LedgerError, NewRecord, Payload,
-    StreamKey,
+    Record, RecordKind, StreamKey,
 };
 
 use super::auth::{AuthPolicy, Principal};
@@ -734,8 +734,27 @@ impl Segment {
         {
             return;
         }
+        // A /cancel is a record on this conversation's stream: watching the
+        // stream sees it at once, where the heartbeat would see it only at
+        // its next tick (which stays as the fallback).
+        let ledger = &self.studio.inner.ledger;
+        let watch_from = ledger.head(&self.stream).unwrap_or(0);
+        let mut records = Box::pin(ledger.tail(&self.stream, watch_from));
+        let mut watching = true;
         loop {
             tokio::select! {
+                record = records.next(), if watching => {
+                    match record {
+                        Some(Ok(record)) => {
+                            if cancels(&record, self.segment) {
+                                self.stop_for_cancel().await;
+                                return;
+                            }
+                        }
+                        // The stream cannot be read: rely on the heartbeat.
+                        _ => watching = false,
+                    }
+                }
                 frame = frames.next() => {
                     let Some(frame) = frame else {
                         // An agent that ends without a closing frame: close honestly.
@@ -805,21 +824,26 @@ impl Segment {
                     .as_ref()
                     .is_some_and(|l| l.cancel_requested) =>
             {
-                // A stopped switch leaves the turn paused on the plan it
-                // was made from; anything else ends with the cancel error.
-                let answer = match self.switch_reoffer.take() {
-                    Some(plan) => Frame::PlanProposed(plan),
-                    None => Frame::Error(ErrorFrame {
-                        seq: 0,
-                        error: WireError::cancelled(),
-                    }),
-                };
-                self.emit(answer).await;
+                self.stop_for_cancel().await;
                 false
             }
             Ok(_) => true,
             Err(_) => false,
         }
+    }
+
+    /// Ends the segment on a /cancel. A stopped switch leaves the turn
+    /// paused on the plan it was made from; anything else ends with the
+    /// cancelled error.
+    async fn stop_for_cancel(&mut self) {
+        let answer = match self.switch_reoffer.take() {
+            Some(plan) => Frame::PlanProposed(plan),
+            None => Frame::Error(ErrorFrame {
+                seq: 0,
+                error: WireError::cancelled(),
+            }),
+        };
+        self.emit(answer).await;
     }
 
     /// Appends as the lease owner; refuses once the lease is someone else's.
@@ -981,6 +1005,14 @@ impl Segment {
             .data(json(frame));
         self.client.send(Ok(event)).await.map_err(|_| ())
     }
+}
+
+/// Whether `record` is a /cancel of `segment`.
+fn cancels(record: &Record, segment: u32) -> bool {
+    record.kind() == RecordKind::StudioCancelRequested.code()
+        && CancelRequested::from_record(record)
+            .and_then(Result::ok)
+            .is_some_and(|cancel| cancel.segment == segment)
 }
 
 /// Sets the server-owned members of a frame: its seq, and the ids of

@@ -235,3 +235,56 @@ async fn a_cancel_during_a_switch_re_offers_the_unchanged_plan_on_a_live_pause()
     assert_eq!(run.first().unwrap()["event"], "plan.approved");
     assert_eq!(run.last().unwrap()["event"], "done");
 }
+
+#[tokio::test]
+async fn a_cancel_is_seen_at_once_not_at_the_next_heartbeat() {
+    use ledgerwire::studio::service::StudioConfig;
+
+    let scenarios = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/scenarios");
+    let agent = ScenarioAgent::load(std::path::Path::new(scenarios)).expect("scripts load");
+    let dir = scratch();
+    let (ledger, _) = open(dir.path());
+    // No heartbeat (and so no heartbeat's cancel check) within the test's
+    // patience: only the stream watch can see the cancels in time.
+    let slow_heartbeat = StudioConfig {
+        lease_ttl_ms: 600_000,
+        heartbeat_ms: 300_000,
+        ..StudioConfig::default()
+    };
+    let (addr, _server) = start_with_agent(ledger, slow_heartbeat, Arc::new(agent)).await;
+    let client = StudioClient::new(addr, "integrator");
+
+    // A long tool call: the cancel ends it with the cancelled error.
+    let response = client
+        .post("/api/studio/turn", &turn("sw6", "scenario long-tool-call"))
+        .await;
+    let mut reader = SseReader::new(response);
+    assert!(matches!(reader.next().await, Some(SseEvent::Frame { .. })));
+    let cancel = json!({"kind": "turn.cancel", "conversation_id": "sw6"});
+    assert_eq!(
+        client.post("/api/studio/cancel", &cancel).await.status(),
+        204
+    );
+    let rest = reader.frames().await;
+    assert_eq!(events(&rest), ["error"]);
+    assert_eq!(rest[0]["error"]["code"], "cancelled");
+
+    // A switch under way: the cancel re-offers the plan.
+    let plan = first_plan(&client, "sw7", "scenario slow-switch").await;
+    let response = client
+        .post(
+            "/api/studio/interrupt",
+            &switch("sw7", &plan, "r1:basis", "o2"),
+        )
+        .await;
+    let mut reader = SseReader::new(response);
+    assert!(matches!(reader.next().await, Some(SseEvent::Frame { .. })));
+    let cancel = json!({"kind": "turn.cancel", "conversation_id": "sw7"});
+    assert_eq!(
+        client.post("/api/studio/cancel", &cancel).await.status(),
+        204
+    );
+    let rest = reader.frames().await;
+    assert_eq!(events(&rest), ["plan.proposed"]);
+    assert_eq!(rest[0]["switch_failed"]["code"], "switch_cancelled");
+}
