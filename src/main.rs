@@ -279,7 +279,9 @@ fn load_agent(
             ledgerwire::agent::scenario::ScenarioAgent::load(scenarios)
                 .map_err(|error| ToolError::Failed(error.to_string()))?,
         ),
-        AgentChoice::Builtin => std::sync::Arc::new(ledgerwire::agent::builtin::BuiltinAgent),
+        AgentChoice::Builtin => {
+            std::sync::Arc::new(ledgerwire::agent::builtin::BuiltinAgent::default())
+        }
         AgentChoice::Minimal => {
             std::sync::Arc::new(ledgerwire::agent::minimal::MinimalAgent::default())
         }

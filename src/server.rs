@@ -94,7 +94,7 @@ impl BoundServer {
     /// [`Ledger::open_scrubbing`]); it logs every problem it finds.
     /// The Studio answers with the built-in data agent.
     pub async fn bind(config: &ServerConfig) -> Result<Self, ServeError> {
-        Self::bind_agent(config, Arc::new(BuiltinAgent)).await
+        Self::bind_agent(config, Arc::new(BuiltinAgent::default())).await
     }
 
     /// Like [`BoundServer::bind`], with another agent (`serve --agent`).

@@ -478,9 +478,14 @@ pub(crate) async fn builtin_server() -> (tempfile::TempDir, StudioClient) {
     let dir = scratch();
     let (ledger, _) = open(dir.path());
     let addr = "127.0.0.1:0".parse().expect("addr");
-    let server = BoundServer::bind_with(addr, ledger, quick_studio(), Arc::new(BuiltinAgent))
-        .await
-        .expect("bind");
+    let server = BoundServer::bind_with(
+        addr,
+        ledger,
+        quick_studio(),
+        Arc::new(BuiltinAgent::default()),
+    )
+    .await
+    .expect("bind");
     let addr = server.local_addr().expect("addr");
     tokio::spawn(server.run(std::future::pending()));
     (dir, StudioClient::new(addr, "agent"))

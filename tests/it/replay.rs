@@ -37,7 +37,8 @@ async fn last(client: &StudioClient, path: &str, body: &Value) -> Value {
 /// into a rejected plan, and a seeded turn.
 async fn record_tour(dir: &Path) {
     let (ledger, _) = Ledger::open(dir.join("store"), OpenMode::CreateIfMissing).unwrap();
-    let (addr, server) = start_with_agent(ledger, quick_studio(), Arc::new(BuiltinAgent)).await;
+    let (addr, server) =
+        start_with_agent(ledger, quick_studio(), Arc::new(BuiltinAgent::default())).await;
     let client = StudioClient::new(addr, "tour");
     let interrupt = "/api/studio/interrupt";
 
@@ -121,7 +122,14 @@ async fn the_recorded_tour_replays_to_its_transcript_and_the_agent_reproduces_it
     assert_eq!(String::from_utf8(transcript).unwrap(), expected);
 
     let mut report = Vec::new();
-    let checked = replay_check(copy.path(), CONVERSATION, None, &BuiltinAgent, &mut report).await;
+    let checked = replay_check(
+        copy.path(),
+        CONVERSATION,
+        None,
+        &BuiltinAgent::default(),
+        &mut report,
+    )
+    .await;
     let report = String::from_utf8(report).unwrap();
     assert!(checked.is_ok(), "{report}");
     assert!(
@@ -149,7 +157,14 @@ async fn the_check_tells_a_different_agent_from_the_one_that_served() {
     .await
     .expect("the minimal agent served the Studio golden");
     let mut report = Vec::new();
-    let refused = replay_check(copy.path(), "g1", None, &BuiltinAgent, &mut report).await;
+    let refused = replay_check(
+        copy.path(),
+        "g1",
+        None,
+        &BuiltinAgent::default(),
+        &mut report,
+    )
+    .await;
     let report = String::from_utf8(report).unwrap();
     assert!(
         matches!(refused, Err(ToolError::Differs(n)) if n > 0),
@@ -162,7 +177,8 @@ async fn the_check_tells_a_different_agent_from_the_one_that_served() {
 async fn a_live_conversation_checks_the_same_as_it_streamed() {
     let dir = scratch();
     let (ledger, _) = open(dir.path());
-    let (addr, server) = start_with_agent(ledger, quick_studio(), Arc::new(BuiltinAgent)).await;
+    let (addr, server) =
+        start_with_agent(ledger, quick_studio(), Arc::new(BuiltinAgent::default())).await;
     let client = StudioClient::new(addr, "live");
     let plan = last(
         &client,
@@ -173,9 +189,15 @@ async fn a_live_conversation_checks_the_same_as_it_streamed() {
     last(&client, "/api/studio/interrupt", &answer(&plan, "approve")).await;
     server.stop().await;
     let mut report = Vec::new();
-    replay_check(dir.path(), CONVERSATION, None, &BuiltinAgent, &mut report)
-        .await
-        .unwrap();
+    replay_check(
+        dir.path(),
+        CONVERSATION,
+        None,
+        &BuiltinAgent::default(),
+        &mut report,
+    )
+    .await
+    .unwrap();
     let report = String::from_utf8(report).unwrap();
     assert_eq!(
         report.lines().filter(|l| l.ends_with(": same")).count(),

@@ -156,3 +156,58 @@ async fn with_no_seed_kept_the_turn_runs_from_the_question_alone() {
     assert_eq!(plan["steps"][0]["args"]["indicator"], "population");
     assert_eq!(plan["steps"][0]["args"]["places"], json!(["JPN"]));
 }
+
+/// A catalogue whose Search cannot be reached for seeds.
+struct SearchDown;
+
+impl ledgerwire::agent::builtin::seeds::ResolveDefinition for SearchDown {
+    fn resolve_definition(
+        &self,
+        _spec_id: &str,
+        _definition: &Value,
+    ) -> ledgerwire::agent::builtin::seeds::Resolution {
+        ledgerwire::agent::builtin::seeds::Resolution::Unavailable
+    }
+}
+
+impl ledgerwire::agent::builtin::CatalogueSearch for SearchDown {
+    fn search(&self, text: &str) -> Vec<ledgerwire::agent::builtin::data::Indicator> {
+        ledgerwire::agent::builtin::Bundled.search(text)
+    }
+}
+
+#[tokio::test]
+async fn when_search_cannot_be_reached_every_seed_and_the_seeds_step_fail() {
+    use std::sync::Arc;
+
+    use ledgerwire::agent::builtin::{BuiltinAgent, Bundled};
+
+    use crate::support::{StudioClient, open, quick_studio, scratch, start_with_agent};
+
+    let agent =
+        BuiltinAgent::with_services(Arc::new(SearchDown), Arc::new(Bundled), Arc::new(Bundled));
+    let dir = scratch();
+    let (ledger, _) = open(dir.path());
+    let (addr, _server) = start_with_agent(ledger, quick_studio(), Arc::new(agent)).await;
+    let client = StudioClient::new(addr, "seeds");
+    let seeds = json!([
+        {"spec": {"spec_id": "population", "definition": {}}},
+        {"spec": {"spec_id": "fertility_rate", "definition": {}}}
+    ]);
+    let frames = client
+        .stream(
+            "/api/studio/turn",
+            &seeded_turn("sd4", "Population of Japan in 2007", seeds),
+        )
+        .await;
+    assert_eq!(
+        step_outcomes(&frames),
+        owned(&[
+            ("seed-1", "failed", "service_unavailable"),
+            ("seed-2", "failed", "service_unavailable"),
+            ("seeds", "failed", "service_unavailable"),
+        ])
+    );
+    assert!(deltas(&frames).starts_with("No dataset from Search could be used"));
+    assert_eq!(frames.last().unwrap()["event"], "plan.proposed");
+}

@@ -15,6 +15,8 @@ pub mod seeds;
 pub mod sentences;
 pub mod understand;
 
+use std::sync::Arc;
+
 use serde_json::json;
 
 use super::frames::{done, message_complete as text, message_delta as delta};
@@ -119,9 +121,37 @@ impl PresentationService for Bundled {
     }
 }
 
-/// The built-in agent: the default of `serve`.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BuiltinAgent;
+/// The built-in agent: the default of `serve`. Its turn flows reach the
+/// catalogue, the data and the presentation only through the three
+/// service traits ([`Bundled`] by default); the planner and the sentences
+/// read the bundled dataset's metadata (names, types, years) directly.
+#[derive(Clone)]
+pub struct BuiltinAgent {
+    search: Arc<dyn CatalogueSearch>,
+    data: Arc<dyn DataService>,
+    present: Arc<dyn PresentationService>,
+}
+
+impl Default for BuiltinAgent {
+    fn default() -> Self {
+        Self::with_services(Arc::new(Bundled), Arc::new(Bundled), Arc::new(Bundled))
+    }
+}
+
+impl BuiltinAgent {
+    /// The agent over other implementations of its services.
+    pub fn with_services(
+        search: Arc<dyn CatalogueSearch>,
+        data: Arc<dyn DataService>,
+        present: Arc<dyn PresentationService>,
+    ) -> Self {
+        Self {
+            search,
+            data,
+            present,
+        }
+    }
+}
 
 fn suggestions(items: Vec<String>) -> Frame {
     Frame::Suggestions(Suggestions {
@@ -450,7 +480,7 @@ impl BuiltinAgent {
     /// A turn's first segment: the seed node when seeds were posted, then
     /// the turn itself.
     fn start(&self, context: &TurnContext) -> Vec<Frame> {
-        let node = seeds::take_seeds(context.request.seed_spec.as_ref(), &Bundled);
+        let node = seeds::take_seeds(context.request.seed_spec.as_ref(), self.search.as_ref());
         let Some(node) = node else {
             return self.unseeded_start(context, None);
         };
@@ -533,7 +563,7 @@ impl BuiltinAgent {
             }
             Resolution::Ask(asks) => {
                 let mut picks = Picks::default();
-                apply_recommended(&asks, &mut picks);
+                apply_recommended(self.search.as_ref(), &asks, &mut picks);
                 match planner::resolve(data, u, None, &picks) {
                     Resolution::Ready(q) => q,
                     _ => return closing(planner::help_text(), Vec::new()),
@@ -548,7 +578,7 @@ impl BuiltinAgent {
             &sentences::fetch_label(data, &query),
             None,
         )];
-        match Bundled.compute(&query) {
+        match self.data.compute(&query) {
             Some(outcome) => {
                 frames.push(step(
                     1,
@@ -557,7 +587,7 @@ impl BuiltinAgent {
                     &sentences::fetch_label(data, &query),
                     None,
                 ));
-                frames.push(Frame::ComponentCreated(Bundled.created(
+                frames.push(Frame::ComponentCreated(self.present.created(
                     &query,
                     &outcome,
                     component_id(context.turn, 1, &query),
@@ -604,7 +634,7 @@ impl BuiltinAgent {
                 closing("You rejected the plan, so I computed nothing.".to_owned(), chips)
             }
             (Frame::ElicitationRequest(_), _) => {
-                let node = seeds::take_seeds(context.request.seed_spec.as_ref(), &Bundled);
+                let node = seeds::take_seeds(context.request.seed_spec.as_ref(), self.search.as_ref());
                 let u = seeded(understand(&context.request.message), node.as_ref());
                 let base = context
                     .request
@@ -612,7 +642,7 @@ impl BuiltinAgent {
                     .as_ref()
                     .and_then(|c| query_of_component(c.component_id.as_str()))
                     .or_else(|| u.reference.and_then(|_| latest_query(context)));
-                let picks = picks_from(context, &u, base.as_ref());
+                let picks = picks_from(self.search.as_ref(), context, &u, base.as_ref());
                 let mut frames = match planner::resolve(data, &u, base.as_ref(), &picks) {
                     Resolution::Ready(query) => vec![
                         delta("Thanks, that settles it.".to_owned()),
@@ -640,7 +670,7 @@ impl BuiltinAgent {
             Resolution::Ready(q) => q,
             Resolution::Ask(asks) => {
                 let mut picks = Picks::default();
-                apply_recommended(&asks, &mut picks);
+                apply_recommended(self.search.as_ref(), &asks, &mut picks);
                 match planner::resolve(data, &u, Some(&base), &picks) {
                     Resolution::Ready(q) => q,
                     _ => base.clone(),
@@ -712,7 +742,7 @@ impl BuiltinAgent {
         let mut frames = Vec::new();
         let fetch = sentences::fetch_label(data, query);
         let missing = planner::missing_places(data, query);
-        let outcome = Bundled.compute(query);
+        let outcome = self.data.compute(query);
         frames.push(step(1, StepStatus::Running, "data.fetch", &fetch, None));
         let mut n = 1;
         match (&outcome, missing.is_empty()) {
@@ -779,7 +809,7 @@ impl BuiltinAgent {
             &draw,
             None,
         ));
-        frames.push(Frame::ComponentCreated(Bundled.created(
+        frames.push(Frame::ComponentCreated(self.present.created(
             query,
             &outcome,
             component_id(context.turn, 1, query),
@@ -876,7 +906,7 @@ impl BuiltinAgent {
             "Apply the edit",
             None,
         ));
-        let Some(outcome) = Bundled.compute(&query) else {
+        let Some(outcome) = self.data.compute(&query) else {
             frames.push(step(
                 2,
                 StepStatus::Failed,
@@ -935,7 +965,7 @@ impl BuiltinAgent {
             None,
         ));
         let valid_window = query.from <= query.to;
-        match Bundled.compute(query).filter(|_| valid_window) {
+        match self.data.compute(query).filter(|_| valid_window) {
             Some(outcome) => {
                 frames.push(step(
                     2,
@@ -944,7 +974,7 @@ impl BuiltinAgent {
                     "Rebuild the card",
                     None,
                 ));
-                frames.push(Frame::ComponentCreated(Bundled.created(
+                frames.push(Frame::ComponentCreated(self.present.created(
                     query,
                     &outcome,
                     component_id(context.turn, 1, query),
@@ -1046,11 +1076,11 @@ fn elicitation(asks: &[Ambiguity]) -> Frame {
     })
 }
 
-fn apply_pick(slot: &Slot, value: &str, picks: &mut Picks) {
+fn apply_pick(search: &dyn CatalogueSearch, slot: &Slot, value: &str, picks: &mut Picks) {
     match slot {
         Slot::Indicator => {
             picks.indicator = picks.indicator.or_else(|| {
-                Indicator::from_key(value).or_else(|| Bundled.search(value).first().copied())
+                Indicator::from_key(value).or_else(|| search.search(value).first().copied())
             })
         }
         Slot::Place(n) => {
@@ -1069,10 +1099,10 @@ fn apply_pick(slot: &Slot, value: &str, picks: &mut Picks) {
     }
 }
 
-fn apply_recommended(asks: &[Ambiguity], picks: &mut Picks) {
+fn apply_recommended(search: &dyn CatalogueSearch, asks: &[Ambiguity], picks: &mut Picks) {
     for a in asks {
         if let Some((key, _)) = a.options.first() {
-            apply_pick(&a.slot, key, picks);
+            apply_pick(search, &a.slot, key, picks);
         }
     }
 }
@@ -1081,7 +1111,12 @@ fn apply_recommended(asks: &[Ambiguity], picks: &mut Picks) {
 /// elicitation was asked from the same question, so its i-th question is
 /// the i-th open ambiguity at that point. A skip takes the recommended
 /// option (the planner plans on without a pick).
-fn picks_from(context: &TurnContext, u: &Understanding, base: Option<&Query>) -> Picks {
+fn picks_from(
+    search: &dyn CatalogueSearch,
+    context: &TurnContext,
+    u: &Understanding,
+    base: Option<&Query>,
+) -> Picks {
     let data = Dataset::bundled();
     let mut picks = Picks::default();
     for answered in &context.answers {
@@ -1105,17 +1140,17 @@ fn picks_from(context: &TurnContext, u: &Understanding, base: Option<&Query>) ->
                 (Decision::Answer, Some(Answer::Text { text })) => text.clone(),
                 _ => ask.options.first().map(|o| o.0.clone()).unwrap_or_default(),
             };
-            apply_pick(&ask.slot, &value, &mut picks);
+            apply_pick(search, &ask.slot, &value, &mut picks);
         }
         if (picks.indicator, picks.places.len()) == before {
             // A free-text answer named nothing usable: take the recommendation.
-            apply_recommended(&asks, &mut picks);
+            apply_recommended(search, &asks, &mut picks);
         }
     }
     // Whatever is still open after the answers is settled by recommendation,
     // so a turn never asks the same thing twice.
     if let Resolution::Ask(asks) = planner::resolve(data, u, base, &picks) {
-        apply_recommended(&asks, &mut picks);
+        apply_recommended(search, &asks, &mut picks);
     }
     picks
 }
@@ -1134,7 +1169,7 @@ impl Agent for BuiltinAgent {
 /// Runs one segment synchronously and returns its frames (benches, tests).
 pub fn segment_frames(context: &TurnContext) -> Vec<Frame> {
     match context.answers.last() {
-        None => BuiltinAgent.start(context),
-        Some(last) => BuiltinAgent.resume(context, last),
+        None => BuiltinAgent::default().start(context),
+        Some(last) => BuiltinAgent::default().resume(context, last),
     }
 }
