@@ -210,11 +210,10 @@ const STATEWIRE_GOLDEN: &str = concat!(
 /// Writes a Statewire thread through the real server: two acme-chat
 /// commands on one durable lane, with their document changes.
 async fn write_statewire_golden(dir: &Path) {
-    use crate::statewire::{PACKET_TIMEOUT, chat_client};
+    use crate::statewire::chat_client;
     use crate::support::{quick_studio, start_stoppable_studio};
     use ledgerwire::statewire::client::{Connection, Session};
     use ledgerwire::statewire::ids::ClientId;
-    use serde_json::json;
 
     let (ledger, _) = Ledger::open(dir.join("store"), OpenMode::CreateIfMissing).unwrap();
     let (addr, server) = start_stoppable_studio(ledger.clone(), quick_studio()).await;
@@ -223,14 +222,7 @@ async fn write_statewire_golden(dir: &Path) {
         .await
         .unwrap();
     for theme in ["dark", "light"] {
-        let seq = client
-            .invoke("acme-chat", "setTheme", vec![json!(theme)])
-            .await
-            .unwrap();
-        client
-            .answer("acme-chat", seq, PACKET_TIMEOUT)
-            .await
-            .unwrap();
+        crate::statewire::set_theme(&mut client, theme).await;
     }
     client.close().await;
     server.stop().await;

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use ledgerwire::statewire::client::{ClientConfig, ProtocolOfferConfig};
+use ledgerwire::statewire::client::{ClientConfig, Connection, ProtocolOfferConfig};
 use ledgerwire::statewire::packet::Packet;
 use ledgerwire::statewire::version::Version;
 
@@ -94,4 +94,19 @@ pub fn chat_client(addr: SocketAddr, thread: &str) -> ClientConfig {
         authorization: None,
         retry_for: Duration::from_millis(0),
     }
+}
+
+/// Runs acme-chat's `setTheme` and waits for its answer.
+pub async fn set_theme(
+    client: &mut Connection,
+    theme: &str,
+) -> ledgerwire::statewire::packet::Answer {
+    let seq = client
+        .invoke("acme-chat", "setTheme", vec![serde_json::json!(theme)])
+        .await
+        .expect("the command is sent");
+    client
+        .answer("acme-chat", seq, PACKET_TIMEOUT)
+        .await
+        .expect("an answer")
 }
