@@ -222,7 +222,13 @@ async fn write_statewire_golden(dir: &Path) {
         .await
         .unwrap();
     for theme in ["dark", "light"] {
-        crate::statewire::set_theme(&mut client, theme).await;
+        crate::statewire::call(
+            &mut client,
+            "acme-chat",
+            "setTheme",
+            vec![serde_json::json!(theme)],
+        )
+        .await;
     }
     client.close().await;
     server.stop().await;

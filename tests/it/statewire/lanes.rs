@@ -13,7 +13,7 @@ use ledgerwire::statewire::ids::{ClientId, ProtocolName, ThreadId};
 use ledgerwire::statewire::packet::{Command, FinCode, Packet};
 use serde_json::{Value, json};
 
-use super::{PACKET_TIMEOUT, chat_client, v};
+use super::{PACKET_TIMEOUT, call, chat_client, v};
 use crate::support::{open, scratch, start_server};
 
 fn session(id: &str) -> Session {
@@ -40,14 +40,7 @@ async fn duplicates_re_emit_the_retained_answer_with_its_original_contract() {
         .await
         .unwrap();
     assert_eq!(client.selection.version, v("2026-09-30"));
-    let seq = client
-        .invoke("acme-chat", "setTheme", vec![json!("dark")])
-        .await
-        .unwrap();
-    let first = client
-        .answer("acme-chat", seq, PACKET_TIMEOUT)
-        .await
-        .unwrap();
+    let first = call(&mut client, "acme-chat", "setTheme", vec![json!("dark")]).await;
     assert_eq!(first.contract.unwrap().wire, v("2026-09-30"));
     // Reattach under the newest wire version and re-send seq 1.
     let session = client.close().await;
@@ -92,11 +85,7 @@ async fn a_killed_client_replays_and_each_command_runs_exactly_once() {
     // Half the commands are sent and answered, the rest stored and sent
     // in one frame, and the client dies before reading anything more.
     for _ in 0..COMMANDS / 2 {
-        let seq = client.invoke("acme-chat", "bump", vec![]).await.unwrap();
-        client
-            .answer("acme-chat", seq, PACKET_TIMEOUT)
-            .await
-            .unwrap();
+        call(&mut client, "acme-chat", "bump", vec![]).await;
     }
     let mut burst = Vec::new();
     for _ in 0..COMMANDS / 2 {
@@ -168,45 +157,35 @@ async fn two_attaches_with_different_selections_see_consistent_state() {
     assert!(a.selection.get("acme-status").is_some());
     assert!(b.selection.get("acme-status").is_none());
 
-    let seq = a
-        .invoke("acme-chat", "setTheme", vec![json!("dark")])
-        .await
-        .unwrap();
-    a.answer("acme-chat", seq, PACKET_TIMEOUT).await.unwrap();
-    let seq = a
-        .invoke("acme-status", "setStatus", vec![json!("busy")])
-        .await
-        .unwrap();
-    a.answer("acme-status", seq, PACKET_TIMEOUT).await.unwrap();
+    call(&mut a, "acme-chat", "setTheme", vec![json!("dark")]).await;
+    call(&mut a, "acme-status", "setStatus", vec![json!("busy")]).await;
     // A keyed document, by a relative key, included by B only.
-    let seq = a
-        .invoke(
-            "acme-chat",
-            "post",
-            vec![json!([".", "msgs", "m1"]), json!("hello")],
-        )
-        .await
-        .unwrap();
-    a.answer("acme-chat", seq, PACKET_TIMEOUT).await.unwrap();
-    let seq = b
-        .invoke("acme-chat", "watch", vec![json!([".", "msgs", "m1"])])
-        .await
-        .unwrap();
-    b.answer("acme-chat", seq, PACKET_TIMEOUT).await.unwrap();
+    call(
+        &mut a,
+        "acme-chat",
+        "post",
+        vec![json!([".", "msgs", "m1"]), json!("hello")],
+    )
+    .await;
+    call(
+        &mut b,
+        "acme-chat",
+        "watch",
+        vec![json!([".", "msgs", "m1"])],
+    )
+    .await;
     assert_eq!(
         b.document("acme-chat", Some(&["s1", "msgs", "m1"])),
         Some(&json!({"text": "hello"})),
         "the relative key resolves against the thread"
     );
-    let seq = a
-        .invoke(
-            "acme-chat",
-            "post",
-            vec![json!(["s1", "msgs", "m1"]), json!("edited")],
-        )
-        .await
-        .unwrap();
-    a.answer("acme-chat", seq, PACKET_TIMEOUT).await.unwrap();
+    call(
+        &mut a,
+        "acme-chat",
+        "post",
+        vec![json!(["s1", "msgs", "m1"]), json!("edited")],
+    )
+    .await;
     b.until(PACKET_TIMEOUT, |b| {
         b.document("acme-chat", Some(&["s1", "msgs", "m1"])) == Some(&json!({"text": "edited"}))
     })
@@ -245,87 +224,85 @@ async fn synced_documents_and_context() {
         .unwrap();
     let prefs = "acme-chat/preferences";
     let code = |a: ledgerwire::statewire::packet::Answer| a.err.map(|e| e.code);
-    let seq = c.invoke(prefs, "patch", vec![json!([])]).await.unwrap();
     assert_eq!(
-        code(c.answer(prefs, seq, PACKET_TIMEOUT).await.unwrap()).as_deref(),
+        code(call(&mut c, prefs, "patch", vec![json!([])]).await).as_deref(),
         Some("no-document")
     );
-    let seq = c
-        .invoke(prefs, "set", vec![json!({"locale": "de", "list": []})])
-        .await
-        .unwrap();
     assert!(
-        c.answer(prefs, seq, PACKET_TIMEOUT)
-            .await
-            .unwrap()
-            .ok
-            .is_some()
-    );
-    let seq = c
-        .invoke(
+        call(
+            &mut c,
             prefs,
-            "patch",
-            vec![json!([{"op": "add", "path": ["list", "-"], "value": 1}])],
+            "set",
+            vec![json!({"locale": "de", "list": []})]
         )
         .await
-        .unwrap();
+        .ok
+        .is_some()
+    );
     assert!(
-        c.answer(prefs, seq, PACKET_TIMEOUT)
-            .await
-            .unwrap()
-            .ok
-            .is_some()
+        call(
+            &mut c,
+            prefs,
+            "patch",
+            vec![json!([{"op": "add", "path": ["list", "-"], "value": 1}])]
+        )
+        .await
+        .ok
+        .is_some()
     );
     assert_eq!(
         c.document(prefs, None),
         Some(&json!({"locale": "de", "list": [1]}))
     );
-    let seq = c
-        .invoke(prefs, "patch", vec![json!([{"op": "move", "path": []}])])
-        .await
-        .unwrap();
     assert_eq!(
-        code(c.answer(prefs, seq, PACKET_TIMEOUT).await.unwrap()).as_deref(),
+        code(
+            call(
+                &mut c,
+                prefs,
+                "patch",
+                vec![json!([{"op": "move", "path": []}])]
+            )
+            .await
+        )
+        .as_deref(),
         Some("invalid-patch")
     );
-    let seq = c
-        .invoke(
-            prefs,
-            "patch",
-            vec![json!([{"op": "remove", "path": ["missing"]}])],
-        )
-        .await
-        .unwrap();
     assert_eq!(
-        code(c.answer(prefs, seq, PACKET_TIMEOUT).await.unwrap()).as_deref(),
+        code(
+            call(
+                &mut c,
+                prefs,
+                "patch",
+                vec![json!([{"op": "remove", "path": ["missing"]}])]
+            )
+            .await
+        )
+        .as_deref(),
         Some("invalid-patch")
     );
     let big = "x".repeat(40 * 1024);
-    let seq = c
-        .invoke(
-            prefs,
-            "patch",
-            vec![json!([{"op": "add", "path": ["a"], "value": big}])],
-        )
-        .await
-        .unwrap();
     assert!(
-        c.answer(prefs, seq, PACKET_TIMEOUT)
-            .await
-            .unwrap()
-            .ok
-            .is_some()
-    );
-    let seq = c
-        .invoke(
+        call(
+            &mut c,
             prefs,
             "patch",
-            vec![json!([{"op": "add", "path": ["b"], "value": big}])],
+            vec![json!([{"op": "add", "path": ["a"], "value": big}])]
         )
         .await
-        .unwrap();
+        .ok
+        .is_some()
+    );
     assert_eq!(
-        code(c.answer(prefs, seq, PACKET_TIMEOUT).await.unwrap()).as_deref(),
+        code(
+            call(
+                &mut c,
+                prefs,
+                "patch",
+                vec![json!([{"op": "add", "path": ["b"], "value": big}])]
+            )
+            .await
+        )
+        .as_deref(),
         Some("oversized-document")
     );
     assert!(
@@ -337,11 +314,7 @@ async fn synced_documents_and_context() {
     c.set_context("acme-chat", json!({"locale": "fr"}))
         .await
         .unwrap();
-    let seq = c
-        .invoke("acme-chat", "setTheme", vec![json!("dark")])
-        .await
-        .unwrap();
-    let answer = c.answer("acme-chat", seq, PACKET_TIMEOUT).await.unwrap();
+    let answer = call(&mut c, "acme-chat", "setTheme", vec![json!("dark")]).await;
     assert_eq!(answer.ok, Some(json!({"theme": "dark", "locale": "fr"})));
     // An invalid context value ends the attach.
     c.set_context("acme-chat", json!({"locale": 5}))
@@ -370,8 +343,7 @@ async fn results_cursor_and_attacher_retirement() {
         .await
         .unwrap();
     for _ in 0..3 {
-        let seq = c.invoke("acme-chat", "bump", vec![]).await.unwrap();
-        c.answer("acme-chat", seq, PACKET_TIMEOUT).await.unwrap();
+        call(&mut c, "acme-chat", "bump", vec![]).await;
     }
     // Forget answer 3: the cursor says 2, so the hello carries answer 3.
     let mut session = c.close().await;

@@ -96,17 +96,19 @@ pub fn chat_client(addr: SocketAddr, thread: &str) -> ClientConfig {
     }
 }
 
-/// Runs acme-chat's `setTheme` and waits for its answer.
-pub async fn set_theme(
+/// Invokes a command and waits for its answer.
+pub async fn call(
     client: &mut Connection,
-    theme: &str,
+    protocol: &str,
+    method: &str,
+    params: Vec<serde_json::Value>,
 ) -> ledgerwire::statewire::packet::Answer {
     let seq = client
-        .invoke("acme-chat", "setTheme", vec![serde_json::json!(theme)])
+        .invoke(protocol, method, params)
         .await
         .expect("the command is sent");
     client
-        .answer("acme-chat", seq, PACKET_TIMEOUT)
+        .answer(protocol, seq, PACKET_TIMEOUT)
         .await
         .expect("an answer")
 }

@@ -206,7 +206,7 @@ async fn a_stopped_server_lets_go_of_the_store_once_its_websocket_clients_left()
     let mut client = Connection::connect(super::chat_client(addr, "t-leave"), session)
         .await
         .unwrap();
-    super::set_theme(&mut client, "dark").await;
+    super::call(&mut client, "acme-chat", "setTheme", vec![json!("dark")]).await;
     client.close().await;
     server.stop().await;
     // The store's lock goes with the last handle; opening waits a little
