@@ -211,3 +211,41 @@ async fn when_search_cannot_be_reached_every_seed_and_the_seeds_step_fail() {
     assert!(deltas(&frames).starts_with("No dataset from Search could be used"));
     assert_eq!(frames.last().unwrap()["event"], "plan.proposed");
 }
+
+#[tokio::test]
+async fn a_seeded_plan_keeps_its_dataset_through_a_switch_and_an_amendment() {
+    let (_dir, client) = builtin_server().await;
+    let seeds = json!([{"spec": {"spec_id": "life_expectancy",
+        "definition": {"place": {"role": "country", "members": ["country/KEN"]}}}}]);
+    let frames = client
+        .stream(
+            "/api/studio/turn",
+            &seeded_turn("sd5", "Show me this", seeds),
+        )
+        .await;
+    let mut plan = frames.last().unwrap().clone();
+    let interrupt = |plan: &Value, extra: Value| {
+        let mut body = json!({"kind": "interrupt.response", "conversation_id": "sd5",
+                              "interrupt_id": plan["interrupt_id"], "decision": "amend"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    for extra in [
+        json!({"switch": {"choice_id": "decision/chart", "option_id": "table"}}),
+        json!({"payload": "since 1990"}),
+    ] {
+        let frames = client
+            .stream("/api/studio/interrupt", &interrupt(&plan, extra))
+            .await;
+        plan = frames.last().unwrap().clone();
+        assert_eq!(plan["event"], "plan.proposed");
+        assert_eq!(
+            plan["steps"][0]["args"]["spec_id"], "life_expectancy",
+            "{plan}"
+        );
+        assert_eq!(plan["steps"][0]["args"]["seed"], 1);
+    }
+    assert_eq!(plan["steps"][0]["args"]["from"], 1990);
+}

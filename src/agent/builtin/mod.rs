@@ -160,16 +160,23 @@ fn suggestions(items: Vec<String>) -> Frame {
     })
 }
 
-fn step(n: usize, status: StepStatus, tool: &str, label: &str, failure: Option<&str>) -> Frame {
+/// An `activity.step` frame; a failure carries its code and the code's
+/// sentence.
+fn activity(id: &str, status: StepStatus, tool: &str, label: &str, failure: Option<&str>) -> Frame {
     Frame::ActivityStep(ActivityStep {
         seq: 0,
-        step_id: id!(ActivityStepId, "step-{n}"),
+        step_id: id!(ActivityStepId, "{id}"),
         status,
         tool: tool.to_owned(),
         label: label.to_owned(),
         detail: failure.map(|code| failure_detail(code).to_owned()),
         code: failure.map(str::to_owned),
     })
+}
+
+/// Step `n` of a run (`step-<n>`).
+fn step(n: usize, status: StepStatus, tool: &str, label: &str, failure: Option<&str>) -> Frame {
+    activity(&format!("step-{n}"), status, tool, label, failure)
 }
 
 /// One sentence per failure code.
@@ -250,16 +257,9 @@ fn recall_places(mut u: Understanding, context: &TurnContext) -> Understanding {
     u
 }
 
+/// A step of the seed node (`seed-<n>` or `seeds`).
 fn seed_step(id: &str, status: StepStatus, label: &str, failure: Option<&str>) -> Frame {
-    Frame::ActivityStep(ActivityStep {
-        seq: 0,
-        step_id: id!(ActivityStepId, "{id}"),
-        status,
-        tool: "search.seed".to_owned(),
-        label: label.to_owned(),
-        detail: failure.map(|code| failure_detail(code).to_owned()),
-        code: failure.map(str::to_owned),
-    })
+    activity(id, status, "search.seed", label, failure)
 }
 
 /// The seed node's frames: a step per seed, the seeds step counting the
@@ -350,6 +350,10 @@ fn seeded(mut u: Understanding, node: Option<&SeedNode>) -> Understanding {
         phrase: seed.reading.spec_id.clone(),
         indicators: vec![seed.reading.indicator],
     }];
+    u.seed = Some(understand::SeedSource {
+        spec_id: seed.reading.spec_id.clone(),
+        seed: seed.n,
+    });
     if u.places.is_empty() {
         u.places = seed
             .reading
@@ -379,24 +383,6 @@ fn seeded(mut u: Understanding, node: Option<&SeedNode>) -> Understanding {
         u.level = u.level.or(phrase.level);
     }
     u
-}
-
-/// Marks the plan's fetch with the kept seed it reads, so the card shows
-/// the data comes from Search's dataset with no search of its own.
-fn mark_seeded(frames: &mut [Frame], node: Option<&SeedNode>) {
-    let Some(seed) = node.and_then(|node| node.kept().next()) else {
-        return;
-    };
-    for frame in frames {
-        if let Frame::PlanProposed(plan) = frame
-            && let Some(args) = plan.steps.first_mut().and_then(|s| s.args.as_mut())
-            && args.get("indicator").and_then(serde_json::Value::as_str)
-                == Some(seed.reading.indicator.key())
-        {
-            args.insert("spec_id".to_owned(), json!(seed.reading.spec_id));
-            args.insert("seed".to_owned(), json!(seed.n));
-        }
-    }
 }
 
 /// A new version of `plan` for `query`: a note, `plan.versioned` naming
@@ -485,9 +471,7 @@ impl BuiltinAgent {
             return self.unseeded_start(context, None);
         };
         let mut frames = seed_frames(Dataset::bundled(), &node);
-        let mut rest = self.unseeded_start(context, Some(&node));
-        mark_seeded(&mut rest, Some(&node));
-        frames.extend(rest);
+        frames.extend(self.unseeded_start(context, Some(&node)));
         frames
     }
 
@@ -643,15 +627,13 @@ impl BuiltinAgent {
                     .and_then(|c| query_of_component(c.component_id.as_str()))
                     .or_else(|| u.reference.and_then(|_| latest_query(context)));
                 let picks = picks_from(self.search.as_ref(), context, &u, base.as_ref());
-                let mut frames = match planner::resolve(data, &u, base.as_ref(), &picks) {
+                match planner::resolve(data, &u, base.as_ref(), &picks) {
                     Resolution::Ready(query) => vec![
                         delta("Thanks, that settles it.".to_owned()),
                         Frame::PlanProposed(planner::plan_frame(data, &query, context.turn, 1, &context.request.message)),
                     ],
                     _ => closing(planner::help_text(), Vec::new()),
-                };
-                mark_seeded(&mut frames, node.as_ref());
-                frames
+                }
             }
             _ => closing(planner::help_text(), Vec::new()),
         }

@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::data::{Dataset, Indicator, Level, at_or_before};
 use super::sentences;
-use super::understand::{ChartKind, Operation, Time, Understanding};
+use super::understand::{ChartKind, Operation, SeedSource, Time, Understanding};
 use crate::studio::wire::ids::{ChoiceId, InterruptId, OptionId, PlanStepId, PlanVersionId};
 use crate::studio::wire::plan::{
     PlanAsk, PlanDecision, PlanDecisionOption, PlanOperation, PlanProposed, PlanRequirement,
@@ -47,6 +47,9 @@ pub struct Query {
     /// The years the question asked for, when the data's span moved them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub asked: Option<(i32, i32)>,
+    /// The seed from Search whose dataset the plan reads (no search).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<SeedSource>,
 }
 
 /// Which slot a clarifying question settles.
@@ -304,6 +307,8 @@ fn settle(
         to,
         chart,
         asked,
+        // A seed settles this indicator; an amendment keeps its plan's.
+        seed: u.seed.clone().or_else(|| same.and_then(|b| b.seed.clone())),
     }
 }
 
@@ -397,6 +402,7 @@ impl Query {
             to: to.parse().ok()?,
             chart: ChartKind::from_component_type(chart)?,
             asked: None,
+            seed: None,
         })
     }
 }
@@ -494,7 +500,7 @@ pub fn plan_frame(
     ask: &str,
 ) -> PlanProposed {
     let mut steps = Vec::new();
-    let fetch_args = json!({
+    let mut fetch_args = json!({
         "tool": "data.fetch",
         "indicator": query.indicator.key(),
         "places": if query.places.is_empty() { Value::Null } else { json!(query.places) },
@@ -502,6 +508,11 @@ pub fn plan_frame(
         "to": query.to,
         "place_types": query.level.is_some(),
     });
+    if let Some(seed) = &query.seed {
+        // Search's own dataset: the card shows it was fetched without a search.
+        fetch_args["spec_id"] = json!(seed.spec_id);
+        fetch_args["seed"] = json!(seed.seed);
+    }
     steps.push(PlanStep {
         id: id!(PlanStepId, "s1"),
         label: sentences::fetch_label(data, query),

@@ -154,6 +154,16 @@ pub struct Understanding {
     /// An unknown word where a place would stand ("population of
     /// guernsey"): the question likely names a place the data lacks.
     pub unknown_place: Option<String>,
+    /// The seed from Search that settled the indicator, if any.
+    pub seed: Option<SeedSource>,
+}
+
+/// A dataset handed over from Search: its `spec_id` and its position
+/// (from 1) in the turn's `seed_spec`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeedSource {
+    pub spec_id: String,
+    pub seed: usize,
 }
 
 impl Understanding {
