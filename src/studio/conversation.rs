@@ -198,7 +198,7 @@ impl Conversation {
 
 /// The members of a frame the fold reads; the rest is skipped unparsed.
 #[derive(Deserialize)]
-struct FrameHead {
+struct FrameHead<'a> {
     event: String,
     #[serde(default)]
     interrupt_id: Option<String>,
@@ -211,8 +211,10 @@ struct FrameHead {
     component_type: Option<String>,
     #[serde(default)]
     title: Option<String>,
-    #[serde(default)]
-    text: Option<String>,
+    /// Borrowed: only a `message.complete`'s text is kept, so the deltas
+    /// of a long answer are not copied as they are folded.
+    #[serde(default, borrow)]
+    text: Option<std::borrow::Cow<'a, str>>,
 }
 
 /// The conversation fold.
