@@ -84,14 +84,19 @@ pub const RECALL_TURNS_PER_CALL: usize = DIGEST_TURNS;
 
 /// Where the recall tool reads earlier turns: the conversation state.
 pub trait RecallStore: Send + Sync + std::fmt::Debug {
-    /// Earlier turns of the conversation, oldest first: turn 1 to the
-    /// turn before the one running.
-    fn past_turns(&self) -> Vec<PastTurn>;
+    /// Hands `visit` the conversation's earlier turns (those before the
+    /// one running), newest first, until it returns false; a turn is read
+    /// only when it is visited.
+    fn visit_newest_first(&self, visit: &mut dyn FnMut(PastTurn) -> bool);
 }
 
 impl RecallStore for Vec<PastTurn> {
-    fn past_turns(&self) -> Vec<PastTurn> {
-        self.clone()
+    fn visit_newest_first(&self, visit: &mut dyn FnMut(PastTurn) -> bool) {
+        for past in self.iter().rev() {
+            if !visit(past.clone()) {
+                break;
+            }
+        }
     }
 }
 
@@ -140,11 +145,7 @@ impl Recall {
     /// Up to [`RECALL_TURNS_PER_CALL`] turns older than `turn`, newest first.
     pub fn before(&self, turn: u32) -> Result<Vec<PastTurn>, RecallSpent> {
         self.spend()?;
-        let mut turns = self.store.past_turns();
-        turns.retain(|past| past.turn < turn);
-        turns.reverse();
-        turns.truncate(RECALL_TURNS_PER_CALL);
-        Ok(turns)
+        Ok(self.collect(|past| past.turn < turn))
     }
 
     /// Up to [`RECALL_TURNS_PER_CALL`] turns whose message, close or card
@@ -152,11 +153,19 @@ impl Recall {
     pub fn search(&self, text: &str) -> Result<Vec<PastTurn>, RecallSpent> {
         self.spend()?;
         let needle = text.to_lowercase();
-        let mut turns = self.store.past_turns();
-        turns.retain(|past| past.mentions(&needle));
-        turns.reverse();
-        turns.truncate(RECALL_TURNS_PER_CALL);
-        Ok(turns)
+        Ok(self.collect(|past| past.mentions(&needle)))
+    }
+
+    /// The newest turns `keep` accepts, at most one call's worth.
+    fn collect(&self, keep: impl Fn(&PastTurn) -> bool) -> Vec<PastTurn> {
+        let mut found = Vec::new();
+        self.store.visit_newest_first(&mut |past| {
+            if keep(&past) {
+                found.push(past);
+            }
+            found.len() < RECALL_TURNS_PER_CALL
+        });
+        found
     }
 }
 

@@ -674,11 +674,21 @@ impl std::fmt::Debug for LiveRecall {
 }
 
 impl RecallStore for LiveRecall {
-    fn past_turns(&self) -> Vec<PastTurn> {
-        self.studio
-            .fold(&self.stream)
-            .map(|folded| past_turns(&folded.state, self.turn))
-            .unwrap_or_default()
+    fn visit_newest_first(&self, visit: &mut dyn FnMut(PastTurn) -> bool) {
+        let Ok(folded) = self.studio.fold(&self.stream) else {
+            return;
+        };
+        let conversation = &folded.state;
+        let older = conversation
+            .turns
+            .iter()
+            .rev()
+            .filter(|t| t.turn < self.turn);
+        for past in older.filter_map(|past| past_turn(conversation, past)) {
+            if !visit(past) {
+                break;
+            }
+        }
     }
 }
 
