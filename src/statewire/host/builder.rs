@@ -1,0 +1,271 @@
+//! Registration: protocol definitions and the builder that validates
+//! them into a [`Host`].
+
+use super::*;
+
+/// A protocol registration.
+#[derive(Clone, Debug)]
+pub struct ProtocolDef {
+    name: String,
+    version: Version,
+    min_version: Version,
+    subprotocols: Vec<(String, Record)>,
+    requires: Vec<(String, Version, Version)>,
+    initial_main: Value,
+}
+
+impl ProtocolDef {
+    /// A protocol whose native (and only) version is `version`.
+    pub fn new(name: &str, version: Version) -> Self {
+        Self {
+            name: name.to_owned(),
+            version,
+            min_version: version,
+            subprotocols: Vec::new(),
+            requires: Vec::new(),
+            initial_main: Value::Object(Default::default()),
+        }
+    }
+
+    /// Oldest version served (adapters arrive in a later issue).
+    pub fn min_version(mut self, min: Version) -> Self {
+        self.min_version = min;
+        self
+    }
+
+    /// A child `<name>/<child>`, durable or ephemeral.
+    pub fn subprotocol(mut self, child: &str, record: Record) -> Self {
+        self.subprotocols.push((child.to_owned(), record));
+        self
+    }
+
+    /// A dependency: `protocol` must be selected with a version in range.
+    pub fn requires(mut self, protocol: &str, min: Version, max: Version) -> Self {
+        self.requires.push((protocol.to_owned(), min, max));
+        self
+    }
+
+    /// The main document's value before any command sets it.
+    pub fn initial_main(mut self, value: Value) -> Self {
+        self.initial_main = value;
+        self
+    }
+}
+
+/// Collects registrations; [`HostBuilder::build`] validates them.
+pub struct HostBuilder {
+    wire: (Version, Version),
+    protocols: Vec<ProtocolDef>,
+    handlers: Vec<(String, String, Handler)>,
+    validators: Vec<(String, ContextValidator)>,
+    listeners: Vec<(String, ContextListener)>,
+    synced: Vec<String>,
+    authenticator: Option<Authenticator>,
+}
+
+impl Default for HostBuilder {
+    fn default() -> Self {
+        Self {
+            wire: (WIRE_MIN, WIRE_MAX),
+            protocols: Vec::new(),
+            handlers: Vec::new(),
+            validators: Vec::new(),
+            listeners: Vec::new(),
+            synced: Vec::new(),
+            authenticator: None,
+        }
+    }
+}
+
+impl HostBuilder {
+    /// Narrows the served wire range (within 2026-09-30..=2026-11-02).
+    pub fn wire_range(mut self, min: Version, max: Version) -> Self {
+        self.wire = (min, max);
+        self
+    }
+
+    pub fn protocol(mut self, def: ProtocolDef) -> Self {
+        self.protocols.push(def);
+        self
+    }
+
+    /// Routes `method` on `protocol` (a parent or a child) to `handler`.
+    pub fn command(
+        mut self,
+        protocol: &str,
+        method: &str,
+        handler: impl Fn(&mut CommandContext<'_>, &[Value]) -> Result<Value, Rejection>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        self.handlers
+            .push((protocol.to_owned(), method.to_owned(), Arc::new(handler)));
+        self
+    }
+
+    /// Installs `set` and `patch` on an ephemeral subprotocol's main
+    /// document: a client-owned synced document.
+    pub fn synced_document(mut self, protocol: &str) -> Self {
+        self.synced.push(protocol.to_owned());
+        self.command(protocol, "set", synced_set)
+            .command(protocol, "patch", synced_patch)
+    }
+
+    pub fn context_validator(
+        mut self,
+        protocol: &str,
+        validator: impl Fn(&Value, Option<&Value>) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.validators
+            .push((protocol.to_owned(), Arc::new(validator)));
+        self
+    }
+
+    pub fn on_context(
+        mut self,
+        protocol: &str,
+        listener: impl Fn(&ContextChange) + Send + Sync + 'static,
+    ) -> Self {
+        self.listeners
+            .push((protocol.to_owned(), Arc::new(listener)));
+        self
+    }
+
+    pub fn authenticator(
+        mut self,
+        authenticate: impl Fn(&ThreadId, Option<&str>) -> Result<Option<String>, ()>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        self.authenticator = Some(Arc::new(authenticate));
+        self
+    }
+
+    /// Validates every registration and starts a host on `ledger`.
+    pub fn build(self, ledger: Ledger) -> Result<Host, HostError> {
+        let bad = |m: String| HostError::Registration(m);
+        let wire = VersionRange::new(self.wire.0, self.wire.1).map_err(|e| bad(e.to_string()))?;
+        if wire.min() < WIRE_MIN || wire.max() > WIRE_MAX {
+            return Err(bad(format!(
+                "this build serves wire versions {WIRE_MIN}..={WIRE_MAX} only"
+            )));
+        }
+        let mut protocols: BTreeMap<ProtocolName, ProtocolInfo> = BTreeMap::new();
+        let mut support = Support {
+            wire,
+            protocols: Vec::new(),
+        };
+        for def in &self.protocols {
+            let name = ProtocolName::new(def.name.as_str()).map_err(|e| bad(e.to_string()))?;
+            if name.parent().is_some() {
+                return Err(bad(format!("{name}: a parent name has no '/'")));
+            }
+            let range = VersionRange::new(def.min_version, def.version)
+                .map_err(|e| bad(format!("{name}: {e}")))?;
+            let mut subprotocols = Vec::new();
+            for (child, record) in &def.subprotocols {
+                if child.contains('/') {
+                    return Err(bad(format!("{name}/{child}: nested children")));
+                }
+                let full = name.child(child).map_err(|e| bad(e.to_string()))?;
+                subprotocols.push(SubprotocolSupport {
+                    name: child.clone(),
+                    record: *record,
+                });
+                protocols.insert(
+                    full,
+                    ProtocolInfo {
+                        record: *record,
+                        initial_main: Value::Object(Default::default()),
+                    },
+                );
+            }
+            let requires = def
+                .requires
+                .iter()
+                .map(|(dep, min, max)| {
+                    let dep = ProtocolName::new(dep.as_str()).map_err(|e| bad(e.to_string()))?;
+                    let range =
+                        VersionRange::new(*min, *max).map_err(|e| bad(format!("{name}: {e}")))?;
+                    Ok((dep, range))
+                })
+                .collect::<Result<Vec<_>, HostError>>()?;
+            if protocols
+                .insert(
+                    name.clone(),
+                    ProtocolInfo {
+                        record: Record::Durable,
+                        initial_main: def.initial_main.clone(),
+                    },
+                )
+                .is_some()
+            {
+                return Err(bad(format!("{name} is registered twice")));
+            }
+            support.protocols.push(ProtocolSupport {
+                name,
+                range,
+                subprotocols,
+                requires,
+            });
+        }
+        for p in &support.protocols {
+            for (dep, _) in &p.requires {
+                if !support.protocols.iter().any(|q| &q.name == dep) {
+                    return Err(bad(format!("{} requires unregistered {dep}", p.name)));
+                }
+            }
+        }
+        let known = |protocol: &str| -> Result<ProtocolName, HostError> {
+            let name = ProtocolName::new(protocol).map_err(|e| bad(e.to_string()))?;
+            if !protocols.contains_key(&name) {
+                return Err(bad(format!("{name} is not registered")));
+            }
+            Ok(name)
+        };
+        for synced in &self.synced {
+            let name = known(synced)?;
+            if protocols.get(&name).map(|p| p.record) != Some(Record::Ephemeral) {
+                return Err(bad(format!(
+                    "{name}: a synced document needs an ephemeral protocol"
+                )));
+            }
+        }
+        let mut handlers = HashMap::new();
+        for (protocol, method, handler) in self.handlers {
+            let name = known(&protocol)?;
+            if handlers.insert((name, method.clone()), handler).is_some() {
+                return Err(bad(format!("{protocol}.{method} is registered twice")));
+            }
+        }
+        let mut validators = HashMap::new();
+        for (protocol, validator) in self.validators {
+            validators.insert(known(&protocol)?, validator);
+        }
+        let mut listeners: HashMap<ProtocolName, Vec<ContextListener>> = HashMap::new();
+        for (protocol, listener) in self.listeners {
+            listeners
+                .entry(known(&protocol)?)
+                .or_default()
+                .push(listener);
+        }
+        Ok(Host {
+            inner: Arc::new(Inner {
+                lanes: FoldCache::new(ledger.clone()),
+                documents: FoldCache::new(ledger.clone()),
+                ledger,
+                support,
+                protocols,
+                handlers,
+                validators,
+                listeners,
+                authenticator: self.authenticator,
+                threads: Mutex::new(HashMap::new()),
+                leases: Mutex::new(HashMap::new()),
+                next_attach: AtomicU64::new(1),
+            }),
+        })
+    }
+}

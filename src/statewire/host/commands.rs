@@ -1,0 +1,582 @@
+//! Statements: admission on durable and ephemeral lanes, execution,
+//! durable document commits, answers and crash recovery.
+
+use super::*;
+
+impl Host {
+    /// Handles one frame from `attach`. A violation is returned for the
+    /// transport to end the attach with; statements before it stand.
+    pub async fn submit(&self, attach: &Arc<Attach>, frame: Frame) -> Result<(), FrameViolation> {
+        if attach.is_closed() {
+            return Err(FrameViolation {
+                code: FinCode::UnknownLease,
+                message: "the attach has ended".into(),
+            });
+        }
+        crate::statewire::packet::check_frame(&frame)?;
+        for entry in &frame.ctx {
+            self.check_context(&attach.selection, entry)?;
+        }
+        for entry in &frame.ctx {
+            self.install_context(attach, entry);
+        }
+        // Runs of consecutive commands on one protocol are one batch.
+        let mut commands = frame.cmd.into_iter().peekable();
+        while let Some(first) = commands.next() {
+            let mut run = vec![first];
+            while let Some(next) = commands.next_if(|c| c.protocol == run[0].protocol) {
+                run.push(next);
+            }
+            let protocol = run[0].protocol.clone();
+            match attach.selection.get(protocol.as_str()).map(|p| p.record) {
+                None => {
+                    let ans = run
+                        .iter()
+                        .map(|c| {
+                            answer(
+                                &c.protocol,
+                                c.seq,
+                                Err(Rejection::new(
+                                    "unselected-protocol",
+                                    format!("{} is not selected on this attach", c.protocol),
+                                )),
+                                None,
+                            )
+                        })
+                        .collect();
+                    self.send(
+                        attach,
+                        Packet {
+                            ans,
+                            ..Packet::default()
+                        },
+                    );
+                }
+                Some(Record::Ephemeral) => {
+                    for command in run {
+                        if let Some(answer) = self.run_ephemeral(attach, command).await? {
+                            self.flush_attach(attach, vec![answer], Vec::new());
+                        }
+                    }
+                }
+                Some(Record::Durable) => self.run_durable(attach, &protocol, run).await?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one command on an ephemeral lane; `None` when there is
+    /// nothing to answer.
+    pub(super) async fn run_ephemeral(
+        &self,
+        attach: &Arc<Attach>,
+        command: Command,
+    ) -> Result<Option<Answer>, FrameViolation> {
+        {
+            let mut state = lock(&attach.state);
+            let lane = state.lanes.entry(command.protocol.clone()).or_default();
+            if command.seq <= lane.watermark {
+                return Ok(Some(
+                    lane.answers.get(&command.seq).cloned().unwrap_or_else(|| {
+                        answer(&command.protocol, command.seq, Err(expired()), None)
+                    }),
+                ));
+            }
+            if command.seq != lane.watermark + 1 {
+                return Err(gap(&command.protocol, lane.watermark, command.seq));
+            }
+            lane.watermark = command.seq;
+        }
+        let contract = attach.contract(&command.protocol);
+        let thread = attach.thread.clone();
+        let outcome = {
+            let _exec = thread.exec.lock().await;
+            let documents =
+                self.inner
+                    .documents
+                    .state(&thread.documents)
+                    .map_err(|e| FrameViolation {
+                        code: FinCode::ServerError,
+                        message: e.to_string(),
+                    })?;
+            let (outcome, _) = self
+                .execute_once(
+                    &thread,
+                    &attach.client,
+                    attach.principal.clone(),
+                    &command.protocol,
+                    contract.unwrap_or(Contract {
+                        wire: attach.selection.wire,
+                        version: attach.selection.wire,
+                    }),
+                    &command.method,
+                    &command.params,
+                    Some(attach),
+                    &documents.state,
+                )
+                .map_err(|e| FrameViolation {
+                    code: FinCode::ServerError,
+                    message: e.to_string(),
+                })?;
+            outcome
+        };
+        let reply = answer(&command.protocol, command.seq, outcome, contract);
+        let mut state = lock(&attach.state);
+        let lane = state.lanes.entry(command.protocol.clone()).or_default();
+        lane.answers.insert(command.seq, reply.clone());
+        while lane.answers.len() > crate::statewire::records::MAX_RETAINED_ANSWERS_PER_LANE {
+            lane.answers.pop_first();
+        }
+        Ok(Some(reply))
+    }
+
+    pub(super) fn lane_lock(
+        &self,
+        thread: &Thread,
+        client: &ClientId,
+        protocol: &ProtocolName,
+    ) -> Arc<tokio::sync::Mutex<bool>> {
+        let mut lanes = lock(&thread.lanes);
+        if lanes.len() >= MAX_LANE_LOCKS_PER_THREAD {
+            lanes.retain(|_, l| Arc::strong_count(l) > 1);
+        }
+        lanes
+            .entry((client.clone(), protocol.clone()))
+            .or_insert_with(|| Arc::new(tokio::sync::Mutex::new(false)))
+            .clone()
+    }
+
+    /// Finishes the lane's admitted-but-unanswered commands (left by a
+    /// crash), without an attach, under their recorded contracts.
+    pub(super) async fn recover_lane(
+        &self,
+        thread: &Arc<Thread>,
+        client: &ClientId,
+        protocol: &ProtocolName,
+        stream: &StreamKey,
+    ) -> Result<(), HostError> {
+        let lane_lock = self.lane_lock(thread, client, protocol);
+        let mut recovered = lane_lock.lock().await;
+        if *recovered {
+            return Ok(());
+        }
+        self.finish_pending(thread, client, protocol, stream)
+            .await?;
+        *recovered = true;
+        Ok(())
+    }
+
+    pub(super) async fn finish_pending(
+        &self,
+        thread: &Arc<Thread>,
+        client: &ClientId,
+        protocol: &ProtocolName,
+        stream: &StreamKey,
+    ) -> Result<Vec<Answer>, HostError> {
+        let lane = self.inner.lanes.state(stream)?;
+        if lane.state.pending.is_empty() {
+            return Ok(Vec::new());
+        }
+        let pending: Vec<(u64, PendingCommand)> = lane
+            .state
+            .pending
+            .iter()
+            .map(|(s, p)| (*s, p.clone()))
+            .collect();
+        self.execute_admitted(thread, client, protocol, stream, pending, None)
+            .await
+    }
+
+    /// Admits, executes and answers a run of commands on a durable lane.
+    pub(super) async fn run_durable(
+        &self,
+        attach: &Arc<Attach>,
+        protocol: &ProtocolName,
+        run: Vec<Command>,
+    ) -> Result<(), FrameViolation> {
+        let server = |e: HostError| FrameViolation {
+            code: FinCode::ServerError,
+            message: e.to_string(),
+        };
+        let thread = attach.thread.clone();
+        let stream =
+            lane_stream(&thread.id, &attach.client, protocol).map_err(|e| server(e.into()))?;
+        let lane_lock = self.lane_lock(&thread, &attach.client, protocol);
+        let mut recovered = lane_lock.lock().await;
+        if !*recovered {
+            self.finish_pending(&thread, &attach.client, protocol, &stream)
+                .await
+                .map_err(server)?;
+            *recovered = true;
+        }
+        let contract = attach
+            .contract(protocol)
+            .ok_or_else(|| FrameViolation::invalid("unselected"))?;
+        let mut violation = None;
+        for attempt in 0.. {
+            let lane = self
+                .inner
+                .lanes
+                .state(&stream)
+                .map_err(|e| server(e.into()))?;
+            let mut duplicates = Vec::new();
+            let mut fresh = Vec::new();
+            let mut next = lane.state.watermark + 1;
+            for command in &run {
+                if command.seq < next && fresh.is_empty() {
+                    duplicates.push(match lane.state.answers.get(&command.seq) {
+                        Some(retained) => retained_answer(protocol, command.seq, retained),
+                        None => answer(protocol, command.seq, Err(expired()), None),
+                    });
+                } else if command.seq == next {
+                    fresh.push(command);
+                    next += 1;
+                } else {
+                    violation = Some(gap(protocol, next - 1, command.seq));
+                    break;
+                }
+            }
+            if !duplicates.is_empty() {
+                self.send(
+                    attach,
+                    Packet {
+                        ans: duplicates,
+                        ..Packet::default()
+                    },
+                );
+            }
+            if fresh.is_empty() {
+                break;
+            }
+            let records: Vec<_> = fresh
+                .iter()
+                .map(|c| {
+                    CommandAdmitted {
+                        client: attach.client.to_string(),
+                        protocol: protocol.to_string(),
+                        seq: c.seq,
+                        method: c.method.clone(),
+                        params: Value::Array(c.params.clone()).to_string(),
+                        wire_version: contract.wire.to_string(),
+                        protocol_version: contract.version.to_string(),
+                        attach: attach.id,
+                        attacher: attach.attacher.as_ref().map(|a| a.to_string()),
+                        principal: attach.principal.clone(),
+                    }
+                    .to_record()
+                })
+                .collect();
+            let admitted = self
+                .inner
+                .ledger
+                .append(
+                    &stream,
+                    ExpectedPosition::Exactly(lane.position),
+                    records,
+                    Durability::Durable,
+                )
+                .await;
+            match admitted {
+                Ok(_) => {}
+                Err(LedgerError::Conflict { .. }) if attempt + 1 < MAX_ADMIT_ATTEMPTS => {
+                    // Another host admitted on this lane: look again.
+                    violation = None;
+                    continue;
+                }
+                Err(error) => return Err(server(error.into())),
+            }
+            let watermark = next - 1;
+            self.send(
+                attach,
+                Packet {
+                    dur: vec![Dur {
+                        protocol: protocol.clone(),
+                        seq: watermark,
+                    }],
+                    ..Packet::default()
+                },
+            );
+            let pending: Vec<(u64, PendingCommand)> = fresh
+                .iter()
+                .map(|c| {
+                    (
+                        c.seq,
+                        PendingCommand {
+                            method: c.method.clone(),
+                            params: crate::statewire::records::Json(Value::Array(c.params.clone())),
+                            wire_version: contract.wire.to_string(),
+                            protocol_version: contract.version.to_string(),
+                            principal: attach.principal.clone(),
+                        },
+                    )
+                })
+                .collect();
+            let answers = self
+                .execute_admitted(
+                    &thread,
+                    &attach.client,
+                    protocol,
+                    &stream,
+                    pending,
+                    Some(attach),
+                )
+                .await
+                .map_err(server)?;
+            self.flush_attach(attach, answers, Vec::new());
+            break;
+        }
+        drop(recovered);
+        match violation {
+            Some(v) => Err(v),
+            None => Ok(()),
+        }
+    }
+
+    /// Executes admitted commands in order, records their answers on the
+    /// lane (one durable append) and returns them.
+    pub(super) async fn execute_admitted(
+        &self,
+        thread: &Arc<Thread>,
+        client: &ClientId,
+        protocol: &ProtocolName,
+        stream: &StreamKey,
+        pending: Vec<(u64, PendingCommand)>,
+        attach: Option<&Arc<Attach>>,
+    ) -> Result<Vec<Answer>, HostError> {
+        let mut records = Vec::new();
+        let mut answers = Vec::new();
+        for (seq, command) in pending {
+            let contract = Contract {
+                wire: Version::parse(&command.wire_version).unwrap_or(WIRE_MIN),
+                version: Version::parse(&command.protocol_version).unwrap_or(WIRE_MIN),
+            };
+            let params = match &command.params.0 {
+                Value::Array(items) => items.clone(),
+                other => vec![other.clone()],
+            };
+            let outcome = self
+                .execute_durable(
+                    thread,
+                    client,
+                    command.principal.clone(),
+                    protocol,
+                    seq,
+                    contract,
+                    &command.method,
+                    &params,
+                    attach,
+                )
+                .await?;
+            let (ok, text) = outcome_json(&outcome);
+            records.push(
+                CommandAnswered {
+                    seq,
+                    ok,
+                    answer: text,
+                }
+                .to_record(),
+            );
+            answers.push(answer(protocol, seq, outcome, Some(contract)));
+        }
+        if !records.is_empty() {
+            self.inner
+                .ledger
+                .append(stream, ExpectedPosition::Any, records, Durability::Durable)
+                .await?;
+        }
+        Ok(answers)
+    }
+
+    /// Executes one admitted durable command and commits its document
+    /// changes with its answer; a command a crash left applied is not run
+    /// again: its recorded answer is returned.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn execute_durable(
+        &self,
+        thread: &Arc<Thread>,
+        client: &ClientId,
+        principal: Option<String>,
+        protocol: &ProtocolName,
+        seq: u64,
+        contract: Contract,
+        method: &str,
+        params: &[Value],
+        attach: Option<&Arc<Attach>>,
+    ) -> Result<Outcome, HostError> {
+        let _exec = thread.exec.lock().await;
+        for _ in 0..MAX_COMMIT_ATTEMPTS {
+            let documents = self.inner.documents.state(&thread.documents)?;
+            if let Some(applied) =
+                documents
+                    .state
+                    .applied_answer(client.as_str(), protocol.as_str(), seq)
+            {
+                return Ok(outcome_from(applied.ok, &applied.answer.0));
+            }
+            let (outcome, changes) = self.execute_once(
+                thread,
+                client,
+                principal.clone(),
+                protocol,
+                contract,
+                method,
+                params,
+                attach,
+                &documents.state,
+            )?;
+            if changes.is_empty() {
+                return Ok(outcome);
+            }
+            let (ok, text) = outcome_json(&outcome);
+            let record = DocumentsCommitted {
+                cause: Some(CommandCause {
+                    client: client.to_string(),
+                    protocol: protocol.to_string(),
+                    seq,
+                    ok,
+                    answer: text,
+                }),
+                changes,
+            }
+            .to_record();
+            match self
+                .inner
+                .ledger
+                .append(
+                    &thread.documents,
+                    ExpectedPosition::Exactly(documents.position),
+                    vec![record],
+                    Durability::Durable,
+                )
+                .await
+            {
+                Ok(_) => {
+                    // The admitting attach gets these ops with the answer.
+                    self.flush_thread(thread, attach.map(|a| a.id))?;
+                    return Ok(outcome);
+                }
+                Err(LedgerError::Conflict { .. }) => continue,
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(Err(Rejection::new(
+            "busy",
+            "the thread's documents kept changing",
+        )))
+    }
+
+    /// Runs a handler once against `documents`; applies its attach
+    /// changes on success and returns its outcome and durable changes.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn execute_once(
+        &self,
+        thread: &Arc<Thread>,
+        client: &ClientId,
+        principal: Option<String>,
+        protocol: &ProtocolName,
+        contract: Contract,
+        method: &str,
+        params: &[Value],
+        attach: Option<&Arc<Attach>>,
+        documents: &DocumentsState,
+    ) -> Result<(Outcome, Vec<DocumentChange>), HostError> {
+        let is_connected = lock(&thread.attaches).values().any(|a| &a.client == client);
+        let (context, txn) = match attach {
+            Some(attach) if !attach.is_closed() => {
+                let state = lock(&attach.state);
+                (
+                    state.context.get(protocol).map(|(v, _)| v.clone()),
+                    Some(AttachTxn {
+                        thread: thread.id.clone(),
+                        selection: attach.selection.clone(),
+                        ephemeral: state.ephemeral.clone(),
+                        included: state.included.clone(),
+                    }),
+                )
+            }
+            _ => (None, None),
+        };
+        let mut ctx = CommandContext {
+            caller: Caller {
+                client_id: client.clone(),
+                auth: principal,
+                is_connected,
+            },
+            thread: &thread.id,
+            protocol,
+            contract,
+            context,
+            host: &self.inner,
+            documents,
+            staged: BTreeMap::new(),
+            attach: txn,
+        };
+        let outcome = match self
+            .inner
+            .handlers
+            .get(&(protocol.clone(), method.to_owned()))
+        {
+            Some(handler) => handler(&mut ctx, params),
+            None => Err(Rejection::new(
+                "unknown-method",
+                format!("{protocol} has no method {method}"),
+            )),
+        };
+        if outcome.is_err() {
+            return Ok((outcome, Vec::new()));
+        }
+        let changes: Vec<DocumentChange> = ctx
+            .staged
+            .into_iter()
+            .map(|((protocol, key), value)| DocumentChange {
+                protocol: protocol.to_string(),
+                key,
+                value: value.map(|v| v.to_string()),
+            })
+            .collect();
+        if let (Some(attach), Some(txn)) = (attach, ctx.attach) {
+            let mut state = lock(&attach.state);
+            state.ephemeral = txn.ephemeral;
+            state.included = txn.included;
+        }
+        Ok((outcome, changes))
+    }
+
+    /// Changes durable documents outside any command (application start,
+    /// background work) and flushes every attach of the thread.
+    pub async fn commit_documents(
+        &self,
+        thread: &str,
+        changes: Vec<(String, Option<Vec<String>>, Option<Value>)>,
+    ) -> Result<(), HostError> {
+        let thread_id =
+            ThreadId::new(thread).map_err(|e| HostError::Registration(e.to_string()))?;
+        let thread = self
+            .thread(&thread_id)
+            .map_err(|fin| HostError::Registration(fin.message))?;
+        let _exec = thread.exec.lock().await;
+        let changes = changes
+            .into_iter()
+            .map(|(protocol, key, value)| DocumentChange {
+                protocol,
+                key: key.map(|k| resolve_key(&thread.id, k)),
+                value: value.map(|v| v.to_string()),
+            })
+            .collect();
+        let record = DocumentsCommitted {
+            cause: None,
+            changes,
+        }
+        .to_record();
+        self.inner
+            .ledger
+            .append(
+                &thread.documents,
+                ExpectedPosition::Any,
+                vec![record],
+                Durability::Durable,
+            )
+            .await?;
+        self.flush_thread(&thread, None)
+    }
+}

@@ -1,0 +1,390 @@
+//! The Statewire host: the Rust API applications register protocols and
+//! command handlers with, and the engine behind both transports.
+//!
+//! Owns: attaches (selection, lease context, ephemeral documents and
+//! lanes, included keys, document table), admission of commands on
+//! durable lanes (a durable ledger append at the lane's exact head),
+//! execution (one command at a time per thread), durable document commits,
+//! answers, and flushing view diffs to every attach of a thread.
+//! Memory holds caches of the lane and document folds, plus the live
+//! attaches, which are ephemeral by nature.
+//! Must never: dispatch a command before its admission is on disk,
+//! dispatch an admitted command twice in one host, send an answer before
+//! it is recorded, or disclose supported ranges before authentication.
+
+mod attach;
+mod builder;
+mod commands;
+mod context;
+mod views;
+
+pub use attach::{AttachHandle, AttachRequest};
+pub use builder::{HostBuilder, ProtocolDef};
+pub use context::{AttachTxn, CommandContext, NoAttach};
+use context::{synced_patch, synced_set};
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::ledger::{
+    Durability, ExpectedPosition, FoldCache, Ledger, LedgerError, Payload, StreamKey,
+};
+use crate::statewire::ids::{AttacherId, ClientId, ProtocolName, ThreadId, random_hex};
+use crate::statewire::negotiation::{
+    self, NegotiationError, ProtocolSupport, Record, Selection, SubprotocolSupport, Support,
+};
+use crate::statewire::packet::{
+    Answer, Command, Contract, CtxEntry, Dur, Fin, FinCode, Frame, FrameViolation, Packet,
+    Rejection, Syn,
+};
+use crate::statewire::records::{
+    CommandAdmitted, CommandAnswered, CommandCause, DocumentChange, DocumentsCommitted,
+    DocumentsFold, DocumentsState, LaneFold, LaneState, PendingCommand, documents_stream,
+    lane_stream,
+};
+use crate::statewire::statepatch;
+use crate::statewire::version::{Version, VersionRange};
+use crate::statewire::view::{DocIdentity, DocTable, View};
+
+/// Oldest wire version this host serves.
+pub const WIRE_MIN: Version = Version::ymd(2026, 9, 30);
+/// Native wire version.
+pub const WIRE_MAX: Version = Version::ymd(2026, 11, 2);
+/// First wire version with the attach results cursor.
+pub const WIRE_RESULTS_CURSOR: Version = Version::ymd(2026, 11, 1);
+/// First wire version where every attach names its attacher.
+pub const WIRE_NAMED_ATTACHER: Version = Version::ymd(2026, 11, 2);
+
+/// Largest encoded document value (ephemeral or durable), in bytes.
+pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
+/// Most live attaches on one thread.
+pub const MAX_ATTACHES_PER_THREAD: usize = 4096;
+/// Packets queued for one attach before it is dropped as too slow.
+pub const MAX_QUEUED_PACKETS: usize = 1024;
+/// Most documents one command may change.
+pub const MAX_CHANGES_PER_COMMAND: usize = 8;
+/// Most ephemeral documents one attach may hold.
+pub const MAX_EPHEMERAL_DOCUMENTS: usize = 64;
+/// Most keyed documents one attach may include.
+pub const MAX_INCLUDED_DOCUMENTS: usize = 256;
+/// Most executions of one command when a concurrent commit (another host
+/// on the same ledger) moves the documents under it.
+pub const MAX_COMMIT_ATTEMPTS: usize = 8;
+/// Most admission attempts of one batch under concurrent admission.
+pub const MAX_ADMIT_ATTEMPTS: usize = 8;
+/// Lane locks kept per thread before idle ones are forgotten.
+pub const MAX_LANE_LOCKS_PER_THREAD: usize = 10_000;
+
+/// Why the host could not be built or could not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("registration: {0}")]
+    Registration(String),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+}
+
+/// Who sent a command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub client_id: ClientId,
+    /// The principal the admitting attach authenticated as.
+    pub auth: Option<String>,
+    /// Whether the client has a live attach on the thread.
+    pub is_connected: bool,
+}
+
+/// A context replacement, as delivered to context listeners.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextChange {
+    pub thread: ThreadId,
+    pub client: ClientId,
+    pub attach: u64,
+    pub protocol: ProtocolName,
+    pub previous: Option<Value>,
+    pub value: Value,
+    pub meta: Option<Value>,
+}
+
+/// A command handler: `params` in, a result or an application rejection out.
+pub type Handler =
+    Arc<dyn Fn(&mut CommandContext<'_>, &[Value]) -> Result<Value, Rejection> + Send + Sync>;
+/// Validates a context value (with its decoded meta) for a protocol.
+pub type ContextValidator = Arc<dyn Fn(&Value, Option<&Value>) -> Result<(), String> + Send + Sync>;
+/// Observes accepted context replacements.
+pub type ContextListener = Arc<dyn Fn(&ContextChange) + Send + Sync>;
+/// Maps a thread and the request's `Authorization` to a principal, or refuses.
+pub type Authenticator =
+    Arc<dyn Fn(&ThreadId, Option<&str>) -> Result<Option<String>, ()> + Send + Sync>;
+
+struct ProtocolInfo {
+    record: Record,
+    initial_main: Value,
+}
+
+/// The host. Cheap to clone.
+#[derive(Clone)]
+pub struct Host {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    ledger: Ledger,
+    support: Support,
+    /// Every protocol by full name (parents and children).
+    protocols: BTreeMap<ProtocolName, ProtocolInfo>,
+    handlers: HashMap<(ProtocolName, String), Handler>,
+    validators: HashMap<ProtocolName, ContextValidator>,
+    listeners: HashMap<ProtocolName, Vec<ContextListener>>,
+    authenticator: Option<Authenticator>,
+    lanes: FoldCache<LaneFold>,
+    documents: FoldCache<DocumentsFold>,
+    threads: Mutex<HashMap<ThreadId, Arc<Thread>>>,
+    leases: Mutex<HashMap<String, Arc<Attach>>>,
+    next_attach: AtomicU64,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Serialises admission on one durable lane; holds `true` once the
+/// lane's crash-interrupted commands are finished.
+type LaneLock = Arc<tokio::sync::Mutex<bool>>;
+
+/// One thread's live part.
+struct Thread {
+    id: ThreadId,
+    documents: StreamKey,
+    /// Serialises command execution and document commits on the thread.
+    exec: tokio::sync::Mutex<()>,
+    attaches: Mutex<BTreeMap<u64, Arc<Attach>>>,
+    /// Per durable lane: serialises admission; `true` once recovered.
+    lanes: Mutex<HashMap<(ClientId, ProtocolName), LaneLock>>,
+}
+
+/// One live attach.
+pub struct Attach {
+    pub id: u64,
+    thread: Arc<Thread>,
+    pub client: ClientId,
+    pub attacher: Option<AttacherId>,
+    pub principal: Option<String>,
+    pub selection: Selection,
+    pub lease: String,
+    sender: mpsc::Sender<Packet>,
+    closed: AtomicBool,
+    state: Mutex<AttachState>,
+}
+
+impl Attach {
+    pub fn thread(&self) -> &ThreadId {
+        &self.thread.id
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    fn contract(&self, protocol: &ProtocolName) -> Option<Contract> {
+        self.selection.get(protocol.as_str()).map(|p| Contract {
+            wire: self.selection.wire,
+            version: p.version,
+        })
+    }
+}
+
+#[derive(Default)]
+struct AttachState {
+    table: DocTable,
+    context: BTreeMap<ProtocolName, (Value, Option<Value>)>,
+    ephemeral: BTreeMap<DocIdentity, Value>,
+    included: BTreeSet<DocIdentity>,
+    lanes: BTreeMap<ProtocolName, EphemeralLane>,
+}
+
+#[derive(Default)]
+struct EphemeralLane {
+    watermark: u64,
+    answers: BTreeMap<u64, Answer>,
+}
+
+fn encoded_len(value: &Value) -> usize {
+    serde_json::to_vec(value).map_or(usize::MAX, |v| v.len())
+}
+
+fn oversized() -> Rejection {
+    Rejection::new(
+        "oversized-document",
+        format!("documents are limited to {MAX_DOCUMENT_BYTES} bytes"),
+    )
+}
+
+/// Replaces a leading `"."` with the thread's canonical prefix.
+pub fn resolve_key(thread: &ThreadId, key: Vec<String>) -> Vec<String> {
+    match key.split_first() {
+        Some((first, rest)) if first == "." => std::iter::once(thread.to_string())
+            .chain(rest.iter().cloned())
+            .collect(),
+        _ => key,
+    }
+}
+
+/// The outcome of executing one command.
+type Outcome = Result<Value, Rejection>;
+
+fn answer(
+    protocol: &ProtocolName,
+    seq: u64,
+    outcome: Outcome,
+    contract: Option<Contract>,
+) -> Answer {
+    let (ok, err) = match outcome {
+        Ok(value) => (Some(value), None),
+        Err(rejection) => (None, Some(rejection)),
+    };
+    Answer {
+        protocol: protocol.clone(),
+        seq,
+        ok,
+        err,
+        contract,
+    }
+}
+
+fn outcome_json(outcome: &Outcome) -> (bool, String) {
+    match outcome {
+        Ok(value) => (true, value.to_string()),
+        Err(rejection) => (
+            false,
+            serde_json::to_string(rejection).unwrap_or_else(|_| "{}".into()),
+        ),
+    }
+}
+
+fn outcome_from(ok: bool, value: &Value) -> Outcome {
+    if ok {
+        Ok(value.clone())
+    } else {
+        Err(serde_json::from_value(value.clone())
+            .unwrap_or_else(|_| Rejection::new("unreadable-answer", "")))
+    }
+}
+
+fn server_fin(error: impl std::fmt::Display) -> Fin {
+    tracing::error!(%error, "statewire host failure");
+    Fin::new(
+        FinCode::ServerError,
+        "the host could not record the statement",
+    )
+}
+
+fn fin_violation(violation: &FrameViolation) -> Fin {
+    Fin::new(violation.code, violation.message.clone())
+}
+
+impl Host {
+    pub fn builder() -> HostBuilder {
+        HostBuilder::default()
+    }
+
+    /// What this host serves (wire range and protocols).
+    pub fn support(&self) -> &Support {
+        &self.inner.support
+    }
+
+    pub fn ledger(&self) -> &Ledger {
+        &self.inner.ledger
+    }
+
+    /// Runs the authenticator (every transport calls this first).
+    pub fn authenticate(
+        &self,
+        thread: &ThreadId,
+        authorization: Option<&str>,
+    ) -> Result<Option<String>, Fin> {
+        match &self.inner.authenticator {
+            None => Ok(None),
+            Some(authenticate) => authenticate(thread, authorization)
+                .map_err(|()| Fin::new(FinCode::Unauthorized, "credentials refused")),
+        }
+    }
+
+    /// The live attach a lease names.
+    pub fn lease(&self, lease: &str) -> Option<Arc<Attach>> {
+        lock(&self.inner.leases).get(lease).cloned()
+    }
+
+    fn thread(&self, id: &ThreadId) -> Result<Arc<Thread>, Fin> {
+        let mut threads = lock(&self.inner.threads);
+        if let Some(thread) = threads.get(id) {
+            return Ok(thread.clone());
+        }
+        let documents = documents_stream(id).map_err(server_fin)?;
+        let thread = Arc::new(Thread {
+            id: id.clone(),
+            documents,
+            exec: tokio::sync::Mutex::new(()),
+            attaches: Mutex::new(BTreeMap::new()),
+            lanes: Mutex::new(HashMap::new()),
+        });
+        threads.insert(id.clone(), thread.clone());
+        Ok(thread)
+    }
+
+    /// A durable lane's folded state (tests, tools).
+    pub fn lane_state(
+        &self,
+        thread: &ThreadId,
+        client: &ClientId,
+        protocol: &ProtocolName,
+    ) -> Result<LaneState, HostError> {
+        let stream = lane_stream(thread, client, protocol)?;
+        Ok(self.inner.lanes.state(&stream)?.state.clone())
+    }
+
+    /// Number of live attaches on a thread.
+    pub fn attach_count(&self, thread: &ThreadId) -> usize {
+        lock(&self.inner.threads)
+            .get(thread)
+            .map_or(0, |t| lock(&t.attaches).len())
+    }
+}
+
+fn retained_answer(
+    protocol: &ProtocolName,
+    seq: u64,
+    retained: &crate::statewire::records::RetainedAnswer,
+) -> Answer {
+    let contract = match (
+        Version::parse(&retained.wire_version),
+        Version::parse(&retained.protocol_version),
+    ) {
+        (Ok(wire), Ok(version)) => Some(Contract { wire, version }),
+        _ => None,
+    };
+    answer(
+        protocol,
+        seq,
+        outcome_from(retained.ok, &retained.answer.0),
+        contract,
+    )
+}
+
+fn expired() -> Rejection {
+    Rejection::new(
+        "answer-expired",
+        "the command was admitted but its answer is no longer retained",
+    )
+}
+
+fn gap(protocol: &ProtocolName, watermark: u64, seq: u64) -> FrameViolation {
+    FrameViolation {
+        code: FinCode::SequenceGap,
+        message: format!("{protocol}: seq {seq} after watermark {watermark}"),
+    }
+}
