@@ -78,12 +78,19 @@ pub enum AuthError {
     Rejected,
 }
 
+/// The token of a `Bearer` credential: the scheme is matched without
+/// regard to case (RFC 9110, 11.1) and followed by one or more spaces.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.trim_start().split_once(' ')?;
+    let token = rest.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
 /// Checks the `Authorization` header value and derives the principal.
 pub fn authenticate(policy: &AuthPolicy, header: Option<&str>) -> Result<Principal, AuthError> {
     let token = header
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .map(str::trim)
-        .filter(|token| !token.is_empty() && token.len() <= MAX_TOKEN_BYTES)
+        .and_then(bearer_token)
+        .filter(|token| token.len() <= MAX_TOKEN_BYTES)
         .ok_or(AuthError::Missing)?;
     if let AuthPolicy::SharedSecret(secret) = policy
         && !bool::from(token.as_bytes().ct_eq(secret.as_bytes()))
@@ -107,6 +114,18 @@ mod tests {
             Err(AuthError::Missing)
         );
         let alice = authenticate(&any, Some("Bearer alice")).unwrap();
+        // The scheme is case-insensitive; the token is not.
+        assert_eq!(authenticate(&any, Some("bearer alice")), Ok(alice.clone()));
+        assert_eq!(
+            authenticate(&any, Some("BEARER   alice")),
+            Ok(alice.clone())
+        );
+        assert_ne!(authenticate(&any, Some("Bearer Alice")), Ok(alice.clone()));
+        assert_eq!(authenticate(&any, Some("Bearer")), Err(AuthError::Missing));
+        assert_eq!(
+            authenticate(&any, Some("Bearertoken")),
+            Err(AuthError::Missing)
+        );
         let bob = authenticate(&any, Some("Bearer bob")).unwrap();
         assert_ne!(alice, bob);
         assert!(!alice.as_str().contains("alice"));
