@@ -68,7 +68,7 @@ async fn run_lane(host: Host, mut handle: AttachHandle, count: u64) {
         host.submit(&handle.attach, frame).await.expect("submit");
         loop {
             let packet = handle.next().await.expect("packet");
-            if packet.ans.iter().any(|a| a.seq == seq) {
+            if packet.packet().ans.iter().any(|a| a.seq == seq) {
                 break;
             }
         }
@@ -157,7 +157,7 @@ fn main() {
                             .await
                             .expect("delivery in time")
                             .expect("packet");
-                        if !packet.ops.is_empty() {
+                        if !packet.packet().ops.is_empty() {
                             return (Instant::now(), h);
                         }
                     }

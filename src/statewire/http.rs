@@ -171,8 +171,8 @@ async fn stream(host: Host, thread: String, headers: HeaderMap, body: Bytes) -> 
     }
     let events = async_stream::stream! {
         while let Some(packet) = handle.next().await {
-            let last = packet.fin.is_some();
-            yield Ok::<Event, std::convert::Infallible>(Event::default().data(packet.to_json()));
+            let last = packet.fin;
+            yield Ok::<Event, std::convert::Infallible>(Event::default().data(packet.json));
             if last {
                 break;
             }

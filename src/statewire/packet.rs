@@ -167,6 +167,8 @@ pub enum FinCode {
     Unauthorized,
     Retired,
     TooManyAttaches,
+    /// The attach's queue overflowed: its reader is too slow.
+    SlowReader,
     ServerError,
 }
 
@@ -199,7 +201,9 @@ impl FinCode {
             FinCode::UnknownLease => FinReason::LeaseEnded,
             FinCode::Unauthorized => FinReason::Unauthorized,
             FinCode::Retired => FinReason::Retired,
-            FinCode::TooManyAttaches | FinCode::ServerError => FinReason::Unavailable,
+            FinCode::TooManyAttaches | FinCode::SlowReader | FinCode::ServerError => {
+                FinReason::Unavailable
+            }
         }
     }
 
@@ -214,7 +218,7 @@ impl FinCode {
             FinCode::Unauthorized => 401,
             FinCode::UnknownLease => 410,
             FinCode::Retired => 409,
-            FinCode::TooManyAttaches => 503,
+            FinCode::TooManyAttaches | FinCode::SlowReader => 503,
             FinCode::ServerError => 500,
         }
     }

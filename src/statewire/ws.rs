@@ -143,12 +143,8 @@ async fn run(
     // Writer: forwards packets; a fin closes the socket with 1008.
     let writer = tokio::spawn(async move {
         while let Some(packet) = handle.next().await {
-            let last = packet.fin.is_some();
-            if sink
-                .send(Message::Text(packet.to_json().into()))
-                .await
-                .is_err()
-            {
+            let last = packet.fin;
+            if sink.send(Message::Text(packet.json.into())).await.is_err() {
                 break;
             }
             if last {

@@ -21,17 +21,14 @@ pub struct AttachRequest {
 pub struct AttachHandle {
     host: Host,
     pub attach: Arc<Attach>,
-    packets: mpsc::Receiver<Packet>,
+    inbox: Inbox,
     pub after_hello: Frame,
 }
 
 impl AttachHandle {
-    /// The next packet; `None` once the attach has ended.
-    pub async fn next(&mut self) -> Option<Packet> {
-        if self.attach.is_closed() && self.packets.is_empty() {
-            return None;
-        }
-        self.packets.recv().await
+    /// The next packet, encoded; `None` once the attach has ended.
+    pub async fn next(&mut self) -> Option<Outbound> {
+        self.inbox.next(&self.attach.outbox).await
     }
 
     pub fn host(&self) -> &Host {
@@ -96,7 +93,7 @@ impl Host {
                 "the thread has too many attaches",
             ));
         }
-        let (sender, packets) = mpsc::channel(MAX_QUEUED_PACKETS);
+        let (outbox, inbox) = queue::outbox();
         let attach = Arc::new(Attach {
             id: self.inner.next_attach.fetch_add(1, Ordering::Relaxed),
             thread: thread.clone(),
@@ -105,8 +102,7 @@ impl Host {
             principal,
             selection,
             lease: random_hex(),
-            sender,
-            closed: AtomicBool::new(false),
+            outbox,
             state: Mutex::new(AttachState::default()),
         });
         for entry in &request.initial.ctx {
@@ -189,15 +185,15 @@ impl Host {
                 ans: hello_answers,
                 ..Packet::default()
             };
-            // The channel is new and empty: this cannot be full.
-            let _ = attach.sender.try_send(hello);
+            // The queue is new and empty: the hello always fits.
+            attach.outbox.push(&hello);
             lock(&thread.attaches).insert(attach.id, attach.clone());
         }
         lock(&self.inner.leases).insert(attach.lease.clone(), attach.clone());
         Ok(AttachHandle {
             host: self.clone(),
             attach,
-            packets,
+            inbox,
             after_hello: Frame {
                 ctx: Vec::new(),
                 cmd: durable_cmds,
@@ -205,17 +201,20 @@ impl Host {
         })
     }
 
-    /// Ends an attach with `fin` (sent if the queue has room).
+    /// Ends an attach with `fin`, delivered after what is already queued.
     pub fn end(&self, attach: &Arc<Attach>, fin: Fin) {
-        if !attach.closed.swap(true, Ordering::AcqRel) {
-            let _ = attach.sender.try_send(Packet::fin(fin));
-        }
-        self.detach(attach);
+        attach.outbox.close_with(fin);
+        self.forget(attach);
     }
 
-    /// Forgets an attach: its lease, its ephemeral lanes and documents.
+    /// Forgets an attach whose client left: its lease, its ephemeral lanes
+    /// and documents.
     pub fn detach(&self, attach: &Arc<Attach>) {
-        attach.closed.store(true, Ordering::Release);
+        attach.outbox.close();
+        self.forget(attach);
+    }
+
+    fn forget(&self, attach: &Arc<Attach>) {
         lock(&attach.thread.attaches).remove(&attach.id);
         lock(&self.inner.leases).remove(&attach.lease);
     }
@@ -267,13 +266,22 @@ impl Host {
     }
 
     pub(super) fn send(&self, attach: &Arc<Attach>, packet: Packet) {
-        if packet.is_empty() || attach.is_closed() {
+        if packet.is_empty() {
             return;
         }
-        if attach.sender.try_send(packet).is_err() {
-            // Full (a client too slow to read) or gone: the attach ends.
-            tracing::warn!(attach = attach.id, "dropping an attach whose queue is full");
-            self.detach(attach);
+        match attach.outbox.push(&packet) {
+            Pushed::Queued | Pushed::Closed => {}
+            Pushed::Overflow => {
+                tracing::warn!(
+                    attach = attach.id,
+                    "dropping an attach that reads too slowly"
+                );
+                let fin = Fin::new(
+                    FinCode::SlowReader,
+                    "this attach fell too far behind its packets; attach again",
+                );
+                self.end(attach, fin);
+            }
         }
     }
 }

@@ -16,19 +16,21 @@ mod attach;
 mod builder;
 mod commands;
 mod context;
+mod queue;
 mod views;
 
 pub use attach::{AttachHandle, AttachRequest};
 pub use builder::{HostBuilder, ProtocolDef};
 pub use context::{AttachTxn, CommandContext, NoAttach};
 use context::{synced_patch, synced_set};
+use queue::{Inbox, Outbox, Pushed};
+pub use queue::{MAX_QUEUED_BYTES, MAX_QUEUED_PACKETS, Outbound};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
-use tokio::sync::mpsc;
 
 use crate::ledger::{
     Durability, ExpectedPosition, FoldCache, Ledger, LedgerError, Payload, StreamKey,
@@ -63,8 +65,6 @@ pub const WIRE_NAMED_ATTACHER: Version = Version::ymd(2026, 11, 2);
 pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
 /// Most live attaches on one thread.
 pub const MAX_ATTACHES_PER_THREAD: usize = 4096;
-/// Packets queued for one attach before it is dropped as too slow.
-pub const MAX_QUEUED_PACKETS: usize = 1024;
 /// Most documents one command may change.
 pub const MAX_CHANGES_PER_COMMAND: usize = 8;
 /// Most ephemeral documents one attach may hold.
@@ -176,8 +176,7 @@ pub struct Attach {
     pub principal: Option<String>,
     pub selection: Selection,
     pub lease: String,
-    sender: mpsc::Sender<Packet>,
-    closed: AtomicBool,
+    outbox: Outbox,
     state: Mutex<AttachState>,
 }
 
@@ -187,7 +186,7 @@ impl Attach {
     }
 
     pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
+        self.outbox.is_closed()
     }
 
     fn contract(&self, protocol: &ProtocolName) -> Option<Contract> {
