@@ -19,7 +19,7 @@ use axum::routing::{get, post};
 use crate::ledger::Ledger;
 use crate::statewire::example;
 use crate::statewire::host::{AttachRequest, Host};
-use crate::statewire::ids::ThreadId;
+use crate::statewire::ids::{PrincipalId, ThreadId};
 use crate::statewire::negotiation::{ATTACHER_FIELD, CURSOR_FIELD, PROTOCOL_FIELD, VERSION_FIELD};
 use crate::statewire::packet::{Fin, FinCode, Frame, FrameViolation, Packet, parse_frame};
 
@@ -114,6 +114,11 @@ fn fin_violation(violation: &FrameViolation) -> Fin {
 /// Parses an initial-statement body after negotiation succeeds: the
 /// request is negotiated first, then its frame is read.
 async fn stream(host: Host, thread: String, headers: HeaderMap, body: Bytes) -> Response {
+    // Credentials first: a refused caller learns nothing of the request's
+    // other fields, the ranges served or the thread.
+    if let Err(fin) = authorize(&host, &thread, &headers) {
+        return fin_response(fin);
+    }
     let request = match request_from_headers(thread, &headers) {
         Ok(request) => request,
         Err(fin) => return fin_response(fin),
@@ -183,6 +188,23 @@ async fn stream(host: Host, thread: String, headers: HeaderMap, body: Bytes) -> 
     (response_headers, sse).into_response()
 }
 
+/// Authenticates a request's `Authorization` header for `thread`.
+pub fn authorize(
+    host: &Host,
+    thread: &str,
+    headers: &HeaderMap,
+) -> Result<Option<PrincipalId>, Fin> {
+    let thread =
+        ThreadId::new(thread).map_err(|e| Fin::new(FinCode::InvalidNegotiation, e.to_string()))?;
+    let authorization = header_value(headers, header::AUTHORIZATION.as_str()).map_err(|_| {
+        Fin::new(
+            FinCode::Unauthorized,
+            "the Authorization header is not text",
+        )
+    })?;
+    host.authenticate(&thread, authorization.as_deref())
+}
+
 /// Authentication and negotiation only, changing nothing.
 pub fn preflight(host: &Host, request: &AttachRequest) -> Result<(), Fin> {
     let thread = ThreadId::new(request.thread.as_str())
@@ -205,6 +227,12 @@ async fn post_frames(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    // Credentials first, then the lease they must match: the captured
+    // authorization binds the lease. Negotiation headers are ignored.
+    let principal = match authorize(&host, &thread, &headers) {
+        Ok(principal) => principal,
+        Err(fin) => return fin_response(fin),
+    };
     let unknown = || Fin::new(FinCode::UnknownLease, "no live attach holds this lease");
     let lease = match header_value(&headers, LEASE_HEADER) {
         Ok(Some(lease)) => lease,
@@ -217,21 +245,11 @@ async fn post_frames(
     if attach.thread().as_str() != thread {
         return fin_response(unknown());
     }
-    // The captured authorization binds the lease: the request must
-    // authenticate as the same principal. Negotiation headers are ignored.
-    let authorization = match header_value(&headers, header::AUTHORIZATION.as_str()) {
-        Ok(value) => value,
-        Err(fin) => return fin_response(fin),
-    };
-    match host.authenticate(attach.thread(), authorization.as_deref()) {
-        Ok(principal) if principal == attach.principal => {}
-        Ok(_) => {
-            return fin_response(Fin::new(
-                FinCode::Unauthorized,
-                "the lease belongs to other credentials",
-            ));
-        }
-        Err(fin) => return fin_response(fin),
+    if principal != attach.principal {
+        return fin_response(Fin::new(
+            FinCode::Unauthorized,
+            "the lease belongs to other credentials",
+        ));
     }
     let frame = match parse_frame(&body) {
         Ok(frame) => frame,

@@ -96,6 +96,48 @@ plain_id!(
     /// The attacher an attach names (wire 2026-11-02 and later).
     AttacherId, MAX_CLIENT_ID_BYTES, "attacher"
 );
+plain_id!(
+    /// Who an attach authenticated as, as the host's authenticator names
+    /// them (the Studio's token digest, for example).
+    PrincipalId, MAX_PRINCIPAL_BYTES, "principal"
+);
+
+/// Longest principal an authenticator may name, in bytes.
+pub const MAX_PRINCIPAL_BYTES: usize = 128;
+
+/// A thread as the host keeps it: its id within the principal that
+/// authenticated. The same thread id under two principals names two
+/// threads that share nothing: documents, lanes and attaches.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct ThreadScope {
+    principal: Option<PrincipalId>,
+    id: ThreadId,
+}
+
+impl ThreadScope {
+    /// `principal` is `None` on a host that runs no authenticator.
+    pub fn new(principal: Option<PrincipalId>, id: ThreadId) -> Self {
+        Self { principal, id }
+    }
+
+    pub fn principal(&self) -> Option<&PrincipalId> {
+        self.principal.as_ref()
+    }
+
+    pub fn id(&self) -> &ThreadId {
+        &self.id
+    }
+
+    /// The prefix of this thread's ledger streams: `statewire/<thread>`
+    /// without a principal, `statewire/@<principal>/<thread>` with one
+    /// (no thread id starts with `@`, so the two never meet).
+    pub fn stream_prefix(&self) -> String {
+        match &self.principal {
+            None => format!("statewire/{}", self.id),
+            Some(principal) => format!("statewire/@{principal}/{}", self.id),
+        }
+    }
+}
 
 impl ClientId {
     /// A fresh random client id (32 hex digits).

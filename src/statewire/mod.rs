@@ -29,5 +29,5 @@ pub mod version;
 pub mod view;
 pub mod ws;
 
-pub use ids::{AttacherId, ClientId, ProtocolName, ThreadId};
+pub use ids::{AttacherId, ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope};
 pub use version::{Version, VersionRange};

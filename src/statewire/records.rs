@@ -2,11 +2,14 @@
 //! state from them.
 //!
 //! Streams:
-//! - `statewire/<thread>/lane/<client>/<protocol>`: one durable lane.
+//! Each thread's streams start with its scope's prefix,
+//! `statewire/<thread>` or `statewire/@<principal>/<thread>` (see
+//! [`ThreadScope::stream_prefix`]):
+//! - `<prefix>/lane/<client>/<protocol>`: one durable lane.
 //!   [`CommandAdmitted`] (the admission, with its contract) then, later,
 //!   [`CommandAnswered`]. Folded by [`LaneFold`] into the watermark, the
 //!   admitted-but-unanswered commands and the retained answers.
-//! - `statewire/<thread>/documents`: [`DocumentsCommitted`], the durable
+//! - `<prefix>/documents`: [`DocumentsCommitted`], the durable
 //!   host documents' changes with the command that made them and its
 //!   answer. Folded by [`DocumentsFold`].
 //!
@@ -25,7 +28,7 @@ use crate::ledger::LedgerError;
 use crate::ledger::fold::{Fold, FoldError};
 use crate::ledger::kinds::{Payload, RecordKind};
 use crate::ledger::record::{Record, StreamKey};
-use crate::statewire::ids::{ClientId, ProtocolName, ThreadId};
+use crate::statewire::ids::{ClientId, ProtocolName, ThreadScope};
 
 /// Answers a lane's fold keeps for re-emission (older ones are still in
 /// the ledger but are no longer re-emitted).
@@ -36,16 +39,19 @@ pub const MAX_APPLIED_ANSWERS_PER_LANE: usize = 256;
 
 /// The stream of a durable lane.
 pub fn lane_stream(
-    thread: &ThreadId,
+    thread: &ThreadScope,
     client: &ClientId,
     protocol: &ProtocolName,
 ) -> Result<StreamKey, LedgerError> {
-    StreamKey::new(format!("statewire/{thread}/lane/{client}/{protocol}"))
+    StreamKey::new(format!(
+        "{}/lane/{client}/{protocol}",
+        thread.stream_prefix()
+    ))
 }
 
 /// The stream of a thread's durable documents.
-pub fn documents_stream(thread: &ThreadId) -> Result<StreamKey, LedgerError> {
-    StreamKey::new(format!("statewire/{thread}/documents"))
+pub fn documents_stream(thread: &ThreadScope) -> Result<StreamKey, LedgerError> {
+    StreamKey::new(format!("{}/documents", thread.stream_prefix()))
 }
 
 /// A command admitted on a durable lane: its identity (client, protocol,

@@ -86,7 +86,7 @@ impl Host {
             self.check_context(&selection, entry)
                 .map_err(|v| fin_violation(&v))?;
         }
-        let thread = self.thread(&thread_id)?;
+        let thread = self.thread(&ThreadScope::new(principal.clone(), thread_id))?;
         if lock(&thread.attaches).len() >= MAX_ATTACHES_PER_THREAD {
             return Err(Fin::new(
                 FinCode::TooManyAttaches,
@@ -114,7 +114,7 @@ impl Host {
         for p in &attach.selection.protocols {
             if p.record == Record::Durable {
                 let stream =
-                    lane_stream(&thread.id, &attach.client, &p.name).map_err(server_fin)?;
+                    lane_stream(&thread.scope, &attach.client, &p.name).map_err(server_fin)?;
                 self.recover_lane(&thread, &attach.client, &p.name, &stream)
                     .await
                     .map_err(server_fin)?;
@@ -251,7 +251,7 @@ impl Host {
             .map(|(value, _)| value);
         if let Some(listeners) = self.inner.listeners.get(&entry.protocol) {
             let change = ContextChange {
-                thread: attach.thread.id.clone(),
+                thread: attach.thread.scope.clone(),
                 client: attach.client.clone(),
                 attach: attach.id,
                 protocol: entry.protocol.clone(),

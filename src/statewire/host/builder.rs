@@ -134,7 +134,7 @@ impl HostBuilder {
 
     pub fn authenticator(
         mut self,
-        authenticate: impl Fn(&ThreadId, Option<&str>) -> Result<Option<String>, ()>
+        authenticate: impl Fn(&ThreadId, Option<&str>) -> Result<PrincipalId, String>
         + Send
         + Sync
         + 'static,

@@ -200,7 +200,7 @@ impl Host {
         };
         let thread = attach.thread.clone();
         let stream =
-            lane_stream(&thread.id, &attach.client, protocol).map_err(|e| server(e.into()))?;
+            lane_stream(&thread.scope, &attach.client, protocol).map_err(|e| server(e.into()))?;
         let lane_lock = self.lane_lock(&thread, &attach.client, protocol);
         let mut recovered = lane_lock.lock().await;
         if !*recovered {
@@ -261,7 +261,7 @@ impl Host {
                         protocol_version: contract.version.to_string(),
                         attach: attach.id,
                         attacher: attach.attacher.as_ref().map(|a| a.to_string()),
-                        principal: attach.principal.clone(),
+                        principal: attach.principal.as_ref().map(ToString::to_string),
                     }
                     .to_record()
                 })
@@ -306,7 +306,7 @@ impl Host {
                             params: crate::statewire::records::Json(Value::Array(c.params.clone())),
                             wire_version: contract.wire.to_string(),
                             protocol_version: contract.version.to_string(),
-                            principal: attach.principal.clone(),
+                            principal: attach.principal.as_ref().map(ToString::to_string),
                         },
                     )
                 })
@@ -358,7 +358,9 @@ impl Host {
                 .execute_durable(
                     thread,
                     client,
-                    command.principal.clone(),
+                    // A lane belongs to its thread's principal: the
+                    // admitting attach authenticated as this one.
+                    thread.scope.principal().cloned(),
                     protocol,
                     seq,
                     contract,
@@ -395,7 +397,7 @@ impl Host {
         &self,
         thread: &Arc<Thread>,
         client: &ClientId,
-        principal: Option<String>,
+        principal: Option<PrincipalId>,
         protocol: &ProtocolName,
         seq: u64,
         contract: Contract,
@@ -472,7 +474,7 @@ impl Host {
         &self,
         thread: &Arc<Thread>,
         client: &ClientId,
-        principal: Option<String>,
+        principal: Option<PrincipalId>,
         protocol: &ProtocolName,
         contract: Contract,
         method: &str,
@@ -487,7 +489,7 @@ impl Host {
                 (
                     state.context.get(protocol).map(|(v, _)| v.clone()),
                     Some(AttachTxn {
-                        thread: thread.id.clone(),
+                        thread: thread.scope.id().clone(),
                         selection: attach.selection.clone(),
                         ephemeral: state.ephemeral.clone(),
                         included: state.included.clone(),
@@ -499,10 +501,10 @@ impl Host {
         let mut ctx = CommandContext {
             caller: Caller {
                 client_id: client.clone(),
-                auth: principal,
+                principal,
                 is_connected,
             },
-            thread: &thread.id,
+            thread: &thread.scope,
             protocol,
             contract,
             context,
@@ -546,20 +548,18 @@ impl Host {
     /// background work) and flushes every attach of the thread.
     pub async fn commit_documents(
         &self,
-        thread: &str,
+        thread: &ThreadScope,
         changes: Vec<(String, Option<Vec<String>>, Option<Value>)>,
     ) -> Result<(), HostError> {
-        let thread_id =
-            ThreadId::new(thread).map_err(|e| HostError::Registration(e.to_string()))?;
         let thread = self
-            .thread(&thread_id)
+            .thread(thread)
             .map_err(|fin| HostError::Registration(fin.message))?;
         let _exec = thread.exec.lock().await;
         let changes = changes
             .into_iter()
             .map(|(protocol, key, value)| DocumentChange {
                 protocol,
-                key: key.map(|k| resolve_key(&thread.id, k)),
+                key: key.map(|k| resolve_key(thread.scope.id(), k)),
                 value: value.map(|v| v.to_string()),
             })
             .collect();

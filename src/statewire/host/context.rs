@@ -6,7 +6,7 @@ use super::*;
 /// The handler's view of one command.
 pub struct CommandContext<'a> {
     pub(super) caller: Caller,
-    pub(super) thread: &'a ThreadId,
+    pub(super) thread: &'a ThreadScope,
     pub(super) protocol: &'a ProtocolName,
     pub(super) contract: Contract,
     pub(super) context: Option<Value>,
@@ -34,6 +34,11 @@ impl CommandContext<'_> {
     }
 
     pub fn thread(&self) -> &ThreadId {
+        self.thread.id()
+    }
+
+    /// The thread with the principal it belongs to.
+    pub fn scope(&self) -> &ThreadScope {
         self.thread
     }
 
@@ -76,7 +81,7 @@ impl CommandContext<'_> {
     /// A durable keyed document (relative keys resolve to the thread).
     pub fn document(&self, protocol: &str, key: Vec<String>) -> Option<Value> {
         let name = self.protocol_name(protocol).ok()?;
-        self.read(&name, Some(resolve_key(self.thread, key)))
+        self.read(&name, Some(resolve_key(self.thread.id(), key)))
     }
 
     fn read(&self, name: &ProtocolName, key: Option<Vec<String>>) -> Option<Value> {
@@ -104,7 +109,7 @@ impl CommandContext<'_> {
         value: Option<Value>,
     ) -> Result<(), Rejection> {
         let name = self.protocol_name(protocol)?;
-        let key = resolve_key(self.thread, key);
+        let key = resolve_key(self.thread.id(), key);
         self.stage(name, Some(key), value)
     }
 

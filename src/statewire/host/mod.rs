@@ -35,7 +35,9 @@ use serde_json::Value;
 use crate::ledger::{
     Durability, ExpectedPosition, FoldCache, Ledger, LedgerError, Payload, StreamKey,
 };
-use crate::statewire::ids::{AttacherId, ClientId, ProtocolName, ThreadId, random_hex};
+use crate::statewire::ids::{
+    AttacherId, ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope, random_hex,
+};
 use crate::statewire::negotiation::{
     self, NegotiationError, ProtocolSupport, Record, Selection, SubprotocolSupport, Support,
 };
@@ -76,6 +78,8 @@ pub const MAX_INCLUDED_DOCUMENTS: usize = 256;
 pub const MAX_COMMIT_ATTEMPTS: usize = 8;
 /// Most admission attempts of one batch under concurrent admission.
 pub const MAX_ADMIT_ATTEMPTS: usize = 8;
+/// Threads kept in memory before those nobody holds are forgotten.
+pub const MAX_IDLE_THREADS: usize = 10_000;
 /// Lane locks kept per thread before idle ones are forgotten.
 pub const MAX_LANE_LOCKS_PER_THREAD: usize = 10_000;
 
@@ -92,8 +96,9 @@ pub enum HostError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
     pub client_id: ClientId,
-    /// The principal the admitting attach authenticated as.
-    pub auth: Option<String>,
+    /// The principal the admitting attach authenticated as (the
+    /// revision's `auth`); `None` on a host without an authenticator.
+    pub principal: Option<PrincipalId>,
     /// Whether the client has a live attach on the thread.
     pub is_connected: bool,
 }
@@ -101,7 +106,7 @@ pub struct Caller {
 /// A context replacement, as delivered to context listeners.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContextChange {
-    pub thread: ThreadId,
+    pub thread: ThreadScope,
     pub client: ClientId,
     pub attach: u64,
     pub protocol: ProtocolName,
@@ -117,9 +122,10 @@ pub type Handler =
 pub type ContextValidator = Arc<dyn Fn(&Value, Option<&Value>) -> Result<(), String> + Send + Sync>;
 /// Observes accepted context replacements.
 pub type ContextListener = Arc<dyn Fn(&ContextChange) + Send + Sync>;
-/// Maps a thread and the request's `Authorization` to a principal, or refuses.
+/// Maps a thread and the request's `Authorization` to a principal, or
+/// refuses with a sentence saying what to send instead.
 pub type Authenticator =
-    Arc<dyn Fn(&ThreadId, Option<&str>) -> Result<Option<String>, ()> + Send + Sync>;
+    Arc<dyn Fn(&ThreadId, Option<&str>) -> Result<PrincipalId, String> + Send + Sync>;
 
 struct ProtocolInfo {
     record: Record,
@@ -143,7 +149,7 @@ struct Inner {
     authenticator: Option<Authenticator>,
     lanes: FoldCache<LaneFold>,
     documents: FoldCache<DocumentsFold>,
-    threads: Mutex<HashMap<ThreadId, Arc<Thread>>>,
+    threads: Mutex<HashMap<ThreadScope, Arc<Thread>>>,
     leases: Mutex<HashMap<String, Arc<Attach>>>,
     next_attach: AtomicU64,
 }
@@ -158,7 +164,7 @@ type LaneLock = Arc<tokio::sync::Mutex<bool>>;
 
 /// One thread's live part.
 struct Thread {
-    id: ThreadId,
+    scope: ThreadScope,
     documents: StreamKey,
     /// Serialises command execution and document commits on the thread.
     exec: tokio::sync::Mutex<()>,
@@ -173,7 +179,7 @@ pub struct Attach {
     thread: Arc<Thread>,
     pub client: ClientId,
     pub attacher: Option<AttacherId>,
-    pub principal: Option<String>,
+    pub principal: Option<PrincipalId>,
     pub selection: Selection,
     pub lease: String,
     outbox: Outbox,
@@ -182,7 +188,12 @@ pub struct Attach {
 
 impl Attach {
     pub fn thread(&self) -> &ThreadId {
-        &self.thread.id
+        self.thread.scope.id()
+    }
+
+    /// The thread with the principal it belongs to.
+    pub fn scope(&self) -> &ThreadScope {
+        &self.thread.scope
     }
 
     pub fn is_closed(&self) -> bool {
@@ -223,7 +234,7 @@ fn oversized() -> Rejection {
     )
 }
 
-/// Replaces a leading `"."` with the thread's canonical prefix.
+/// Replaces a leading `"."` with the thread's canonical prefix: its id.
 pub fn resolve_key(thread: &ThreadId, key: Vec<String>) -> Vec<String> {
     match key.split_first() {
         Some((first, rest)) if first == "." => std::iter::once(thread.to_string())
@@ -300,16 +311,19 @@ impl Host {
         &self.inner.ledger
     }
 
-    /// Runs the authenticator (every transport calls this first).
+    /// Runs the authenticator (every transport calls this first, before
+    /// it reads anything else of the request). A refusal discloses
+    /// nothing but the authenticator's sentence.
     pub fn authenticate(
         &self,
         thread: &ThreadId,
         authorization: Option<&str>,
-    ) -> Result<Option<String>, Fin> {
+    ) -> Result<Option<PrincipalId>, Fin> {
         match &self.inner.authenticator {
             None => Ok(None),
             Some(authenticate) => authenticate(thread, authorization)
-                .map_err(|()| Fin::new(FinCode::Unauthorized, "credentials refused")),
+                .map(Some)
+                .map_err(|message| Fin::new(FinCode::Unauthorized, message)),
         }
     }
 
@@ -318,27 +332,32 @@ impl Host {
         lock(&self.inner.leases).get(lease).cloned()
     }
 
-    fn thread(&self, id: &ThreadId) -> Result<Arc<Thread>, Fin> {
+    fn thread(&self, scope: &ThreadScope) -> Result<Arc<Thread>, Fin> {
         let mut threads = lock(&self.inner.threads);
-        if let Some(thread) = threads.get(id) {
+        if let Some(thread) = threads.get(scope) {
             return Ok(thread.clone());
         }
-        let documents = documents_stream(id).map_err(server_fin)?;
+        if threads.len() >= MAX_IDLE_THREADS {
+            // Threads nobody holds (no attach, no command in flight) are
+            // rebuilt from the ledger when next used.
+            threads.retain(|_, thread| Arc::strong_count(thread) > 1);
+        }
+        let documents = documents_stream(scope).map_err(server_fin)?;
         let thread = Arc::new(Thread {
-            id: id.clone(),
+            scope: scope.clone(),
             documents,
             exec: tokio::sync::Mutex::new(()),
             attaches: Mutex::new(BTreeMap::new()),
             lanes: Mutex::new(HashMap::new()),
         });
-        threads.insert(id.clone(), thread.clone());
+        threads.insert(scope.clone(), thread.clone());
         Ok(thread)
     }
 
     /// A durable lane's folded state (tests, tools).
     pub fn lane_state(
         &self,
-        thread: &ThreadId,
+        thread: &ThreadScope,
         client: &ClientId,
         protocol: &ProtocolName,
     ) -> Result<LaneState, HostError> {
@@ -347,7 +366,7 @@ impl Host {
     }
 
     /// Number of live attaches on a thread.
-    pub fn attach_count(&self, thread: &ThreadId) -> usize {
+    pub fn attach_count(&self, thread: &ThreadScope) -> usize {
         lock(&self.inner.threads)
             .get(thread)
             .map_or(0, |t| lock(&t.attaches).len())

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use ledgerwire::statewire::example::register;
 use ledgerwire::statewire::host::Host;
-use ledgerwire::statewire::ids::{ClientId, ProtocolName, ThreadId};
+use ledgerwire::statewire::ids::{ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope};
 use serde_json::{Value, json};
 
 use super::{CHAT, Sse, WIRE};
@@ -296,7 +296,7 @@ async fn negotiation_failures_are_json_fins_and_change_nothing() {
     let host = ledgerwire::statewire::example::acme_host(ledger.clone()).unwrap();
     let lane = host
         .lane_state(
-            &ThreadId::new("t3").unwrap(),
+            &ThreadScope::new(None, ThreadId::new("t3").unwrap()),
             &ClientId::new("c3").unwrap(),
             &ProtocolName::new("acme-chat").unwrap(),
         )
@@ -316,8 +316,8 @@ async fn authentication_runs_before_any_range_is_disclosed() {
     let (ledger, _) = open(dir.path());
     let host: Host = register(Host::builder())
         .authenticator(|_, authorization| match authorization {
-            Some("Bearer good") => Ok(Some("alice".into())),
-            _ => Err(()),
+            Some("Bearer good") => Ok(PrincipalId::new("alice").unwrap()),
+            _ => Err("send `Authorization: Bearer good`".to_owned()),
         })
         .build(ledger)
         .unwrap();

@@ -9,7 +9,7 @@ use std::time::Duration;
 use ledgerwire::statewire::client::{
     ClientError, Connection, ProtocolOfferConfig, Session, validate_selection,
 };
-use ledgerwire::statewire::ids::{ClientId, ProtocolName, ThreadId};
+use ledgerwire::statewire::ids::{ClientId, ProtocolName, ThreadId, ThreadScope};
 use ledgerwire::statewire::packet::{Command, FinCode, Packet};
 use serde_json::{Value, json};
 
@@ -128,7 +128,7 @@ async fn a_killed_client_replays_and_each_command_runs_exactly_once() {
     let host = ledgerwire::statewire::example::acme_host(ledger).unwrap();
     let lane = host
         .lane_state(
-            &ThreadId::new("k1").unwrap(),
+            &ThreadScope::new(None, ThreadId::new("k1").unwrap()),
             &ClientId::new("killed").unwrap(),
             &ProtocolName::new("acme-chat").unwrap(),
         )
