@@ -198,7 +198,10 @@ fn main() {
     let bytes = serde_json::to_vec(&before).map_or(0, |v| v.len());
     fields.insert("field00500".into(), json!("changed"));
     let after = Value::Object(fields);
-    let views: [View; 2] = [[(id.clone(), before)].into(), [(id, after)].into()];
+    let views: [View; 2] = [
+        [(id.clone(), std::sync::Arc::new(before))].into(),
+        [(id, std::sync::Arc::new(after))].into(),
+    ];
     let mut table = DocTable::default();
     table.update(&views[0]);
     let started = Instant::now();

@@ -10,6 +10,7 @@
 //! document's root.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -96,8 +97,10 @@ pub enum ViewError {
     TwoMains(ProtocolName),
 }
 
-/// A view: every document the attach should see now, by identity.
-pub type View = BTreeMap<DocIdentity, Value>;
+/// A view: every document the attach should see now, by identity. Values
+/// are shared: a document that did not change is the same `Arc` as last
+/// time, and comparing it costs a pointer comparison.
+pub type View = BTreeMap<DocIdentity, Arc<Value>>;
 
 /// Checks that a view has at most one main document per protocol. Since
 /// identities with `main` carry no key, a `View` map already guarantees
@@ -116,7 +119,7 @@ pub fn check_view(view: &View) -> Result<(), ViewError> {
 #[derive(Debug, Clone, Default)]
 pub struct DocTable {
     ids: BTreeMap<DocIdentity, u32>,
-    values: BTreeMap<u32, Value>,
+    values: BTreeMap<u32, Arc<Value>>,
 }
 
 impl DocTable {
@@ -133,7 +136,7 @@ impl DocTable {
     }
 
     pub fn value(&self, id: u32) -> Option<&Value> {
-        self.values.get(&id)
+        self.values.get(&id).map(|value| &**value)
     }
 
     /// The lowest id not in use (ids are released by unmount).
@@ -170,10 +173,12 @@ impl DocTable {
                 continue;
             };
             if let Some(previous) = self.values.get_mut(&doc)
-                && previous != value
+                && !Arc::ptr_eq(previous, value)
             {
-                diff_value(doc, &mut Vec::new(), previous, value, &mut ops);
-                *previous = value.clone();
+                if **previous != **value {
+                    diff_value(doc, &mut Vec::new(), previous, value, &mut ops);
+                }
+                *previous = Arc::clone(value);
             }
         }
         for (identity, value) in current {
@@ -182,13 +187,13 @@ impl DocTable {
             }
             let doc = self.free_id();
             self.ids.insert(identity.clone(), doc);
-            self.values.insert(doc, value.clone());
+            self.values.insert(doc, Arc::clone(value));
             ops.push(Op::Mount {
                 doc,
                 protocol: identity.protocol.clone(),
                 key: identity.key.clone(),
                 main: identity.main,
-                value: value.clone(),
+                value: Value::clone(value),
             });
         }
         ops
@@ -338,6 +343,13 @@ mod tests {
         ProtocolName::new(name).unwrap()
     }
 
+    fn view<const N: usize>(documents: [(DocIdentity, Value); N]) -> View {
+        documents
+            .into_iter()
+            .map(|(id, value)| (id, Arc::new(value)))
+            .collect()
+    }
+
     fn check_roundtrip(views: &[View]) {
         let mut table = DocTable::default();
         let mut client = BTreeMap::new();
@@ -346,7 +358,7 @@ mod tests {
             apply_ops(&mut client, &ops).unwrap();
             let seen: View = client
                 .values()
-                .map(|(id, v)| (id.clone(), v.clone()))
+                .map(|(id, v)| (id.clone(), Arc::new(v.clone())))
                 .collect();
             assert_eq!(&seen, view);
         }
@@ -356,17 +368,16 @@ mod tests {
     fn mounts_diffs_and_unmounts_reach_the_current_view() {
         let main = DocIdentity::main(p("acme-chat"));
         let keyed = DocIdentity::keyed(p("acme-chat"), vec!["t1".into(), "status".into()]);
-        let v1: View = [(main.clone(), json!({"theme": null, "list": [1, 2, 3]}))].into();
-        let v2: View = [
+        let v1 = view([(main.clone(), json!({"theme": null, "list": [1, 2, 3]}))]);
+        let v2 = view([
             (
                 main.clone(),
                 json!({"theme": "dark", "list": [1, 5], "n": {"a": 1}}),
             ),
             (keyed.clone(), json!("idle")),
-        ]
-        .into();
-        let v3: View = [(keyed.clone(), json!("running"))].into();
-        let v4: View = [(main, json!([])), (keyed, json!({"x": [[1], {"y": 2}]}))].into();
+        ]);
+        let v3 = view([(keyed.clone(), json!("running"))]);
+        let v4 = view([(main, json!([])), (keyed, json!({"x": [[1], {"y": 2}]}))]);
         check_roundtrip(&[v1, v2, v3, v4, View::new()]);
     }
 
@@ -375,7 +386,7 @@ mod tests {
         let a = DocIdentity::main(p("a"));
         let b = DocIdentity::main(p("b"));
         let mut table = DocTable::default();
-        let ops = table.update(&[(a.clone(), json!(1)), (b.clone(), json!(2))].into());
+        let ops = table.update(&view([(a.clone(), json!(1)), (b.clone(), json!(2))]));
         assert_eq!(ops.len(), 2);
         let wire = serde_json::to_value(&ops).unwrap();
         assert_eq!(
@@ -383,13 +394,13 @@ mod tests {
             json!({"op": "mount", "protocol": "a", "main": true, "value": 1})
         );
         assert_eq!(wire[1]["doc"], 1);
-        let ops = table.update(&[(b.clone(), json!(3))].into());
+        let ops = table.update(&view([(b.clone(), json!(3))]));
         assert_eq!(
             serde_json::to_value(&ops).unwrap(),
             json!([{"op": "unmount"}, {"op": "replace", "doc": 1, "path": [], "value": 3}])
         );
         let c = DocIdentity::keyed(p("a"), vec![]);
-        let ops = table.update(&[(b, json!(3)), (c, json!(0))].into());
+        let ops = table.update(&view([(b, json!(3)), (c, json!(0))]));
         assert_eq!(serde_json::to_value(&ops).unwrap()[0]["key"], json!([]));
         assert_eq!(table.id_of(&DocIdentity::keyed(p("a"), vec![])), Some(0));
     }
@@ -404,8 +415,8 @@ mod tests {
         let old = Value::Object(big.clone());
         big.insert("field500".into(), json!("changed"));
         let mut table = DocTable::default();
-        table.update(&[(id.clone(), old)].into());
-        let ops = table.update(&[(id, Value::Object(big))].into());
+        table.update(&view([(id.clone(), old)]));
+        let ops = table.update(&view([(id, Value::Object(big))]));
         assert_eq!(
             serde_json::to_value(&ops).unwrap(),
             json!([{"op": "replace", "path": ["field500"], "value": "changed"}])

@@ -26,7 +26,7 @@ impl Host {
                                 .map(|info| info.initial_main.clone())
                         });
                     if let Some(value) = value {
-                        view.insert(DocIdentity::main(p.name.clone()), value);
+                        view.insert(DocIdentity::main(p.name.clone()), Arc::new(value));
                     }
                 }
                 Record::Ephemeral => {
@@ -35,7 +35,7 @@ impl Host {
                         .iter()
                         .filter(|(id, _)| id.protocol == p.name)
                     {
-                        view.insert(id.clone(), value.clone());
+                        view.insert(id.clone(), Arc::new(value.clone()));
                     }
                 }
             }
@@ -45,7 +45,7 @@ impl Host {
                 .documents
                 .get(&(id.protocol.to_string(), id.key.clone()))
             {
-                view.insert(id.clone(), value.0.clone());
+                view.insert(id.clone(), Arc::new(value.0.clone()));
             }
         }
         view
