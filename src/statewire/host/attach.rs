@@ -159,36 +159,24 @@ impl Host {
                 );
             }
         }
-        {
-            let documents = self
-                .inner
-                .documents
-                .state(&thread.documents)
-                .map_err(server_fin)?;
-            let mut state = lock(&attach.state);
-            let mut watermarks = BTreeMap::new();
-            for (name, stream) in &durable_lanes {
-                let lane = self.inner.lanes.state(stream).map_err(server_fin)?;
-                watermarks.insert(name.as_str().to_owned(), lane.state.watermark);
+        // The attach joins its thread before the hello reads the thread,
+        // and under its state lock: a flush that finds it waits for the
+        // hello, and whatever a flush before the join served is already
+        // in what the hello reads.
+        let mut state = lock(&attach.state);
+        self.join(&thread, &attach);
+        let hello = self.hello(&attach, &mut state, &durable_lanes, hello_answers);
+        let hello = match hello {
+            Ok(hello) => hello,
+            Err(fin) => {
+                drop(state);
+                self.forget(&attach);
+                return Err(fin);
             }
-            for (name, lane) in &state.lanes {
-                watermarks.insert(name.as_str().to_owned(), lane.watermark);
-            }
-            let view = self.view(&attach, &state, &documents.state);
-            let ops = state.table.update(&view);
-            let syn = Syn::hello(&attach.selection, &attach.client, |name| {
-                watermarks.get(name).copied().unwrap_or(0)
-            });
-            let hello = Packet {
-                syn: Some(syn),
-                ops,
-                ans: hello_answers,
-                ..Packet::default()
-            };
-            // The queue is new and empty: the hello always fits.
-            attach.outbox.push(&hello);
-            lock(&thread.attaches).insert(attach.id, attach.clone());
-        }
+        };
+        // The queue is new and empty: the hello always fits.
+        attach.outbox.push(&hello);
+        drop(state);
         lock(&self.inner.leases).insert(attach.lease.clone(), attach.clone());
         Ok(AttachHandle {
             host: self.clone(),
@@ -198,6 +186,37 @@ impl Host {
                 ctx: Vec::new(),
                 cmd: durable_cmds,
             },
+        })
+    }
+
+    /// The hello: the selection with each lane's watermark, the mounts of
+    /// the whole view, and `answers`.
+    fn hello(
+        &self,
+        attach: &Arc<Attach>,
+        state: &mut AttachState,
+        durable_lanes: &[(ProtocolName, StreamKey)],
+        answers: Vec<Answer>,
+    ) -> Result<Packet, Fin> {
+        let mut watermarks = BTreeMap::new();
+        for (name, stream) in durable_lanes {
+            let lane = self.inner.lanes.state(stream).map_err(server_fin)?;
+            watermarks.insert(name.as_str().to_owned(), lane.state.watermark);
+        }
+        for (name, lane) in &state.lanes {
+            watermarks.insert(name.as_str().to_owned(), lane.watermark);
+        }
+        let documents = self.thread_documents(&attach.thread).map_err(server_fin)?;
+        let view = self.view(attach, state, &documents).map_err(server_fin)?;
+        let ops = state.table.update(&view);
+        let syn = Syn::hello(&attach.selection, &attach.client, |name| {
+            watermarks.get(name).copied().unwrap_or(0)
+        });
+        Ok(Packet {
+            syn: Some(syn),
+            ops,
+            ans: answers,
+            ..Packet::default()
         })
     }
 
@@ -215,7 +234,13 @@ impl Host {
     }
 
     fn forget(&self, attach: &Arc<Attach>) {
-        lock(&attach.thread.attaches).remove(&attach.id);
+        let thread = &attach.thread;
+        let count = {
+            let mut attaches = lock(&thread.attaches);
+            attaches.remove(&attach.id);
+            attaches.len()
+        };
+        thread.attached.send_replace(count);
         lock(&self.inner.leases).remove(&attach.lease);
     }
 

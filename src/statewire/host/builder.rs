@@ -56,7 +56,8 @@ impl ProtocolDef {
 pub struct HostBuilder {
     wire: (Version, Version),
     protocols: Vec<ProtocolDef>,
-    handlers: Vec<(String, String, Handler)>,
+    handlers: Vec<(String, String, HandlerKind)>,
+    sources: Vec<(String, Arc<dyn DocumentSource>)>,
     validators: Vec<(String, ContextValidator)>,
     listeners: Vec<(String, ContextListener)>,
     synced: Vec<String>,
@@ -69,6 +70,7 @@ impl Default for HostBuilder {
             wire: (WIRE_MIN, WIRE_MAX),
             protocols: Vec::new(),
             handlers: Vec::new(),
+            sources: Vec::new(),
             validators: Vec::new(),
             listeners: Vec::new(),
             synced: Vec::new(),
@@ -99,17 +101,57 @@ impl HostBuilder {
         + Sync
         + 'static,
     ) -> Self {
-        self.handlers
-            .push((protocol.to_owned(), method.to_owned(), Arc::new(handler)));
+        self.handlers.push((
+            protocol.to_owned(),
+            method.to_owned(),
+            HandlerKind::Sync(Arc::new(handler)),
+        ));
+        self
+    }
+
+    /// Routes `method` on a durable `protocol` to an async handler, for
+    /// commands whose effects are records of the application's own
+    /// streams (see [`DocumentSource`]). The handler must be idempotent on
+    /// [`Call::key`].
+    pub fn async_command(mut self, protocol: &str, method: &str, handler: AsyncHandler) -> Self {
+        self.handlers.push((
+            protocol.to_owned(),
+            method.to_owned(),
+            HandlerKind::Async(handler),
+        ));
+        self
+    }
+
+    /// Derives a durable parent protocol's documents from `source`
+    /// instead of the host's documents stream.
+    pub fn source(mut self, protocol: &str, source: Arc<dyn DocumentSource>) -> Self {
+        self.sources.push((protocol.to_owned(), source));
         self
     }
 
     /// Installs `set` and `patch` on an ephemeral subprotocol's main
     /// document: a client-owned synced document.
-    pub fn synced_document(mut self, protocol: &str) -> Self {
+    pub fn synced_document(self, protocol: &str) -> Self {
+        self.synced_document_checked(protocol, |_| Ok(()))
+    }
+
+    /// Like [`HostBuilder::synced_document`], with `check` run on every
+    /// value the document would take; a refusal (`invalid-document`, with
+    /// its sentence) leaves the document as it was.
+    pub fn synced_document_checked(
+        mut self,
+        protocol: &str,
+        check: impl Fn(&Value) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
         self.synced.push(protocol.to_owned());
-        self.command(protocol, "set", synced_set)
-            .command(protocol, "patch", synced_patch)
+        let check: DocumentCheck = Arc::new(check);
+        let on_patch = check.clone();
+        self.command(protocol, "set", move |ctx, params| {
+            synced_set(ctx, params, &check)
+        })
+        .command(protocol, "patch", move |ctx, params| {
+            synced_patch(ctx, params, &on_patch)
+        })
     }
 
     pub fn context_validator(
@@ -179,6 +221,7 @@ impl HostBuilder {
                     ProtocolInfo {
                         record: *record,
                         initial_main: Value::Object(Default::default()),
+                        source: None,
                     },
                 );
             }
@@ -198,6 +241,7 @@ impl HostBuilder {
                     ProtocolInfo {
                         record: Record::Durable,
                         initial_main: def.initial_main.clone(),
+                        source: None,
                     },
                 )
                 .is_some()
@@ -218,6 +262,20 @@ impl HostBuilder {
                 }
             }
         }
+        for (protocol, source) in self.sources {
+            let name = ProtocolName::new(protocol.as_str()).map_err(|e| bad(e.to_string()))?;
+            let Some(info) = protocols.get_mut(&name) else {
+                return Err(bad(format!("{name} is not registered")));
+            };
+            if name.parent().is_some() || info.record != Record::Durable {
+                return Err(bad(format!(
+                    "{protocol}: only a durable parent protocol can have a document source"
+                )));
+            }
+            if info.source.replace(source).is_some() {
+                return Err(bad(format!("{protocol} has two document sources")));
+            }
+        }
         let known = |protocol: &str| -> Result<ProtocolName, HostError> {
             let name = ProtocolName::new(protocol).map_err(|e| bad(e.to_string()))?;
             if !protocols.contains_key(&name) {
@@ -236,6 +294,12 @@ impl HostBuilder {
         let mut handlers = HashMap::new();
         for (protocol, method, handler) in self.handlers {
             let name = known(&protocol)?;
+            let durable = protocols.get(&name).map(|p| p.record) == Some(Record::Durable);
+            if matches!(handler, HandlerKind::Async(_)) && !durable {
+                return Err(bad(format!(
+                    "{protocol}.{method}: async handlers serve durable lanes only"
+                )));
+            }
             if handlers.insert((name, method.clone()), handler).is_some() {
                 return Err(bad(format!("{protocol}.{method} is registered twice")));
             }

@@ -3,6 +3,18 @@
 
 use super::*;
 
+/// A command as the host executes it: admitted on a durable lane, or
+/// accepted on an ephemeral one.
+pub(super) struct Statement<'a> {
+    pub(super) client: &'a ClientId,
+    pub(super) principal: Option<PrincipalId>,
+    pub(super) protocol: &'a ProtocolName,
+    pub(super) seq: u64,
+    pub(super) contract: Contract,
+    pub(super) method: &'a str,
+    pub(super) params: &'a [Value],
+}
+
 impl Host {
     /// Handles one frame from `attach`. A violation is returned for the
     /// transport to end the attach with; statements before it stand.
@@ -99,25 +111,20 @@ impl Host {
                         code: FinCode::ServerError,
                         message: e.to_string(),
                     })?;
-            let (outcome, _) = self
-                .execute_once(
-                    &thread,
-                    &attach.client,
-                    attach.principal.clone(),
-                    &command.protocol,
-                    contract.unwrap_or(Contract {
-                        wire: attach.selection.wire,
-                        version: attach.selection.wire,
-                    }),
-                    &command.method,
-                    &command.params,
-                    Some(attach),
-                    &documents.state,
-                )
-                .map_err(|e| FrameViolation {
-                    code: FinCode::ServerError,
-                    message: e.to_string(),
-                })?;
+            let statement = Statement {
+                client: &attach.client,
+                principal: attach.principal.clone(),
+                protocol: &command.protocol,
+                seq: command.seq,
+                contract: contract.unwrap_or(Contract {
+                    wire: attach.selection.wire,
+                    version: attach.selection.wire,
+                }),
+                method: &command.method,
+                params: &command.params,
+            };
+            let (outcome, _) =
+                self.execute_once(&thread, &statement, Some(attach), &documents.state);
             outcome
         };
         let reply = answer(&command.protocol, command.seq, outcome, contract);
@@ -354,21 +361,18 @@ impl Host {
                 Value::Array(items) => items.clone(),
                 other => vec![other.clone()],
             };
-            let outcome = self
-                .execute_durable(
-                    thread,
-                    client,
-                    // A lane belongs to its thread's principal: the
-                    // admitting attach authenticated as this one.
-                    thread.scope.principal().cloned(),
-                    protocol,
-                    seq,
-                    contract,
-                    &command.method,
-                    &params,
-                    attach,
-                )
-                .await?;
+            let statement = Statement {
+                client,
+                // A lane belongs to its thread's principal: the admitting
+                // attach authenticated as this one.
+                principal: thread.scope.principal().cloned(),
+                protocol,
+                seq,
+                contract,
+                method: &command.method,
+                params: &params,
+            };
+            let outcome = self.execute_durable(thread, &statement, attach).await?;
             let (ok, text) = outcome_json(&outcome);
             records.push(
                 CommandAnswered {
@@ -391,21 +395,30 @@ impl Host {
 
     /// Executes one admitted durable command and commits its document
     /// changes with its answer; a command a crash left applied is not run
-    /// again: its recorded answer is returned.
-    #[allow(clippy::too_many_arguments)]
+    /// again: its recorded answer is returned. An async handler keeps that
+    /// promise itself (see [`Call::key`]).
     pub(super) async fn execute_durable(
         &self,
         thread: &Arc<Thread>,
-        client: &ClientId,
-        principal: Option<PrincipalId>,
-        protocol: &ProtocolName,
-        seq: u64,
-        contract: Contract,
-        method: &str,
-        params: &[Value],
+        statement: &Statement<'_>,
         attach: Option<&Arc<Attach>>,
     ) -> Result<Outcome, HostError> {
         let _exec = thread.exec.lock().await;
+        let key = (statement.protocol.clone(), statement.method.to_owned());
+        if let Some(HandlerKind::Async(handler)) = self.inner.handlers.get(&key) {
+            let call = Call {
+                caller: self.caller(thread, statement),
+                thread: thread.scope.clone(),
+                protocol: statement.protocol.clone(),
+                seq: statement.seq,
+                method: statement.method.to_owned(),
+                params: statement.params.to_vec(),
+                contract: statement.contract,
+                recovering: attach.is_none(),
+            };
+            return Ok(handler(call).await);
+        }
+        let (client, protocol, seq) = (statement.client, statement.protocol, statement.seq);
         for _ in 0..MAX_COMMIT_ATTEMPTS {
             let documents = self.inner.documents.state(&thread.documents)?;
             if let Some(applied) =
@@ -415,17 +428,7 @@ impl Host {
             {
                 return Ok(outcome_from(applied.ok, &applied.answer.0));
             }
-            let (outcome, changes) = self.execute_once(
-                thread,
-                client,
-                principal.clone(),
-                protocol,
-                contract,
-                method,
-                params,
-                attach,
-                &documents.state,
-            )?;
+            let (outcome, changes) = self.execute_once(thread, statement, attach, &documents.state);
             if changes.is_empty() {
                 return Ok(outcome);
             }
@@ -454,7 +457,7 @@ impl Host {
             {
                 Ok(_) => {
                     // The admitting attach gets these ops with the answer.
-                    self.flush_thread(thread, attach.map(|a| a.id))?;
+                    self.flush_thread(thread, attach.map(|a| a.id));
                     return Ok(outcome);
                 }
                 Err(LedgerError::Conflict { .. }) => continue,
@@ -467,22 +470,28 @@ impl Host {
         )))
     }
 
-    /// Runs a handler once against `documents`; applies its attach
-    /// changes on success and returns its outcome and durable changes.
-    #[allow(clippy::too_many_arguments)]
+    /// Who sent `statement`, as its handler sees them.
+    fn caller(&self, thread: &Thread, statement: &Statement<'_>) -> Caller {
+        Caller {
+            client_id: statement.client.clone(),
+            principal: statement.principal.clone(),
+            is_connected: lock(&thread.attaches)
+                .values()
+                .any(|a| &a.client == statement.client),
+        }
+    }
+
+    /// Runs a synchronous handler once against `documents`; applies its
+    /// attach changes on success and returns its outcome and durable
+    /// changes.
     pub(super) fn execute_once(
         &self,
         thread: &Arc<Thread>,
-        client: &ClientId,
-        principal: Option<PrincipalId>,
-        protocol: &ProtocolName,
-        contract: Contract,
-        method: &str,
-        params: &[Value],
+        statement: &Statement<'_>,
         attach: Option<&Arc<Attach>>,
         documents: &DocumentsState,
-    ) -> Result<(Outcome, Vec<DocumentChange>), HostError> {
-        let is_connected = lock(&thread.attaches).values().any(|a| &a.client == client);
+    ) -> (Outcome, Vec<DocumentChange>) {
+        let protocol = statement.protocol;
         let (context, txn) = match attach {
             Some(attach) if !attach.is_closed() => {
                 let state = lock(&attach.state);
@@ -499,33 +508,36 @@ impl Host {
             _ => (None, None),
         };
         let mut ctx = CommandContext {
-            caller: Caller {
-                client_id: client.clone(),
-                principal,
-                is_connected,
-            },
+            caller: self.caller(thread, statement),
             thread: &thread.scope,
             protocol,
-            contract,
+            contract: statement.contract,
             context,
             host: &self.inner,
             documents,
             staged: BTreeMap::new(),
             attach: txn,
         };
+        let method = statement.method;
         let outcome = match self
             .inner
             .handlers
             .get(&(protocol.clone(), method.to_owned()))
         {
-            Some(handler) => handler(&mut ctx, params),
+            Some(HandlerKind::Sync(handler)) => handler(&mut ctx, statement.params),
+            // Registration keeps async handlers on durable lanes, which
+            // `execute_durable` dispatches before reaching here.
+            Some(HandlerKind::Async(_)) => Err(Rejection::new(
+                "unknown-method",
+                format!("{protocol}.{method} runs on its durable lane only"),
+            )),
             None => Err(Rejection::new(
                 "unknown-method",
                 format!("{protocol} has no method {method}"),
             )),
         };
         if outcome.is_err() {
-            return Ok((outcome, Vec::new()));
+            return (outcome, Vec::new());
         }
         let changes: Vec<DocumentChange> = ctx
             .staged
@@ -541,7 +553,7 @@ impl Host {
             state.ephemeral = txn.ephemeral;
             state.included = txn.included;
         }
-        Ok((outcome, changes))
+        (outcome, changes)
     }
 
     /// Changes durable documents outside any command (application start,
@@ -577,6 +589,7 @@ impl Host {
                 Durability::Durable,
             )
             .await?;
-        self.flush_thread(&thread, None)
+        self.flush_thread(&thread, None);
+        Ok(())
     }
 }

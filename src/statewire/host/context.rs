@@ -119,10 +119,17 @@ impl CommandContext<'_> {
         key: Option<Vec<String>>,
         value: Option<Value>,
     ) -> Result<(), Rejection> {
-        if self.host.protocols.get(&name).map(|p| p.record) != Some(Record::Durable) {
+        let info = self.host.protocols.get(&name);
+        if info.map(|p| p.record) != Some(Record::Durable) {
             return Err(Rejection::new(
                 "not-durable",
                 format!("{name} documents belong to attaches"),
+            ));
+        }
+        if info.is_some_and(|p| p.source.is_some()) {
+            return Err(Rejection::new(
+                "derived-documents",
+                format!("{name} documents are derived from the application's records"),
             ));
         }
         if value
@@ -285,14 +292,23 @@ impl AttachTxn {
     }
 }
 
+/// Checks a value a synced document would take.
+pub(super) type DocumentCheck = Arc<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
+
+fn checked(check: &DocumentCheck, value: &Value) -> Result<(), Rejection> {
+    check(value).map_err(|message| Rejection::new("invalid-document", message))
+}
+
 /// `set [value]` on a synced document.
 pub(super) fn synced_set(
     ctx: &mut CommandContext<'_>,
     params: &[Value],
+    check: &DocumentCheck,
 ) -> Result<Value, Rejection> {
     let [value] = params else {
         return Err(Rejection::new("invalid-params", "set takes [value]"));
     };
+    checked(check, value)?;
     let protocol = ctx.protocol().to_string();
     let attach = ctx.attach()?;
     attach.mount(&protocol, value.clone(), None, true)?;
@@ -303,6 +319,7 @@ pub(super) fn synced_set(
 pub(super) fn synced_patch(
     ctx: &mut CommandContext<'_>,
     params: &[Value],
+    check: &DocumentCheck,
 ) -> Result<Value, Rejection> {
     let [ops] = params else {
         return Err(Rejection::new("invalid-patch", "patch takes [ops]"));
@@ -316,6 +333,7 @@ pub(super) fn synced_patch(
     let mut document = document.clone();
     statepatch::apply(&mut document, &ops)
         .map_err(|e| Rejection::new("invalid-patch", e.to_string()))?;
+    checked(check, &document)?;
     attach.mount(&protocol, document, None, true)?;
     Ok(Value::Null)
 }

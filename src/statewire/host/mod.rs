@@ -16,15 +16,18 @@ mod attach;
 mod builder;
 mod commands;
 mod context;
+mod follow;
 mod queue;
+mod source;
 mod views;
 
 pub use attach::{AttachHandle, AttachRequest};
 pub use builder::{HostBuilder, ProtocolDef};
 pub use context::{AttachTxn, CommandContext, NoAttach};
-use context::{synced_patch, synced_set};
+use context::{DocumentCheck, synced_patch, synced_set};
 use queue::{Inbox, Outbox, Pushed};
 pub use queue::{MAX_QUEUED_BYTES, MAX_QUEUED_PACKETS, Outbound};
+pub use source::{AsyncHandler, AttachDocuments, Call, DocumentSource, SourceSnapshot};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,7 +42,8 @@ use crate::statewire::ids::{
     AttacherId, ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope, random_hex,
 };
 use crate::statewire::negotiation::{
-    self, NegotiationError, ProtocolSupport, Record, Selection, SubprotocolSupport, Support,
+    self, NegotiationError, ProtocolSupport, Record, SelectedProtocol, Selection,
+    SubprotocolSupport, Support,
 };
 use crate::statewire::packet::{
     Answer, Command, Contract, CtxEntry, Dur, Fin, FinCode, Frame, FrameViolation, Packet,
@@ -130,6 +134,17 @@ pub type Authenticator =
 struct ProtocolInfo {
     record: Record,
     initial_main: Value,
+    /// Where a derived protocol's documents come from.
+    source: Option<Arc<dyn DocumentSource>>,
+}
+
+/// A registered command handler.
+#[derive(Clone)]
+enum HandlerKind {
+    /// Runs against the host's documents, which it may change.
+    Sync(Handler),
+    /// Runs against the application's own streams.
+    Async(AsyncHandler),
 }
 
 /// The host. Cheap to clone.
@@ -143,7 +158,7 @@ struct Inner {
     support: Support,
     /// Every protocol by full name (parents and children).
     protocols: BTreeMap<ProtocolName, ProtocolInfo>,
-    handlers: HashMap<(ProtocolName, String), Handler>,
+    handlers: HashMap<(ProtocolName, String), HandlerKind>,
     validators: HashMap<ProtocolName, ContextValidator>,
     listeners: HashMap<ProtocolName, Vec<ContextListener>>,
     authenticator: Option<Authenticator>,
@@ -169,6 +184,11 @@ struct Thread {
     /// Serialises command execution and document commits on the thread.
     exec: tokio::sync::Mutex<()>,
     attaches: Mutex<BTreeMap<u64, Arc<Attach>>>,
+    /// How many attaches the thread has, for its followers to notice when
+    /// the last one ends.
+    attached: tokio::sync::watch::Sender<usize>,
+    /// Derived protocols whose source stream a task follows.
+    followers: Mutex<BTreeSet<ProtocolName>>,
     /// Per durable lane: serialises admission; `true` once recovered.
     lanes: Mutex<HashMap<(ClientId, ProtocolName), LaneLock>>,
 }
@@ -348,6 +368,8 @@ impl Host {
             documents,
             exec: tokio::sync::Mutex::new(()),
             attaches: Mutex::new(BTreeMap::new()),
+            attached: tokio::sync::watch::Sender::new(0),
+            followers: Mutex::new(BTreeSet::new()),
             lanes: Mutex::new(HashMap::new()),
         });
         threads.insert(scope.clone(), thread.clone());

@@ -1,34 +1,63 @@
 //! Views: the documents each attach should see, and flushing their
-//! diffs.
+//! diffs. A flush reads the thread's documents once (the host's documents
+//! fold and each derived protocol's snapshot) and diffs every attach's
+//! table against the view it selects from them.
 
 use super::*;
 
+/// A derived protocol's snapshot, or why it could not be taken.
+type Snapshot = Result<Arc<dyn SourceSnapshot>, String>;
+
+/// One flush's reading of a thread: the host's documents, and the
+/// snapshots of derived protocols, each taken on first use.
+pub(super) struct ThreadDocuments<'a> {
+    scope: &'a ThreadScope,
+    documents: Arc<crate::ledger::Folded<DocumentsState>>,
+    snapshots: Mutex<BTreeMap<ProtocolName, Snapshot>>,
+}
+
+impl ThreadDocuments<'_> {
+    fn snapshot(
+        &self,
+        protocol: &ProtocolName,
+        source: &Arc<dyn DocumentSource>,
+    ) -> Snapshot {
+        lock(&self.snapshots)
+            .entry(protocol.clone())
+            .or_insert_with(|| source.snapshot(self.scope))
+            .clone()
+    }
+
+    pub(super) fn documents(&self) -> &DocumentsState {
+        &self.documents.state
+    }
+}
+
 impl Host {
-    /// The documents `attach` should see now.
+    /// Reads `thread`'s documents for one flush.
+    pub(super) fn thread_documents<'a>(
+        &'a self,
+        thread: &'a Thread,
+    ) -> Result<ThreadDocuments<'a>, HostError> {
+        Ok(ThreadDocuments {
+            scope: &thread.scope,
+            documents: self.inner.documents.state(&thread.documents)?,
+            snapshots: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// The documents `attach` should see now; an error names a derived
+    /// protocol whose documents cannot be read.
     pub(super) fn view(
         &self,
         attach: &Attach,
         state: &AttachState,
-        documents: &DocumentsState,
-    ) -> View {
+        documents: &ThreadDocuments<'_>,
+    ) -> Result<View, String> {
         let mut view = View::new();
         for p in &attach.selection.protocols {
             match p.record {
-                Record::Durable => {
-                    let value = documents
-                        .documents
-                        .get(&(p.name.to_string(), None))
-                        .map(|j| j.0.clone())
-                        .or_else(|| {
-                            self.inner
-                                .protocols
-                                .get(&p.name)
-                                .map(|info| info.initial_main.clone())
-                        });
-                    if let Some(value) = value {
-                        view.insert(DocIdentity::main(p.name.clone()), Arc::new(value));
-                    }
-                }
+                Record::Durable => self.durable_view(p, state, documents, &mut view)?,
                 Record::Ephemeral => {
                     for (id, value) in state
                         .ephemeral
@@ -42,36 +71,73 @@ impl Host {
         }
         for id in &state.included {
             if let Some(value) = documents
+                .documents()
                 .documents
                 .get(&(id.protocol.to_string(), id.key.clone()))
             {
                 view.insert(id.clone(), Arc::new(value.0.clone()));
             }
         }
-        view
+        Ok(view)
+    }
+
+    /// A durable protocol's part of a view: its main document, and for a
+    /// derived protocol the keyed documents its source picks.
+    fn durable_view(
+        &self,
+        selected: &SelectedProtocol,
+        state: &AttachState,
+        documents: &ThreadDocuments<'_>,
+        view: &mut View,
+    ) -> Result<(), String> {
+        let info = self.inner.protocols.get(&selected.name);
+        if let Some(source) = info.and_then(|info| info.source.as_ref()) {
+            let snapshot = documents.snapshot(&selected.name, source)?;
+            view.insert(DocIdentity::main(selected.name.clone()), snapshot.main());
+            let attach = AttachDocuments {
+                ephemeral: &state.ephemeral,
+            };
+            for (key, value) in snapshot.keyed(&attach) {
+                view.insert(DocIdentity::keyed(selected.name.clone(), key), value);
+            }
+            return Ok(());
+        }
+        let value = documents
+            .documents()
+            .documents
+            .get(&(selected.name.to_string(), None))
+            .map(|j| j.0.clone())
+            .or_else(|| info.map(|info| info.initial_main.clone()));
+        if let Some(value) = value {
+            view.insert(DocIdentity::main(selected.name.clone()), Arc::new(value));
+        }
+        Ok(())
     }
 
     /// Sends `attach` its view diff, then `answers`, in one packet.
     pub(super) fn flush_attach(&self, attach: &Arc<Attach>, answers: Vec<Answer>, dur: Vec<Dur>) {
-        let documents = match self.inner.documents.state(&attach.thread.documents) {
-            Ok(documents) => documents,
-            Err(error) => {
-                self.end(attach, server_fin(error));
-                return;
-            }
-        };
-        self.flush_with(attach, &documents.state, answers, dur);
+        match self.thread_documents(&attach.thread) {
+            Ok(documents) => self.flush_with(attach, &documents, answers, dur),
+            Err(error) => self.end(attach, server_fin(error)),
+        }
     }
 
     pub(super) fn flush_with(
         &self,
         attach: &Arc<Attach>,
-        documents: &DocumentsState,
+        documents: &ThreadDocuments<'_>,
         ans: Vec<Answer>,
         dur: Vec<Dur>,
     ) {
         let mut state = lock(&attach.state);
-        let view = self.view(attach, &state, documents);
+        let view = match self.view(attach, &state, documents) {
+            Ok(view) => view,
+            Err(error) => {
+                drop(state);
+                self.end(attach, server_fin(error));
+                return;
+            }
+        };
         let ops = state.table.update(&view);
         let packet = Packet {
             ops,
@@ -83,22 +149,30 @@ impl Host {
         self.send(attach, packet);
     }
 
-    /// Flushes every attach of the thread (after a document commit) but
-    /// `except`, which its caller flushes with its answers.
-    pub(super) fn flush_thread(
-        &self,
-        thread: &Arc<Thread>,
-        except: Option<u64>,
-    ) -> Result<(), HostError> {
-        let documents = self.inner.documents.state(&thread.documents)?;
+    /// Flushes every attach of the thread but `except` (which its caller
+    /// flushes with its answers): after a document commit, or when a
+    /// derived protocol's stream moved.
+    pub(super) fn flush_thread(&self, thread: &Arc<Thread>, except: Option<u64>) {
         let attaches: Vec<Arc<Attach>> = lock(&thread.attaches)
             .values()
             .filter(|a| Some(a.id) != except)
             .cloned()
             .collect();
-        for attach in attaches {
-            self.flush_with(&attach, &documents.state, Vec::new(), Vec::new());
+        if attaches.is_empty() {
+            return;
         }
-        Ok(())
+        let documents = match self.thread_documents(thread) {
+            Ok(documents) => documents,
+            Err(error) => {
+                let fin = server_fin(error);
+                for attach in attaches {
+                    self.end(&attach, fin.clone());
+                }
+                return;
+            }
+        };
+        for attach in attaches {
+            self.flush_with(&attach, &documents, Vec::new(), Vec::new());
+        }
     }
 }

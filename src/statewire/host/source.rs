@@ -1,0 +1,94 @@
+//! Extension points for an application whose state lives in its own
+//! ledger streams rather than in the host's documents stream: a
+//! [`DocumentSource`] derives a protocol's documents from such a stream,
+//! and an [`AsyncHandler`] runs a durable command that writes to it.
+//!
+//! The host still owns admission, sequence numbers, retained answers,
+//! views and flushes; it follows a source's stream while the thread has
+//! attaches, so every attach sees the documents change as records land,
+//! whoever appended them.
+//! Must never: let a source's documents be written through a command's
+//! staged changes (they are derived, never stored), or run an async
+//! handler before its command's admission is durable.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use crate::ledger::StreamKey;
+use crate::statewire::ids::{ProtocolName, ThreadScope};
+use crate::statewire::packet::{Contract, Rejection};
+use crate::statewire::view::DocIdentity;
+
+use super::Caller;
+
+/// Documents of one durable protocol, derived from a ledger stream.
+pub trait DocumentSource: Send + Sync + 'static {
+    /// The stream whose appends change `thread`'s documents.
+    fn stream(&self, thread: &ThreadScope) -> Result<StreamKey, String>;
+
+    /// `thread`'s documents as the stream stands now.
+    fn snapshot(&self, thread: &ThreadScope) -> Result<Arc<dyn SourceSnapshot>, String>;
+
+    /// The host stopped following `thread` (its last attach ended): what
+    /// the source caches for it may go.
+    fn release(&self, _thread: &ThreadScope) {}
+}
+
+/// A source's documents at one moment, shared by every attach a flush
+/// serves.
+pub trait SourceSnapshot: Send + Sync {
+    /// The protocol's main document.
+    fn main(&self) -> Arc<Value>;
+
+    /// The keyed documents (absolute keys) this attach sees, chosen from
+    /// what it holds (its interests, for example).
+    fn keyed(&self, attach: &AttachDocuments<'_>) -> Vec<(Vec<String>, Arc<Value>)>;
+}
+
+/// What a source may read of an attach: its ephemeral documents.
+pub struct AttachDocuments<'a> {
+    pub(super) ephemeral: &'a BTreeMap<DocIdentity, Value>,
+}
+
+impl AttachDocuments<'_> {
+    /// The attach's main document of an ephemeral protocol (full name).
+    pub fn main(&self, protocol: &str) -> Option<&Value> {
+        self.ephemeral
+            .iter()
+            .find(|(id, _)| id.main && id.protocol.as_str() == protocol)
+            .map(|(_, value)| value)
+    }
+}
+
+/// A durable command as an async handler receives it.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub caller: Caller,
+    pub thread: ThreadScope,
+    pub protocol: ProtocolName,
+    pub seq: u64,
+    pub method: String,
+    pub params: Vec<Value>,
+    /// The contract the command was admitted under.
+    pub contract: Contract,
+    /// The host finishes this command after a restart: there is no
+    /// admitting attach, and an earlier run may have applied it already.
+    pub recovering: bool,
+}
+
+impl Call {
+    /// The command's identity (client, protocol, seq) as one string: an
+    /// async handler applies each key at most once, so a command the host
+    /// runs again after a crash answers what its first run did.
+    pub fn key(&self) -> String {
+        format!("{}/{}/{}", self.caller.client_id, self.protocol, self.seq)
+    }
+}
+
+/// Runs a durable command against the application's own streams. It must
+/// be idempotent on [`Call::key`].
+pub type AsyncHandler =
+    Arc<dyn Fn(Call) -> BoxFuture<'static, Result<Value, Rejection>> + Send + Sync>;
