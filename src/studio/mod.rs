@@ -6,8 +6,9 @@
 //! - [`conversation`]: the conversation state, a pure fold of its records.
 //! - [`canvas`]: the composition manifest's pure operations.
 //! - [`auth`]: bearer token to principal, the one seam for identity.
-//! - [`service`]: decisions (fold, decide, append where decided) and the
-//!   segments that stream turns while they hold the lease.
+//! - [`service`]: decisions (fold, decide, append where decided); `segment`
+//!   streams a turn while it holds the lease, from the agent context
+//!   `turn_context` builds out of the fold.
 //! - [`routes`]: the HTTP routes and SSE framing.
 //! - [`rerun`]: recorded segments run through an agent again and compared
 //!   (`ledgerwire replay --check`).
@@ -21,5 +22,7 @@ pub mod conversation;
 pub mod records;
 pub mod rerun;
 pub mod routes;
+mod segment;
 pub mod service;
+mod turn_context;
 pub mod wire;

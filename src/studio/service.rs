@@ -11,36 +11,36 @@
 //! pausing or ending frame before it is durable.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::response::sse::Event;
-use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
-use crate::agent::{
-    Agent, AnsweredPause, DIGEST_MAX_BYTES, DIGEST_TURNS, PastCard, PastTurn, Recall, RecallStore,
-    TurnContext, frames,
-};
+use crate::agent::{Agent, Recall};
 use crate::ledger::{
     Durability, ExpectedPosition, FoldCache, Folded, Ledger, LedgerError, NewRecord, Payload,
-    Record, RecordKind, StreamKey,
+    StreamKey,
 };
 
 use super::auth::{AuthPolicy, Principal};
 use super::canvas;
 use super::conversation::{Conversation, ConversationFold, TurnStatus};
 use super::records::{
-    CancelRequested, CompositionMutated, FrameSent, InterruptAnswered, PlanApprovalRecorded,
-    SegmentClaimed, SegmentEnd, SegmentReleased, SegmentRenewed, TurnRequested,
-    conversation_stream,
+    CancelRequested, CompositionMutated, InterruptAnswered, PlanApprovalRecorded, SegmentClaimed,
+    TurnRequested, conversation_stream,
 };
 use super::wire::WireError;
 use super::wire::composition::{CompositionManifest, CompositionMutation};
 use super::wire::elicitation::{PendingElicitation, PendingInterrupt, PendingPlan};
-use super::wire::frame::{CompositionUpdated, ErrorFrame, Frame};
-use super::wire::ids::{ConversationId, InterruptId, PlanVersionId, TraceId};
-use super::wire::plan::{PlanProposed, PlanVersioned, SwitchFailed};
+use super::wire::frame::Frame;
+use super::wire::ids::ConversationId;
 use super::wire::request::{CancelRequest, Decision, InterruptResponse, TurnRequest};
+
+use super::segment::Segment;
+use super::turn_context::{LiveRecall, switch_reoffer, unreadable_plan};
+pub use super::turn_context::{
+    SWITCH_CANCELLED, SWITCH_CANCELLED_REASON, past_turns, segment_replans, turn_context,
+};
 
 /// Default lease of a segment, in milliseconds (the contract's 45 s).
 pub const LEASE_TTL_MS: u64 = 45_000;
@@ -84,7 +84,7 @@ pub(crate) fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-fn seconds_ceil(ms: u64) -> u64 {
+pub(super) fn seconds_ceil(ms: u64) -> u64 {
     ms.div_ceil(1000).max(1)
 }
 
@@ -103,7 +103,7 @@ fn busy(remaining_ms: u64) -> WireError {
     )
 }
 
-fn json<T: serde::Serialize>(value: &T) -> String {
+pub(super) fn json<T: serde::Serialize>(value: &T) -> String {
     // Wire types serialise infallibly (no maps with non-string keys).
     serde_json::to_string(value).unwrap_or_default()
 }
@@ -123,14 +123,14 @@ pub type SseItem = Result<Event, std::convert::Infallible>;
 /// The Studio service; cheap to clone, one per server.
 #[derive(Clone)]
 pub struct Studio {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
-    ledger: Ledger,
-    folds: FoldCache<ConversationFold>,
-    agent: Arc<dyn Agent>,
-    config: StudioConfig,
+pub(super) struct Inner {
+    pub(super) ledger: Ledger,
+    pub(super) folds: FoldCache<ConversationFold>,
+    pub(super) agent: Arc<dyn Agent>,
+    pub(super) config: StudioConfig,
 }
 
 impl Studio {
@@ -171,7 +171,7 @@ impl Studio {
         })
     }
 
-    fn fold(&self, stream: &StreamKey) -> Result<Arc<Folded<Conversation>>, WireError> {
+    pub(super) fn fold(&self, stream: &StreamKey) -> Result<Arc<Folded<Conversation>>, WireError> {
         self.inner.folds.state(stream).map_err(|error| match error {
             LedgerError::Corrupt { .. } | LedgerError::Fold { .. } => {
                 tracing::error!(%error, "refusing a corrupt conversation");
@@ -485,74 +485,6 @@ impl Studio {
     }
 }
 
-/// The plan a `/cancel` re-offers while this segment carries out a switch
-/// (delta 23): the plan the switch was made from, unchanged, marked
-/// `switch_cancelled`. `None` when the segment resumes anything else.
-fn switch_reoffer(context: &TurnContext) -> Option<PlanProposed> {
-    let last = context.answers.last()?;
-    let switch = last.response.switch.as_ref()?;
-    let Frame::PlanProposed(plan) = &last.frame else {
-        return None;
-    };
-    let mut reoffer = plan.clone();
-    reoffer.switch_failed = Some(SwitchFailed {
-        choice_id: switch.choice_id.clone(),
-        option_id: switch.option_id.clone(),
-        code: SWITCH_CANCELLED.to_owned(),
-        reason: SWITCH_CANCELLED_REASON.to_owned(),
-        retryable: Some(true),
-    });
-    Some(reoffer)
-}
-
-/// The `switch_failed.code` of a switch the user stopped.
-pub const SWITCH_CANCELLED: &str = "switch_cancelled";
-/// What the client shows, as a quiet note, on the row of a stopped switch.
-pub const SWITCH_CANCELLED_REASON: &str = "You stopped this change, so the plan is as it was.";
-
-/// What a resume does when the plan it answers can no longer be read
-/// (a frame recorded by an older build, say).
-enum Recovery {
-    /// Approve or amend: plan again from the question; the new plan
-    /// supersedes the unreadable one (whose id is kept if it can be found).
-    Replan { supersedes: String },
-    /// Reject: close the turn.
-    Close,
-}
-
-/// Whether the turn's latest answer answers a plan that does not parse.
-fn unreadable_plan(conversation: &Conversation, turn: u32) -> Option<Recovery> {
-    let turn = conversation
-        .turns
-        .get(usize::try_from(turn).ok()?.checked_sub(1)?)?;
-    let pause = turn.pauses.last().filter(|pause| pause.is_plan)?;
-    let answer: InterruptResponse = serde_json::from_str(pause.answer.as_deref()?).ok()?;
-    if matches!(
-        serde_json::from_str::<Frame>(&pause.frame),
-        Ok(Frame::PlanProposed(_))
-    ) {
-        return None;
-    }
-    if answer.decision == Decision::Reject {
-        return Some(Recovery::Close);
-    }
-    let supersedes = serde_json::from_str::<serde_json::Value>(&pause.frame)
-        .ok()
-        .and_then(|frame| frame["plan_version_id"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| String::from("unreadable-plan"));
-    Some(Recovery::Replan { supersedes })
-}
-
-/// Whether the next segment of `turn` re-plans a plan the server can no
-/// longer read (its frames are then the server's, not the agent's).
-pub fn segment_replans(conversation: &Conversation, turn: u32) -> bool {
-    unreadable_plan(conversation, turn).is_some()
-}
-
-/// What the user reads when their plan had to be planned again.
-const REPLAN_NOTICE: &str =
-    "I could no longer read the plan you answered, so I planned again from your question.";
-
 /// The pending interrupt a pause frame describes, for answer validation.
 fn pending_interrupt(pause: &super::conversation::Pause) -> Result<PendingInterrupt, WireError> {
     let frame = serde_json::from_str::<Frame>(&pause.frame);
@@ -572,475 +504,5 @@ fn pending_interrupt(pause: &super::conversation::Pause) -> Result<PendingInterr
             1,
             "The paused question could not be read back; retry.",
         )),
-    }
-}
-
-/// What the agent may read for the next segment of `turn`, exactly as the
-/// server builds it when it starts that segment. After an answer to a plan
-/// that can no longer be read the agent sees no answers: it plans again
-/// from the question.
-pub fn turn_context(conversation: &Conversation, turn: u32, recall: Recall) -> Option<TurnContext> {
-    let record = conversation
-        .turns
-        .get(usize::try_from(turn).ok()?.checked_sub(1)?)?;
-    let answers = if unreadable_plan(conversation, turn).is_some() {
-        Vec::new()
-    } else {
-        record
-            .pauses
-            .iter()
-            .filter_map(|pause| {
-                let frame = serde_json::from_str(&pause.frame).ok()?;
-                let response = serde_json::from_str(pause.answer.as_deref()?).ok()?;
-                Some(AnsweredPause { frame, response })
-            })
-            .collect()
-    };
-    Some(TurnContext {
-        turn,
-        request: record.request()?,
-        answers,
-        canvas: conversation.composition.clone(),
-        components: conversation.components.clone(),
-        history: digest(conversation, turn),
-        recall,
-    })
-}
-
-/// A turn's record as the digests describe it.
-fn past_turn(conversation: &Conversation, past: &super::conversation::Turn) -> Option<PastTurn> {
-    let cards = past
-        .cards
-        .iter()
-        .filter_map(|id| {
-            let card = conversation.components.get(id)?;
-            Some(PastCard {
-                component_id: id.clone(),
-                component_type: card.component_type.clone(),
-                title: card.title.clone(),
-            })
-        })
-        .collect();
-    Some(PastTurn {
-        turn: past.turn,
-        message: past.request()?.message,
-        close: past.close.clone(),
-        cards,
-    })
-}
-
-/// The conversation digest: the turns before `turn`, newest first, within
-/// the digest's bounds.
-fn digest(conversation: &Conversation, turn: u32) -> Vec<PastTurn> {
-    let mut bytes = 0;
-    conversation
-        .turns
-        .iter()
-        .filter(|past| past.turn < turn)
-        .rev()
-        .take(DIGEST_TURNS)
-        .filter_map(|past| past_turn(conversation, past))
-        .take_while(|past| {
-            bytes += past.weight_bytes();
-            bytes <= DIGEST_MAX_BYTES
-        })
-        .collect()
-}
-
-/// Earlier turns of `conversation` (before `turn`), oldest first, as the
-/// digests describe them.
-pub fn past_turns(conversation: &Conversation, turn: u32) -> Vec<PastTurn> {
-    conversation
-        .turns
-        .iter()
-        .filter(|past| past.turn < turn)
-        .filter_map(|past| past_turn(conversation, past))
-        .collect()
-}
-
-/// The recall tool's store for a live segment: it folds the conversation
-/// when the agent calls the tool (turns before this one no longer change),
-/// so a segment never pins a copy of the state.
-struct LiveRecall {
-    studio: Studio,
-    stream: StreamKey,
-    turn: u32,
-}
-
-impl std::fmt::Debug for LiveRecall {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "LiveRecall({}, before turn {})", self.stream, self.turn)
-    }
-}
-
-impl RecallStore for LiveRecall {
-    fn visit_newest_first(&self, visit: &mut dyn FnMut(PastTurn) -> bool) {
-        let Ok(folded) = self.studio.fold(&self.stream) else {
-            return;
-        };
-        let conversation = &folded.state;
-        let older = conversation
-            .turns
-            .iter()
-            .rev()
-            .filter(|t| t.turn < self.turn);
-        for past in older.filter_map(|past| past_turn(conversation, past)) {
-            if !visit(past) {
-                break;
-            }
-        }
-    }
-}
-
-/// A segment can no longer write: the lease now belongs to another
-/// segment, or the ledger failed.
-struct Lost;
-
-/// A segment: streams one stretch of a turn while it holds the lease.
-struct Segment {
-    studio: Studio,
-    stream: StreamKey,
-    segment: u32,
-    turn: u32,
-    next_seq: u64,
-    client: mpsc::Sender<SseItem>,
-    /// Set while the segment carries out a switch: what a `/cancel`
-    /// answers with instead of the cancelled error.
-    switch_reoffer: Option<PlanProposed>,
-}
-
-impl Segment {
-    async fn run(
-        mut self,
-        context: TurnContext,
-        approved: Option<Frame>,
-        recovery: Option<Recovery>,
-    ) {
-        let heartbeat = Duration::from_millis(self.studio.inner.config.heartbeat_ms.max(1));
-        let mut ticker =
-            tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
-        let mut superseded = match recovery {
-            None => None,
-            Some(Recovery::Close) => {
-                let text = "You rejected the plan, so I computed nothing.";
-                if self.emit(frames::message_complete(text)).await {
-                    self.emit(frames::done()).await;
-                }
-                return;
-            }
-            Some(Recovery::Replan { supersedes }) => {
-                let delta = frames::message_delta(REPLAN_NOTICE);
-                if !self.emit(delta).await
-                    || !self.emit(frames::message_complete(REPLAN_NOTICE)).await
-                {
-                    return;
-                }
-                Some(supersedes)
-            }
-        };
-        let mut frames = self.studio.inner.agent.segment(context);
-        if let Some(frame) = approved
-            && !self.emit(frame).await
-        {
-            return;
-        }
-        // A /cancel is a record on this conversation's stream: watching the
-        // stream sees it at once, where the heartbeat would see it only at
-        // its next tick (which stays as the fallback).
-        let ledger = &self.studio.inner.ledger;
-        let watch_from = ledger.head(&self.stream).unwrap_or(0);
-        let mut records = Box::pin(ledger.tail(&self.stream, watch_from));
-        let mut watching = true;
-        loop {
-            tokio::select! {
-                record = records.next(), if watching => {
-                    match record {
-                        Some(Ok(record)) => {
-                            if cancels(&record, self.segment) {
-                                self.stop_for_cancel().await;
-                                return;
-                            }
-                        }
-                        // The stream cannot be read: rely on the heartbeat.
-                        _ => watching = false,
-                    }
-                }
-                frame = frames.next() => {
-                    let Some(frame) = frame else {
-                        // An agent that ends without a closing frame: close honestly.
-                        let error = WireError::transient(1, "The answer ended unexpectedly; ask again.");
-                        self.emit(Frame::Error(ErrorFrame { seq: 0, error })).await;
-                        return;
-                    };
-                    // Once the new plan is announced the switch has applied:
-                    // a later cancel no longer takes it back.
-                    if matches!(frame, Frame::PlanVersioned(_)) {
-                        self.switch_reoffer = None;
-                    }
-                    // A re-planned turn announces the new plan as the
-                    // successor of the unreadable one.
-                    if let Frame::PlanProposed(plan) = &frame
-                        && let Some(old) = superseded.take()
-                    {
-                        let versioned = Frame::PlanVersioned(PlanVersioned {
-                            seq: 0,
-                            plan_version_id: plan.plan_version_id.clone(),
-                            version: plan.version,
-                            supersedes: PlanVersionId::new(old)
-                                .unwrap_or_else(|_| plan.plan_version_id.clone()),
-                        });
-                        if !self.emit(versioned).await {
-                            return;
-                        }
-                    }
-                    if !self.emit(frame).await {
-                        return;
-                    }
-                }
-                _ = ticker.tick() => {
-                    if !self.heartbeat().await {
-                        return;
-                    }
-                }
-                _ = self.client.closed() => {
-                    self.release(SegmentEnd::Disconnected).await;
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Sends `: ka`, renews the lease and looks for a cancel.
-    async fn heartbeat(&mut self) -> bool {
-        if self
-            .client
-            .send(Ok(Event::default().comment("ka")))
-            .await
-            .is_err()
-        {
-            self.release(SegmentEnd::Disconnected).await;
-            return false;
-        }
-        let renewal = SegmentRenewed {
-            segment: self.segment,
-            at_ms: now_ms(),
-        }
-        .to_record();
-        match self.append(vec![renewal], Durability::Buffered).await {
-            Ok(state)
-                if state
-                    .state
-                    .lease
-                    .as_ref()
-                    .is_some_and(|l| l.cancel_requested) =>
-            {
-                self.stop_for_cancel().await;
-                false
-            }
-            Ok(_) => true,
-            Err(_) => false,
-        }
-    }
-
-    /// Ends the segment on a /cancel. A stopped switch leaves the turn
-    /// paused on the plan it was made from; anything else ends with the
-    /// cancelled error.
-    async fn stop_for_cancel(&mut self) {
-        let answer = match self.switch_reoffer.take() {
-            Some(plan) => Frame::PlanProposed(plan),
-            None => Frame::Error(ErrorFrame {
-                seq: 0,
-                error: WireError::cancelled(),
-            }),
-        };
-        self.emit(answer).await;
-    }
-
-    /// Appends as the lease owner; refuses once the lease is someone else's.
-    async fn append(
-        &self,
-        records: Vec<NewRecord>,
-        durability: Durability,
-    ) -> Result<Arc<Folded<Conversation>>, Lost> {
-        let studio = &self.studio.inner;
-        for _ in 0..MAX_DECISION_ATTEMPTS {
-            let folded = studio.folds.state(&self.stream).map_err(|_| Lost)?;
-            let owns = folded
-                .state
-                .lease
-                .as_ref()
-                .is_some_and(|lease| lease.segment == self.segment && lease.released.is_none());
-            let position = folded.position;
-            // Holding the state across the next fold would make it copy.
-            drop(folded);
-            if !owns {
-                tracing::warn!(stream = %self.stream, segment = self.segment, "segment lost its lease");
-                return Err(Lost);
-            }
-            let expected = ExpectedPosition::Exactly(position);
-            match studio
-                .ledger
-                .append(&self.stream, expected, records.clone(), durability)
-                .await
-            {
-                Ok(_) => return studio.folds.state(&self.stream).map_err(|_| Lost),
-                Err(LedgerError::Conflict { .. }) => continue,
-                Err(error) => {
-                    tracing::error!(%error, stream = %self.stream, "segment append failed");
-                    return Err(Lost);
-                }
-            }
-        }
-        Err(Lost)
-    }
-
-    async fn release(&self, end: SegmentEnd) {
-        let record = SegmentReleased {
-            segment: self.segment,
-            at_ms: now_ms(),
-            end,
-        }
-        .to_record();
-        let _ = self.append(vec![record], Durability::Buffered).await;
-    }
-
-    /// Numbers, records and sends one frame (and the canvas update a new
-    /// component implies). False when the segment has ended.
-    async fn emit(&mut self, mut frame: Frame) -> bool {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        stamp(&mut frame, seq, self.turn, self.segment);
-        let ends = frame.ends_stream();
-        // The canvas revision before a component frame (`None`: not one).
-        let canvas_before = match &frame {
-            Frame::ComponentCreated(_) | Frame::ComponentRevised(_) => Some(
-                self.studio
-                    .inner
-                    .folds
-                    .state(&self.stream)
-                    .ok()
-                    .and_then(|state| state.state.composition.as_ref().map(|m| m.revision)),
-            ),
-            _ => None,
-        };
-        if let Frame::Done(done) = &mut frame {
-            // `done` carries the canvas as it stands.
-            done.composition = self
-                .studio
-                .inner
-                .folds
-                .state(&self.stream)
-                .ok()
-                .and_then(|state| state.state.composition.clone());
-        }
-        let state = match self.record(&frame, ends).await {
-            Ok(state) => state,
-            Err(Lost) => {
-                if ends {
-                    // The pausing or closing frame is not durable: the client
-                    // must not see it; it sees why instead.
-                    let error = WireError::transient(
-                        seconds_ceil(self.studio.inner.config.heartbeat_ms),
-                        "The server could not save this step of the answer; retry the request.",
-                    );
-                    let frame = Frame::Error(ErrorFrame { seq, error });
-                    let _ = self.send(&frame).await;
-                }
-                return false;
-            }
-        };
-        if self.send(&frame).await.is_err() {
-            if !ends {
-                self.release(SegmentEnd::Disconnected).await;
-            }
-            return false;
-        }
-        if ends {
-            return false;
-        }
-        // A component frame can change the canvas (auto-add, a revised
-        // block, an edit's replacement); the fold decides, and the client
-        // gets the manifest whenever its revision moved.
-        let canvas_after = state.state.composition.as_ref().map(|m| m.revision);
-        let moved = canvas_before.is_some_and(|before| before != canvas_after);
-        let manifest = moved.then(|| state.state.composition.clone()).flatten();
-        drop(state);
-        if let Some(manifest) = manifest {
-            let update = Frame::CompositionUpdated(CompositionUpdated {
-                seq: 0,
-                composition: manifest,
-            });
-            return Box::pin(self.emit(update)).await;
-        }
-        true
-    }
-
-    /// Records a frame; a closing frame is recorded durably together with
-    /// the lease release.
-    async fn record(&self, frame: &Frame, ends: bool) -> Result<Arc<Folded<Conversation>>, Lost> {
-        let frame_json = json(frame);
-        let mut records = vec![
-            FrameSent {
-                turn: self.turn,
-                segment: self.segment,
-                seq: frame.seq(),
-                frame: frame_json,
-            }
-            .to_record(),
-        ];
-        let durability = if ends {
-            let end = match frame {
-                Frame::Done(_) => SegmentEnd::Done,
-                Frame::Error(_) => SegmentEnd::Failed,
-                _ => SegmentEnd::Paused,
-            };
-            records.push(
-                SegmentReleased {
-                    segment: self.segment,
-                    at_ms: now_ms(),
-                    end,
-                }
-                .to_record(),
-            );
-            Durability::Durable
-        } else {
-            Durability::Buffered
-        };
-        self.append(records, durability).await
-    }
-
-    async fn send(&self, frame: &Frame) -> Result<(), ()> {
-        let event = Event::default()
-            .id(frame.seq().to_string())
-            .data(json(frame));
-        self.client.send(Ok(event)).await.map_err(|_| ())
-    }
-}
-
-/// Whether `record` is a /cancel of `segment`.
-fn cancels(record: &Record, segment: u32) -> bool {
-    record.kind() == RecordKind::StudioCancelRequested.code()
-        && CancelRequested::from_record(record)
-            .and_then(Result::ok)
-            .is_some_and(|cancel| cancel.segment == segment)
-}
-
-/// Sets the server-owned members of a frame: its seq, and the ids of
-/// pauses and traces.
-fn stamp(frame: &mut Frame, seq: u64, turn: u32, segment: u32) {
-    frame.set_seq(seq);
-    // Pause ids are unique in the conversation: seq only grows within a turn.
-    let pause_id = || InterruptId::new(format!("int-{turn}-{seq}")).ok();
-    match frame {
-        Frame::PlanProposed(f) => f.interrupt_id = pause_id().unwrap_or(f.interrupt_id.clone()),
-        Frame::ElicitationRequest(f) => {
-            f.interrupt_id = pause_id().unwrap_or(f.interrupt_id.clone());
-        }
-        Frame::Done(f) => {
-            if let Ok(id) = TraceId::new(format!("trace-{turn}-{segment}")) {
-                f.trace_id = id;
-            }
-        }
-        _ => {}
     }
 }

@@ -17,11 +17,7 @@ pub(super) struct ThreadDocuments<'a> {
 }
 
 impl ThreadDocuments<'_> {
-    fn snapshot(
-        &self,
-        protocol: &ProtocolName,
-        source: &Arc<dyn DocumentSource>,
-    ) -> Snapshot {
+    fn snapshot(&self, protocol: &ProtocolName, source: &Arc<dyn DocumentSource>) -> Snapshot {
         lock(&self.snapshots)
             .entry(protocol.clone())
             .or_insert_with(|| source.snapshot(self.scope))

@@ -1,0 +1,382 @@
+//! A segment: one stretch of a turn, streamed while it holds the lease.
+//! It numbers, records and sends the agent's frames, heartbeats and
+//! renews its lease, and stops at once on a `/cancel`.
+//!
+//! Must never: append after losing its lease, or send a pausing or
+//! closing frame before it is durable.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::response::sse::Event;
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+
+use crate::agent::{TurnContext, frames};
+use crate::ledger::{
+    Durability, ExpectedPosition, Folded, LedgerError, NewRecord, Payload, Record, RecordKind,
+    StreamKey,
+};
+
+use super::conversation::Conversation;
+use super::records::{CancelRequested, FrameSent, SegmentEnd, SegmentReleased, SegmentRenewed};
+use super::wire::WireError;
+use super::wire::frame::{CompositionUpdated, ErrorFrame, Frame};
+use super::wire::ids::{InterruptId, PlanVersionId, TraceId};
+use super::wire::plan::{PlanProposed, PlanVersioned};
+
+use super::service::{MAX_DECISION_ATTEMPTS, SseItem, Studio, json, now_ms, seconds_ceil};
+use super::turn_context::{REPLAN_NOTICE, Recovery};
+
+/// A segment can no longer write: the lease now belongs to another
+/// segment, or the ledger failed.
+struct Lost;
+
+/// A segment: streams one stretch of a turn while it holds the lease.
+pub(super) struct Segment {
+    pub(super) studio: Studio,
+    pub(super) stream: StreamKey,
+    pub(super) segment: u32,
+    pub(super) turn: u32,
+    pub(super) next_seq: u64,
+    pub(super) client: mpsc::Sender<SseItem>,
+    /// Set while the segment carries out a switch: what a `/cancel`
+    /// answers with instead of the cancelled error.
+    pub(super) switch_reoffer: Option<PlanProposed>,
+}
+
+impl Segment {
+    pub(super) async fn run(
+        mut self,
+        context: TurnContext,
+        approved: Option<Frame>,
+        recovery: Option<Recovery>,
+    ) {
+        let heartbeat = Duration::from_millis(self.studio.inner.config.heartbeat_ms.max(1));
+        let mut ticker =
+            tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
+        let mut superseded = match recovery {
+            None => None,
+            Some(Recovery::Close) => {
+                let text = "You rejected the plan, so I computed nothing.";
+                if self.emit(frames::message_complete(text)).await {
+                    self.emit(frames::done()).await;
+                }
+                return;
+            }
+            Some(Recovery::Replan { supersedes }) => {
+                let delta = frames::message_delta(REPLAN_NOTICE);
+                if !self.emit(delta).await
+                    || !self.emit(frames::message_complete(REPLAN_NOTICE)).await
+                {
+                    return;
+                }
+                Some(supersedes)
+            }
+        };
+        let mut frames = self.studio.inner.agent.segment(context);
+        if let Some(frame) = approved
+            && !self.emit(frame).await
+        {
+            return;
+        }
+        // A /cancel is a record on this conversation's stream: watching the
+        // stream sees it at once, where the heartbeat would see it only at
+        // its next tick (which stays as the fallback).
+        let ledger = &self.studio.inner.ledger;
+        let watch_from = ledger.head(&self.stream).unwrap_or(0);
+        let mut records = Box::pin(ledger.tail(&self.stream, watch_from));
+        let mut watching = true;
+        loop {
+            tokio::select! {
+                record = records.next(), if watching => {
+                    match record {
+                        Some(Ok(record)) => {
+                            if cancels(&record, self.segment) {
+                                self.stop_for_cancel().await;
+                                return;
+                            }
+                        }
+                        // The stream cannot be read: rely on the heartbeat.
+                        _ => watching = false,
+                    }
+                }
+                frame = frames.next() => {
+                    let Some(frame) = frame else {
+                        // An agent that ends without a closing frame: close honestly.
+                        let error = WireError::transient(1, "The answer ended unexpectedly; ask again.");
+                        self.emit(Frame::Error(ErrorFrame { seq: 0, error })).await;
+                        return;
+                    };
+                    // Once the new plan is announced the switch has applied:
+                    // a later cancel no longer takes it back.
+                    if matches!(frame, Frame::PlanVersioned(_)) {
+                        self.switch_reoffer = None;
+                    }
+                    // A re-planned turn announces the new plan as the
+                    // successor of the unreadable one.
+                    if let Frame::PlanProposed(plan) = &frame
+                        && let Some(old) = superseded.take()
+                    {
+                        let versioned = Frame::PlanVersioned(PlanVersioned {
+                            seq: 0,
+                            plan_version_id: plan.plan_version_id.clone(),
+                            version: plan.version,
+                            supersedes: PlanVersionId::new(old)
+                                .unwrap_or_else(|_| plan.plan_version_id.clone()),
+                        });
+                        if !self.emit(versioned).await {
+                            return;
+                        }
+                    }
+                    if !self.emit(frame).await {
+                        return;
+                    }
+                }
+                _ = ticker.tick() => {
+                    if !self.heartbeat().await {
+                        return;
+                    }
+                }
+                _ = self.client.closed() => {
+                    self.release(SegmentEnd::Disconnected).await;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Sends `: ka`, renews the lease and looks for a cancel.
+    async fn heartbeat(&mut self) -> bool {
+        if self
+            .client
+            .send(Ok(Event::default().comment("ka")))
+            .await
+            .is_err()
+        {
+            self.release(SegmentEnd::Disconnected).await;
+            return false;
+        }
+        let renewal = SegmentRenewed {
+            segment: self.segment,
+            at_ms: now_ms(),
+        }
+        .to_record();
+        match self.append(vec![renewal], Durability::Buffered).await {
+            Ok(state)
+                if state
+                    .state
+                    .lease
+                    .as_ref()
+                    .is_some_and(|l| l.cancel_requested) =>
+            {
+                self.stop_for_cancel().await;
+                false
+            }
+            Ok(_) => true,
+            Err(_) => false,
+        }
+    }
+
+    /// Ends the segment on a /cancel. A stopped switch leaves the turn
+    /// paused on the plan it was made from; anything else ends with the
+    /// cancelled error.
+    async fn stop_for_cancel(&mut self) {
+        let answer = match self.switch_reoffer.take() {
+            Some(plan) => Frame::PlanProposed(plan),
+            None => Frame::Error(ErrorFrame {
+                seq: 0,
+                error: WireError::cancelled(),
+            }),
+        };
+        self.emit(answer).await;
+    }
+
+    /// Appends as the lease owner; refuses once the lease is someone else's.
+    async fn append(
+        &self,
+        records: Vec<NewRecord>,
+        durability: Durability,
+    ) -> Result<Arc<Folded<Conversation>>, Lost> {
+        let studio = &self.studio.inner;
+        for _ in 0..MAX_DECISION_ATTEMPTS {
+            let folded = studio.folds.state(&self.stream).map_err(|_| Lost)?;
+            let owns = folded
+                .state
+                .lease
+                .as_ref()
+                .is_some_and(|lease| lease.segment == self.segment && lease.released.is_none());
+            let position = folded.position;
+            // Holding the state across the next fold would make it copy.
+            drop(folded);
+            if !owns {
+                tracing::warn!(stream = %self.stream, segment = self.segment, "segment lost its lease");
+                return Err(Lost);
+            }
+            let expected = ExpectedPosition::Exactly(position);
+            match studio
+                .ledger
+                .append(&self.stream, expected, records.clone(), durability)
+                .await
+            {
+                Ok(_) => return studio.folds.state(&self.stream).map_err(|_| Lost),
+                Err(LedgerError::Conflict { .. }) => continue,
+                Err(error) => {
+                    tracing::error!(%error, stream = %self.stream, "segment append failed");
+                    return Err(Lost);
+                }
+            }
+        }
+        Err(Lost)
+    }
+
+    async fn release(&self, end: SegmentEnd) {
+        let record = SegmentReleased {
+            segment: self.segment,
+            at_ms: now_ms(),
+            end,
+        }
+        .to_record();
+        let _ = self.append(vec![record], Durability::Buffered).await;
+    }
+
+    /// Numbers, records and sends one frame (and the canvas update a new
+    /// component implies). False when the segment has ended.
+    async fn emit(&mut self, mut frame: Frame) -> bool {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        stamp(&mut frame, seq, self.turn, self.segment);
+        let ends = frame.ends_stream();
+        // The canvas revision before a component frame (`None`: not one).
+        let canvas_before = match &frame {
+            Frame::ComponentCreated(_) | Frame::ComponentRevised(_) => Some(
+                self.studio
+                    .inner
+                    .folds
+                    .state(&self.stream)
+                    .ok()
+                    .and_then(|state| state.state.composition.as_ref().map(|m| m.revision)),
+            ),
+            _ => None,
+        };
+        if let Frame::Done(done) = &mut frame {
+            // `done` carries the canvas as it stands.
+            done.composition = self
+                .studio
+                .inner
+                .folds
+                .state(&self.stream)
+                .ok()
+                .and_then(|state| state.state.composition.clone());
+        }
+        let state = match self.record(&frame, ends).await {
+            Ok(state) => state,
+            Err(Lost) => {
+                if ends {
+                    // The pausing or closing frame is not durable: the client
+                    // must not see it; it sees why instead.
+                    let error = WireError::transient(
+                        seconds_ceil(self.studio.inner.config.heartbeat_ms),
+                        "The server could not save this step of the answer; retry the request.",
+                    );
+                    let frame = Frame::Error(ErrorFrame { seq, error });
+                    let _ = self.send(&frame).await;
+                }
+                return false;
+            }
+        };
+        if self.send(&frame).await.is_err() {
+            if !ends {
+                self.release(SegmentEnd::Disconnected).await;
+            }
+            return false;
+        }
+        if ends {
+            return false;
+        }
+        // A component frame can change the canvas (auto-add, a revised
+        // block, an edit's replacement); the fold decides, and the client
+        // gets the manifest whenever its revision moved.
+        let canvas_after = state.state.composition.as_ref().map(|m| m.revision);
+        let moved = canvas_before.is_some_and(|before| before != canvas_after);
+        let manifest = moved.then(|| state.state.composition.clone()).flatten();
+        drop(state);
+        if let Some(manifest) = manifest {
+            let update = Frame::CompositionUpdated(CompositionUpdated {
+                seq: 0,
+                composition: manifest,
+            });
+            return Box::pin(self.emit(update)).await;
+        }
+        true
+    }
+
+    /// Records a frame; a closing frame is recorded durably together with
+    /// the lease release.
+    async fn record(&self, frame: &Frame, ends: bool) -> Result<Arc<Folded<Conversation>>, Lost> {
+        let frame_json = json(frame);
+        let mut records = vec![
+            FrameSent {
+                turn: self.turn,
+                segment: self.segment,
+                seq: frame.seq(),
+                frame: frame_json,
+            }
+            .to_record(),
+        ];
+        let durability = if ends {
+            let end = match frame {
+                Frame::Done(_) => SegmentEnd::Done,
+                Frame::Error(_) => SegmentEnd::Failed,
+                _ => SegmentEnd::Paused,
+            };
+            records.push(
+                SegmentReleased {
+                    segment: self.segment,
+                    at_ms: now_ms(),
+                    end,
+                }
+                .to_record(),
+            );
+            Durability::Durable
+        } else {
+            Durability::Buffered
+        };
+        self.append(records, durability).await
+    }
+
+    async fn send(&self, frame: &Frame) -> Result<(), ()> {
+        let event = Event::default()
+            .id(frame.seq().to_string())
+            .data(json(frame));
+        self.client.send(Ok(event)).await.map_err(|_| ())
+    }
+}
+
+/// Whether `record` is a /cancel of `segment`.
+fn cancels(record: &Record, segment: u32) -> bool {
+    record.kind() == RecordKind::StudioCancelRequested.code()
+        && CancelRequested::from_record(record)
+            .and_then(Result::ok)
+            .is_some_and(|cancel| cancel.segment == segment)
+}
+
+/// Sets the server-owned members of a frame: its seq, and the ids of
+/// pauses and traces.
+fn stamp(frame: &mut Frame, seq: u64, turn: u32, segment: u32) {
+    frame.set_seq(seq);
+    // Pause ids are unique in the conversation: seq only grows within a turn.
+    let pause_id = || InterruptId::new(format!("int-{turn}-{seq}")).ok();
+    match frame {
+        Frame::PlanProposed(f) => f.interrupt_id = pause_id().unwrap_or(f.interrupt_id.clone()),
+        Frame::ElicitationRequest(f) => {
+            f.interrupt_id = pause_id().unwrap_or(f.interrupt_id.clone());
+        }
+        Frame::Done(f) => {
+            if let Ok(id) = TraceId::new(format!("trace-{turn}-{segment}")) {
+                f.trace_id = id;
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,205 @@
+//! What the agent may read when a segment starts: the turn's request and
+//! answered pauses, the canvas, the digest of earlier turns and the recall
+//! tool, built from the conversation fold exactly as `replay --check`
+//! rebuilds it. Also what a resume does with a plan it can no longer read.
+//!
+//! Must never: read anything but the fold (and, for recall, the fold again
+//! when the agent calls it), so a replay sees what the live segment saw.
+
+use crate::agent::{
+    AnsweredPause, DIGEST_MAX_BYTES, DIGEST_TURNS, PastCard, PastTurn, Recall, RecallStore,
+    TurnContext,
+};
+use crate::ledger::StreamKey;
+
+use super::conversation::Conversation;
+use super::wire::frame::Frame;
+use super::wire::plan::{PlanProposed, SwitchFailed};
+use super::wire::request::{Decision, InterruptResponse};
+
+use super::service::Studio;
+
+/// The plan a `/cancel` re-offers while this segment carries out a switch
+/// (delta 23): the plan the switch was made from, unchanged, marked
+/// `switch_cancelled`. `None` when the segment resumes anything else.
+pub(super) fn switch_reoffer(context: &TurnContext) -> Option<PlanProposed> {
+    let last = context.answers.last()?;
+    let switch = last.response.switch.as_ref()?;
+    let Frame::PlanProposed(plan) = &last.frame else {
+        return None;
+    };
+    let mut reoffer = plan.clone();
+    reoffer.switch_failed = Some(SwitchFailed {
+        choice_id: switch.choice_id.clone(),
+        option_id: switch.option_id.clone(),
+        code: SWITCH_CANCELLED.to_owned(),
+        reason: SWITCH_CANCELLED_REASON.to_owned(),
+        retryable: Some(true),
+    });
+    Some(reoffer)
+}
+
+/// The `switch_failed.code` of a switch the user stopped.
+pub const SWITCH_CANCELLED: &str = "switch_cancelled";
+/// What the client shows, as a quiet note, on the row of a stopped switch.
+pub const SWITCH_CANCELLED_REASON: &str = "You stopped this change, so the plan is as it was.";
+
+/// What a resume does when the plan it answers can no longer be read
+/// (a frame recorded by an older build, say).
+pub(super) enum Recovery {
+    /// Approve or amend: plan again from the question; the new plan
+    /// supersedes the unreadable one (whose id is kept if it can be found).
+    Replan { supersedes: String },
+    /// Reject: close the turn.
+    Close,
+}
+
+/// Whether the turn's latest answer answers a plan that does not parse.
+pub(super) fn unreadable_plan(conversation: &Conversation, turn: u32) -> Option<Recovery> {
+    let turn = conversation
+        .turns
+        .get(usize::try_from(turn).ok()?.checked_sub(1)?)?;
+    let pause = turn.pauses.last().filter(|pause| pause.is_plan)?;
+    let answer: InterruptResponse = serde_json::from_str(pause.answer.as_deref()?).ok()?;
+    if matches!(
+        serde_json::from_str::<Frame>(&pause.frame),
+        Ok(Frame::PlanProposed(_))
+    ) {
+        return None;
+    }
+    if answer.decision == Decision::Reject {
+        return Some(Recovery::Close);
+    }
+    let supersedes = serde_json::from_str::<serde_json::Value>(&pause.frame)
+        .ok()
+        .and_then(|frame| frame["plan_version_id"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| String::from("unreadable-plan"));
+    Some(Recovery::Replan { supersedes })
+}
+
+/// Whether the next segment of `turn` re-plans a plan the server can no
+/// longer read (its frames are then the server's, not the agent's).
+pub fn segment_replans(conversation: &Conversation, turn: u32) -> bool {
+    unreadable_plan(conversation, turn).is_some()
+}
+
+/// What the user reads when their plan had to be planned again.
+pub(super) const REPLAN_NOTICE: &str =
+    "I could no longer read the plan you answered, so I planned again from your question.";
+
+/// What the agent may read for the next segment of `turn`, exactly as the
+/// server builds it when it starts that segment. After an answer to a plan
+/// that can no longer be read the agent sees no answers: it plans again
+/// from the question.
+pub fn turn_context(conversation: &Conversation, turn: u32, recall: Recall) -> Option<TurnContext> {
+    let record = conversation
+        .turns
+        .get(usize::try_from(turn).ok()?.checked_sub(1)?)?;
+    let answers = if unreadable_plan(conversation, turn).is_some() {
+        Vec::new()
+    } else {
+        record
+            .pauses
+            .iter()
+            .filter_map(|pause| {
+                let frame = serde_json::from_str(&pause.frame).ok()?;
+                let response = serde_json::from_str(pause.answer.as_deref()?).ok()?;
+                Some(AnsweredPause { frame, response })
+            })
+            .collect()
+    };
+    Some(TurnContext {
+        turn,
+        request: record.request()?,
+        answers,
+        canvas: conversation.composition.clone(),
+        components: conversation.components.clone(),
+        history: digest(conversation, turn),
+        recall,
+    })
+}
+
+/// A turn's record as the digests describe it.
+fn past_turn(conversation: &Conversation, past: &super::conversation::Turn) -> Option<PastTurn> {
+    let cards = past
+        .cards
+        .iter()
+        .filter_map(|id| {
+            let card = conversation.components.get(id)?;
+            Some(PastCard {
+                component_id: id.clone(),
+                component_type: card.component_type.clone(),
+                title: card.title.clone(),
+            })
+        })
+        .collect();
+    Some(PastTurn {
+        turn: past.turn,
+        message: past.request()?.message,
+        close: past.close.clone(),
+        cards,
+    })
+}
+
+/// The conversation digest: the turns before `turn`, newest first, within
+/// the digest's bounds.
+fn digest(conversation: &Conversation, turn: u32) -> Vec<PastTurn> {
+    let mut bytes = 0;
+    conversation
+        .turns
+        .iter()
+        .filter(|past| past.turn < turn)
+        .rev()
+        .take(DIGEST_TURNS)
+        .filter_map(|past| past_turn(conversation, past))
+        .take_while(|past| {
+            bytes += past.weight_bytes();
+            bytes <= DIGEST_MAX_BYTES
+        })
+        .collect()
+}
+
+/// Earlier turns of `conversation` (before `turn`), oldest first, as the
+/// digests describe them.
+pub fn past_turns(conversation: &Conversation, turn: u32) -> Vec<PastTurn> {
+    conversation
+        .turns
+        .iter()
+        .filter(|past| past.turn < turn)
+        .filter_map(|past| past_turn(conversation, past))
+        .collect()
+}
+
+/// The recall tool's store for a live segment: it folds the conversation
+/// when the agent calls the tool (turns before this one no longer change),
+/// so a segment never pins a copy of the state.
+pub(super) struct LiveRecall {
+    pub(super) studio: Studio,
+    pub(super) stream: StreamKey,
+    pub(super) turn: u32,
+}
+
+impl std::fmt::Debug for LiveRecall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LiveRecall({}, before turn {})", self.stream, self.turn)
+    }
+}
+
+impl RecallStore for LiveRecall {
+    fn visit_newest_first(&self, visit: &mut dyn FnMut(PastTurn) -> bool) {
+        let Ok(folded) = self.studio.fold(&self.stream) else {
+            return;
+        };
+        let conversation = &folded.state;
+        let older = conversation
+            .turns
+            .iter()
+            .rev()
+            .filter(|t| t.turn < self.turn);
+        for past in older.filter_map(|past| past_turn(conversation, past)) {
+            if !visit(past) {
+                break;
+            }
+        }
+    }
+}
