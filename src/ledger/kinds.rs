@@ -29,6 +29,9 @@ pub enum RecordKind {
     StudioCancelRequested = 22,
     StudioPlanApproved = 23,
     StudioCompositionMutated = 24,
+    /// A keyed request's outcome, appended with the records it applied.
+    /// Payload: [`studio::RequestApplied`].
+    StudioRequestApplied = 25,
     /// Statewire: a command admitted on a durable lane, with its contract.
     /// Payload: [`CommandAdmitted`].
     StatewireCommandAdmitted = 64,
@@ -51,6 +54,7 @@ impl RecordKind {
         RecordKind::StudioCancelRequested,
         RecordKind::StudioPlanApproved,
         RecordKind::StudioCompositionMutated,
+        RecordKind::StudioRequestApplied,
         RecordKind::StatewireCommandAdmitted,
         RecordKind::StatewireCommandAnswered,
         RecordKind::StatewireDocumentsCommitted,
@@ -76,6 +80,7 @@ impl RecordKind {
             RecordKind::StudioCancelRequested => "studio.cancel_requested",
             RecordKind::StudioPlanApproved => "studio.plan_approved",
             RecordKind::StudioCompositionMutated => "studio.composition_mutated",
+            RecordKind::StudioRequestApplied => "studio.request_applied",
             RecordKind::StatewireCommandAdmitted => "statewire.command_admitted",
             RecordKind::StatewireCommandAnswered => "statewire.command_answered",
             RecordKind::StatewireDocumentsCommitted => "statewire.documents_committed",
@@ -133,6 +138,7 @@ pub fn payload_json(record: &Record) -> Result<serde_json::Value, DecodeError> {
         RecordKind::StudioCancelRequested => decode_json::<studio::CancelRequested>(record),
         RecordKind::StudioPlanApproved => decode_json::<studio::PlanApprovalRecorded>(record),
         RecordKind::StudioCompositionMutated => decode_json::<studio::CompositionMutated>(record),
+        RecordKind::StudioRequestApplied => decode_json::<studio::RequestApplied>(record),
         RecordKind::StatewireCommandAdmitted => decode_json::<CommandAdmitted>(record),
         RecordKind::StatewireCommandAnswered => decode_json::<CommandAnswered>(record),
         RecordKind::StatewireDocumentsCommitted => decode_json::<DocumentsCommitted>(record),

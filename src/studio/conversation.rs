@@ -8,7 +8,7 @@
 //! Must never: read a clock, the network or anything but its records; the
 //! same records always fold to the same state.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -17,7 +17,7 @@ use crate::ledger::{Fold, FoldError, Payload, Record, RecordKind};
 use super::canvas;
 use super::records::{
     CancelRequested, CompositionMutated, FrameSent, InterruptAnswered, PlanApprovalRecorded,
-    SegmentClaimed, SegmentEnd, SegmentReleased, SegmentRenewed, TurnRequested,
+    RequestApplied, SegmentClaimed, SegmentEnd, SegmentReleased, SegmentRenewed, TurnRequested,
 };
 use super::wire::composition::{CompositionManifest, CompositionMutation};
 use super::wire::request::{ComponentIntent, TurnRequest};
@@ -162,7 +162,16 @@ pub struct Conversation {
     /// Records folded that changed nothing (e.g. a cancel for an old
     /// segment); kept for audit.
     pub ignored: u64,
+    /// The newest [`MAX_APPLIED_REQUESTS`] keyed requests, oldest first,
+    /// with their outcomes (JSON text).
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    pub applied: VecDeque<(String, String)>,
 }
+
+/// Keyed requests whose outcomes a conversation keeps: a key older than
+/// this many would apply again. Statewire re-runs only the commands a
+/// crash left unanswered, at most one frame (256 commands) per lane.
+pub const MAX_APPLIED_REQUESTS: usize = 1024;
 
 impl Conversation {
     /// Whether the conversation has any record (a request started it).
@@ -180,6 +189,15 @@ impl Conversation {
         lease
             .remaining_ms(now_ms)
             .map(|remaining| (lease, remaining))
+    }
+
+    /// The outcome of the keyed request `key`, if it was applied.
+    pub fn applied_outcome(&self, key: &str) -> Option<&str> {
+        self.applied
+            .iter()
+            .rev()
+            .find(|(applied, _)| applied == key)
+            .map(|(_, outcome)| outcome.as_str())
     }
 
     /// Finds the turn and pause of an interrupt id.
@@ -233,7 +251,8 @@ impl Fold for ConversationFold {
     /// 2: an edit turn's new component replaces the edited block.
     /// 3: a turn keeps its closing text, its cards (the digest's) and
     /// the position of its request.
-    const VERSION: u32 = 3;
+    /// 4: keyed requests' outcomes.
+    const VERSION: u32 = 4;
 
     fn apply(state: &mut Conversation, record: &Record) -> Result<(), FoldError> {
         let kind =
@@ -254,6 +273,14 @@ impl Fold for ConversationFold {
             }
             RecordKind::StudioCancelRequested => cancel_requested(state, decode(record)?),
             RecordKind::StudioCompositionMutated => composition_mutated(state, decode(record)?),
+            RecordKind::StudioRequestApplied => {
+                let applied: RequestApplied = decode(record)?;
+                state.applied.push_back((applied.key, applied.outcome));
+                while state.applied.len() > MAX_APPLIED_REQUESTS {
+                    state.applied.pop_front();
+                }
+                Ok(())
+            }
             RecordKind::Probe
             | RecordKind::StatewireCommandAdmitted
             | RecordKind::StatewireCommandAnswered

@@ -118,6 +118,18 @@ pub struct CompositionMutated {
     pub mutation: String,
 }
 
+/// A keyed request was applied by the records appended with this one (in
+/// the same append): a request carrying the same key again is answered
+/// `outcome` and applies nothing. Statewire's `harness-sdk` commands are
+/// keyed by their identity, so a command finished again after a crash
+/// starts nothing twice.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestApplied {
+    pub key: String,
+    /// What the request's caller was answered, JSON text.
+    pub outcome: String,
+}
+
 macro_rules! studio_payload {
     ($($ty:ty => $kind:ident),* $(,)?) => {
         $(impl Payload for $ty {
@@ -136,4 +148,5 @@ studio_payload!(
     CancelRequested => StudioCancelRequested,
     PlanApprovalRecorded => StudioPlanApproved,
     CompositionMutated => StudioCompositionMutated,
+    RequestApplied => StudioRequestApplied,
 );

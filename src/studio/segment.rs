@@ -32,6 +32,32 @@ use super::turn_context::{REPLAN_NOTICE, Recovery};
 /// segment, or the ledger failed.
 struct Lost;
 
+/// Who reads a segment's frames as it streams them.
+pub(super) enum Listener {
+    /// An SSE response: a client that leaves stops the segment.
+    Sse(mpsc::Sender<SseItem>),
+    /// Nobody (a Statewire command started it): the frames are read from
+    /// the log, and only a cancel, a pause or the end stops it.
+    Detached,
+}
+
+impl Listener {
+    async fn send(&self, item: SseItem) -> Result<(), ()> {
+        match self {
+            Listener::Sse(sender) => sender.send(item).await.map_err(drop),
+            Listener::Detached => Ok(()),
+        }
+    }
+
+    /// Resolves when the client left; never for a detached segment.
+    async fn closed(&self) {
+        match self {
+            Listener::Sse(sender) => sender.closed().await,
+            Listener::Detached => std::future::pending().await,
+        }
+    }
+}
+
 /// A segment: streams one stretch of a turn while it holds the lease.
 pub(super) struct Segment {
     pub(super) studio: Studio,
@@ -39,7 +65,7 @@ pub(super) struct Segment {
     pub(super) segment: u32,
     pub(super) turn: u32,
     pub(super) next_seq: u64,
-    pub(super) client: mpsc::Sender<SseItem>,
+    pub(super) listener: Listener,
     /// Set while the segment carries out a switch: what a `/cancel`
     /// answers with instead of the cancelled error.
     pub(super) switch_reoffer: Option<PlanProposed>,
@@ -138,7 +164,7 @@ impl Segment {
                         return;
                     }
                 }
-                _ = self.client.closed() => {
+                _ = self.listener.closed() => {
                     self.release(SegmentEnd::Disconnected).await;
                     return;
                 }
@@ -149,7 +175,7 @@ impl Segment {
     /// Sends `: ka`, renews the lease and looks for a cancel.
     async fn heartbeat(&mut self) -> bool {
         if self
-            .client
+            .listener
             .send(Ok(Event::default().comment("ka")))
             .await
             .is_err()
@@ -349,7 +375,7 @@ impl Segment {
         let event = Event::default()
             .id(frame.seq().to_string())
             .data(json(frame));
-        self.client.send(Ok(event)).await.map_err(|_| ())
+        self.listener.send(Ok(event)).await
     }
 }
 

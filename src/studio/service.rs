@@ -11,6 +11,8 @@
 //! pausing or ending frame before it is durable.
 
 use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::response::sse::Event;
@@ -26,8 +28,8 @@ use super::auth::{AuthPolicy, Principal};
 use super::canvas;
 use super::conversation::{Conversation, ConversationFold, TurnStatus};
 use super::records::{
-    CancelRequested, CompositionMutated, InterruptAnswered, PlanApprovalRecorded, SegmentClaimed,
-    TurnRequested, conversation_stream,
+    CancelRequested, CompositionMutated, InterruptAnswered, PlanApprovalRecorded, RequestApplied,
+    SegmentClaimed, TurnRequested, conversation_stream,
 };
 use super::wire::WireError;
 use super::wire::composition::{CompositionManifest, CompositionMutation};
@@ -36,7 +38,7 @@ use super::wire::frame::Frame;
 use super::wire::ids::ConversationId;
 use super::wire::request::{CancelRequest, Decision, InterruptResponse, TurnRequest};
 
-use super::segment::Segment;
+use super::segment::{Listener, Segment};
 use super::turn_context::{LiveRecall, switch_reoffer, unreadable_plan};
 pub use super::turn_context::{
     SWITCH_CANCELLED, SWITCH_CANCELLED_REASON, past_turns, segment_replans, turn_context,
@@ -108,13 +110,93 @@ pub(super) fn json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
 
+/// What a decision started: a segment of a turn.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Started {
+    pub turn: u32,
+    pub segment: u32,
+    /// The seq of the segment's first frame.
+    pub first_seq: u64,
+    /// The pause a resume answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupt_id: Option<String>,
+}
+
 /// What a decision hands to the segment it starts.
 struct SegmentStart {
-    turn: u32,
-    segment: u32,
-    first_seq: u64,
+    started: Started,
     /// Send `plan.approved` for this plan first (the approve answer).
     approved_plan: Option<String>,
+}
+
+impl SegmentStart {
+    /// What a keyed request's record keeps of it.
+    fn outcome(&self) -> String {
+        json(&self.started)
+    }
+}
+
+/// Longest request key, in bytes.
+pub const MAX_REQUEST_KEY_BYTES: usize = 256;
+
+/// The key of a request that must apply at most once per conversation
+/// (a Statewire command's identity): repeating it answers the first
+/// outcome and applies nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestKey(String);
+
+impl RequestKey {
+    /// `None` for an empty key or one over [`MAX_REQUEST_KEY_BYTES`].
+    pub fn new(key: impl Into<String>) -> Option<Self> {
+        let key = key.into();
+        (!key.is_empty() && key.len() <= MAX_REQUEST_KEY_BYTES).then_some(Self(key))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// How a keyed request came out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Applied<T> {
+    /// This request applied it.
+    Now(T),
+    /// An earlier request with the same key did; this is what it was
+    /// answered.
+    Before(T),
+}
+
+impl<T> Applied<T> {
+    pub fn into_inner(self) -> T {
+        match self {
+            Applied::Now(value) | Applied::Before(value) => value,
+        }
+    }
+}
+
+impl<T: serde::de::DeserializeOwned> Applied<T> {
+    fn read(decided: Decided<T>) -> Result<Self, WireError> {
+        match decided {
+            Decided::Now(value) => Ok(Applied::Now(value)),
+            Decided::Before(outcome) => serde_json::from_str(&outcome)
+                .map(Applied::Before)
+                .map_err(|_| {
+                    WireError::transient(
+                        3600,
+                        "This request's earlier outcome cannot be read back; an operator must look at the conversation.",
+                    )
+                }),
+        }
+    }
+}
+
+/// How a decision came out.
+enum Decided<T> {
+    /// Its records were appended (or it needed none).
+    Now(T),
+    /// A request with the same key was applied before: its outcome.
+    Before(String),
 }
 
 /// One SSE item for the client.
@@ -198,23 +280,55 @@ impl Studio {
     async fn decide<T>(
         &self,
         stream: &StreamKey,
-        durability: Durability,
-        mut decide: impl FnMut(&Conversation, u64) -> Result<(Vec<NewRecord>, T), WireError>,
+        decide: impl FnMut(&Conversation, u64) -> Result<(Vec<NewRecord>, T), WireError>,
     ) -> Result<T, WireError> {
+        match self
+            .decide_keyed(stream, None, |_| String::new(), decide)
+            .await?
+        {
+            Decided::Now(value) => Ok(value),
+            // Only a keyed decision finds an earlier one.
+            Decided::Before(_) => Err(ledger_failure(&LedgerError::Closed)),
+        }
+    }
+
+    /// Like [`Studio::decide`], for a request carrying `key`: if a request
+    /// with that key was applied, its recorded outcome comes back and
+    /// nothing is appended; otherwise the decision's records carry the
+    /// key and `outcome` of the value, in the same append.
+    async fn decide_keyed<T>(
+        &self,
+        stream: &StreamKey,
+        key: Option<&RequestKey>,
+        outcome: impl Fn(&T) -> String,
+        mut decide: impl FnMut(&Conversation, u64) -> Result<(Vec<NewRecord>, T), WireError>,
+    ) -> Result<Decided<T>, WireError> {
         for _ in 0..MAX_DECISION_ATTEMPTS {
             let folded = self.fold(stream)?;
-            let (records, value) = decide(&folded.state, now_ms())?;
+            if let Some(key) = key
+                && let Some(before) = folded.state.applied_outcome(key.as_str())
+            {
+                return Ok(Decided::Before(before.to_owned()));
+            }
+            let (mut records, value) = decide(&folded.state, now_ms())?;
             if records.is_empty() {
-                return Ok(value);
+                return Ok(Decided::Now(value));
+            }
+            if let Some(key) = key {
+                let applied = RequestApplied {
+                    key: key.as_str().to_owned(),
+                    outcome: outcome(&value),
+                };
+                records.push(applied.to_record());
             }
             let expected = ExpectedPosition::Exactly(folded.position);
             match self
                 .inner
                 .ledger
-                .append(stream, expected, records, durability)
+                .append(stream, expected, records, Durability::Durable)
                 .await
             {
-                Ok(_) => return Ok(value),
+                Ok(_) => return Ok(Decided::Now(value)),
                 Err(LedgerError::Conflict { .. }) => continue,
                 Err(error) => return Err(ledger_failure(&error)),
             }
@@ -243,50 +357,85 @@ impl Studio {
         let stream = Self::stream(principal, &request.conversation_id)?;
         let request_json = json(&request);
         let start = self
-            .decide(&stream, Durability::Durable, |conversation, now| {
-                if let Some(card) = &request.component_ref {
-                    if !conversation.exists() {
-                        return Err(WireError::not_found(
-                            "/conversation_id",
-                            "No conversation with this id holds a card to edit or follow up on.",
-                        ));
-                    }
-                    if !conversation
-                        .components
-                        .contains_key(card.component_id.as_str())
-                    {
-                        return Err(WireError::not_found(
-                            "/component_ref/component_id",
-                            format!(
-                                "This conversation never streamed component {}.",
-                                card.component_id
-                            ),
-                        ));
-                    }
-                }
-                if let Some((_, remaining)) = conversation.live_lease(now) {
-                    return Err(busy(remaining));
-                }
-                let turn = conversation.turns.len() as u32 + 1;
-                let segment = conversation.segments + 1;
-                let records = vec![
-                    TurnRequested {
-                        turn,
-                        request: request_json.clone(),
-                    }
-                    .to_record(),
-                    self.claim(segment, turn, 1, now),
-                ];
-                let start = SegmentStart {
-                    turn,
-                    segment,
-                    first_seq: 1,
-                    approved_plan: None,
-                };
-                Ok((records, start))
+            .decide(&stream, |conversation, now| {
+                self.decide_turn(conversation, &request, &request_json, now)
             })
             .await?;
-        self.spawn_segment(stream, start)
+        self.spawn_sse(stream, start)
+    }
+
+    /// A `turn.request` keyed by `key` (a Statewire command): records and
+    /// starts the turn once; its segment runs with no stream attached, and
+    /// its frames are read from the log.
+    pub async fn start_turn_keyed(
+        &self,
+        principal: &Principal,
+        request: TurnRequest,
+        key: &RequestKey,
+    ) -> Result<Applied<Started>, WireError> {
+        let stream = Self::stream(principal, &request.conversation_id)?;
+        let request_json = json(&request);
+        let decided = self
+            .decide_keyed(
+                &stream,
+                Some(key),
+                SegmentStart::outcome,
+                |conversation, now| self.decide_turn(conversation, &request, &request_json, now),
+            )
+            .await?;
+        self.start_detached(stream, decided)
+    }
+
+    fn decide_turn(
+        &self,
+        conversation: &Conversation,
+        request: &TurnRequest,
+        request_json: &str,
+        now: u64,
+    ) -> Result<(Vec<NewRecord>, SegmentStart), WireError> {
+        if let Some(card) = &request.component_ref {
+            if !conversation.exists() {
+                return Err(WireError::not_found(
+                    "/conversation_id",
+                    "No conversation with this id holds a card to edit or follow up on.",
+                ));
+            }
+            if !conversation
+                .components
+                .contains_key(card.component_id.as_str())
+            {
+                return Err(WireError::not_found(
+                    "/component_ref/component_id",
+                    format!(
+                        "This conversation never streamed component {}.",
+                        card.component_id
+                    ),
+                ));
+            }
+        }
+        if let Some((_, remaining)) = conversation.live_lease(now) {
+            return Err(busy(remaining));
+        }
+        let turn = conversation.turns.len() as u32 + 1;
+        let segment = conversation.segments + 1;
+        let records = vec![
+            TurnRequested {
+                turn,
+                request: request_json.to_owned(),
+            }
+            .to_record(),
+            self.claim(segment, turn, 1, now),
+        ];
+        let start = SegmentStart {
+            started: Started {
+                turn,
+                segment,
+                first_seq: 1,
+                interrupt_id: None,
+            },
+            approved_plan: None,
+        };
+        Ok((records, start))
     }
 
     /// `/interrupt`: records the answer (once), claims a segment and
@@ -299,11 +448,34 @@ impl Studio {
         let stream = Self::stream(principal, &response.conversation_id)?;
         let response_json = json(&response);
         let start = self
-            .decide(&stream, Durability::Durable, |conversation, now| {
+            .decide(&stream, |conversation, now| {
                 self.decide_resume(conversation, &response, &response_json, now)
             })
             .await?;
-        self.spawn_segment(stream, start)
+        self.spawn_sse(stream, start)
+    }
+
+    /// An `interrupt.response` keyed by `key`: resumes the turn once, with
+    /// no stream attached.
+    pub async fn resume_keyed(
+        &self,
+        principal: &Principal,
+        response: InterruptResponse,
+        key: &RequestKey,
+    ) -> Result<Applied<Started>, WireError> {
+        let stream = Self::stream(principal, &response.conversation_id)?;
+        let response_json = json(&response);
+        let decided = self
+            .decide_keyed(
+                &stream,
+                Some(key),
+                SegmentStart::outcome,
+                |conversation, now| {
+                    self.decide_resume(conversation, &response, &response_json, now)
+                },
+            )
+            .await?;
+        self.start_detached(stream, decided)
     }
 
     fn decide_resume(
@@ -350,9 +522,12 @@ impl Studio {
             let first_seq = turn.last_seq + RESUME_SEQ_JUMP;
             let records = vec![self.claim(segment, turn.turn, first_seq, now)];
             let start = SegmentStart {
-                turn: turn.turn,
-                segment,
-                first_seq,
+                started: Started {
+                    turn: turn.turn,
+                    segment,
+                    first_seq,
+                    interrupt_id: Some(id.to_owned()),
+                },
                 approved_plan: None,
             };
             return Ok((records, start));
@@ -391,9 +566,12 @@ impl Studio {
         }
         records.push(self.claim(segment, turn.turn, first_seq, now));
         let start = SegmentStart {
-            turn: turn.turn,
-            segment,
-            first_seq,
+            started: Started {
+                turn: turn.turn,
+                segment,
+                first_seq,
+                interrupt_id: Some(id.to_owned()),
+            },
             approved_plan: approve_now.then(|| pause.frame.clone()),
         };
         Ok((records, start))
@@ -406,20 +584,21 @@ impl Studio {
         request: &CancelRequest,
     ) -> Result<(), WireError> {
         let stream = Self::stream(principal, &request.conversation_id)?;
-        self.decide(&stream, Durability::Durable, |conversation, now| {
-            let records = match conversation.live_lease(now) {
-                Some((lease, _)) if !lease.cancel_requested => vec![
-                    CancelRequested {
-                        segment: lease.segment,
-                        at_ms: now,
-                    }
-                    .to_record(),
-                ],
-                _ => Vec::new(),
-            };
-            Ok((records, ()))
-        })
-        .await
+        self.decide(&stream, decide_cancel).await.map(drop)
+    }
+
+    /// A `/cancel` keyed by `key`: the segment it flagged, if one was live.
+    pub async fn cancel_keyed(
+        &self,
+        principal: &Principal,
+        request: &CancelRequest,
+        key: &RequestKey,
+    ) -> Result<Applied<Option<u32>>, WireError> {
+        let stream = Self::stream(principal, &request.conversation_id)?;
+        let decided = self
+            .decide_keyed(&stream, Some(key), json, decide_cancel)
+            .await?;
+        Applied::read(decided)
     }
 
     /// `/composition`: applies a mutation to the canvas.
@@ -430,28 +609,67 @@ impl Studio {
     ) -> Result<CompositionManifest, WireError> {
         let stream = Self::stream(principal, &mutation.conversation_id)?;
         let mutation_json = json(&mutation);
-        self.decide(&stream, Durability::Durable, |conversation, _| {
-            if !conversation.exists() {
-                return Err(WireError::not_found(
-                    "/conversation_id",
-                    "No conversation with this id is held for you.",
-                ));
-            }
-            let manifest = canvas::apply_mutation(conversation, &mutation)?;
-            let record = CompositionMutated {
-                mutation: mutation_json.clone(),
-            }
-            .to_record();
-            Ok((vec![record], manifest))
+        self.decide(&stream, |conversation, _| {
+            decide_mutation(conversation, &mutation, &mutation_json)
         })
         .await
+    }
+
+    /// A `composition.mutate` keyed by `key`: applies once.
+    pub async fn mutate_keyed(
+        &self,
+        principal: &Principal,
+        mutation: CompositionMutation,
+        key: &RequestKey,
+    ) -> Result<Applied<CompositionManifest>, WireError> {
+        let stream = Self::stream(principal, &mutation.conversation_id)?;
+        let mutation_json = json(&mutation);
+        let decided = self
+            .decide_keyed(&stream, Some(key), json, |conversation, _| {
+                decide_mutation(conversation, &mutation, &mutation_json)
+            })
+            .await?;
+        Applied::read(decided)
+    }
+
+    /// Streams the segment a decision started to an SSE response.
+    fn spawn_sse(
+        &self,
+        stream: StreamKey,
+        start: SegmentStart,
+    ) -> Result<mpsc::Receiver<SseItem>, WireError> {
+        let (sender, receiver) = mpsc::channel(SSE_BUFFER_FRAMES);
+        self.spawn_segment(stream, start, Listener::Sse(sender))?;
+        Ok(receiver)
+    }
+
+    /// Runs the segment a keyed decision started (none when an earlier
+    /// request with the key started it) with no stream attached.
+    fn start_detached(
+        &self,
+        stream: StreamKey,
+        decided: Decided<SegmentStart>,
+    ) -> Result<Applied<Started>, WireError> {
+        match decided {
+            Decided::Now(start) => {
+                let started = start.started.clone();
+                self.spawn_segment(stream, start, Listener::Detached)?;
+                Ok(Applied::Now(started))
+            }
+            Decided::Before(outcome) => Applied::read(Decided::Before(outcome)),
+        }
     }
 
     fn spawn_segment(
         &self,
         stream: StreamKey,
         start: SegmentStart,
-    ) -> Result<mpsc::Receiver<SseItem>, WireError> {
+        listener: Listener,
+    ) -> Result<(), WireError> {
+        let SegmentStart {
+            started: start,
+            approved_plan,
+        } = start;
         let folded = self.fold(&stream)?;
         let recall = Recall::new(Arc::new(LiveRecall {
             studio: self.clone(),
@@ -461,28 +679,64 @@ impl Studio {
         let context = turn_context(&folded.state, start.turn, recall)
             .ok_or_else(|| WireError::transient(1, "The turn could not be read back; retry."))?;
         let recovery = unreadable_plan(&folded.state, start.turn);
-        let (sender, receiver) = mpsc::channel(SSE_BUFFER_FRAMES);
+        drop(folded);
         let segment = Segment {
             studio: self.clone(),
             stream,
             segment: start.segment,
             turn: start.turn,
             next_seq: start.first_seq,
-            client: sender,
+            listener,
             switch_reoffer: switch_reoffer(&context),
         };
         let approved =
-            start
-                .approved_plan
-                .and_then(|frame| match serde_json::from_str::<Frame>(&frame) {
-                    Ok(Frame::PlanProposed(plan)) => Some(Frame::PlanApproved(
-                        self.inner.agent.approved(&plan, &context.answers),
-                    )),
-                    _ => None,
-                });
+            approved_plan.and_then(|frame| match serde_json::from_str::<Frame>(&frame) {
+                Ok(Frame::PlanProposed(plan)) => Some(Frame::PlanApproved(
+                    self.inner.agent.approved(&plan, &context.answers),
+                )),
+                _ => None,
+            });
         tokio::spawn(segment.run(context, approved, recovery));
-        Ok(receiver)
+        Ok(())
     }
+}
+
+/// The cancel flag for the live segment, if one is live and not flagged.
+fn decide_cancel(
+    conversation: &Conversation,
+    now: u64,
+) -> Result<(Vec<NewRecord>, Option<u32>), WireError> {
+    match conversation.live_lease(now) {
+        Some((lease, _)) if !lease.cancel_requested => {
+            let record = CancelRequested {
+                segment: lease.segment,
+                at_ms: now,
+            }
+            .to_record();
+            Ok((vec![record], Some(lease.segment)))
+        }
+        _ => Ok((Vec::new(), None)),
+    }
+}
+
+/// A canvas mutation against the folded canvas.
+fn decide_mutation(
+    conversation: &Conversation,
+    mutation: &CompositionMutation,
+    mutation_json: &str,
+) -> Result<(Vec<NewRecord>, CompositionManifest), WireError> {
+    if !conversation.exists() {
+        return Err(WireError::not_found(
+            "/conversation_id",
+            "No conversation with this id is held for you.",
+        ));
+    }
+    let manifest = canvas::apply_mutation(conversation, mutation)?;
+    let record = CompositionMutated {
+        mutation: mutation_json.to_owned(),
+    }
+    .to_record();
+    Ok((vec![record], manifest))
 }
 
 /// The pending interrupt a pause frame describes, for answer validation.

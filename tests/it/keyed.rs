@@ -1,0 +1,85 @@
+//! Keyed Studio requests (the Statewire door's commands) through the
+//! library: a key applies once per conversation, its repeat answers the
+//! first outcome and appends nothing, and the records are the ones the
+//! HTTP routes write, plus one `studio.request_applied` beside them.
+
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use ledgerwire::agent::minimal::MinimalAgent;
+use ledgerwire::ledger::{Payload, RecordKind};
+use ledgerwire::studio::auth::Principal;
+use ledgerwire::studio::records::{FrameSent, RequestApplied, conversation_stream};
+use ledgerwire::studio::service::{Applied, RequestKey, Studio};
+use ledgerwire::studio::wire::{self, ids::ConversationId};
+
+use crate::support::{EVENT_TIMEOUT, open, quick_studio, scratch};
+
+#[tokio::test]
+async fn a_keyed_turn_applies_once_and_its_repeat_answers_the_first_outcome() {
+    let dir = scratch();
+    let (ledger, _) = open(dir.path());
+    let studio = Studio::new(
+        ledger.clone(),
+        Arc::new(MinimalAgent {
+            step_ms: 5,
+            slow_step_ms: 600,
+        }),
+        quick_studio(),
+    );
+    let principal = Principal::of_token("keyed");
+    let body =
+        br#"{"kind": "turn.request", "conversation_id": "k1", "message": "Population of Peru"}"#;
+    let key = RequestKey::new("client-1/harness-sdk/1").unwrap();
+    let request = wire::parse_turn_request(body).unwrap();
+    let first = studio
+        .start_turn_keyed(&principal, request.clone(), &key)
+        .await
+        .unwrap();
+    let Applied::Now(started) = first else {
+        panic!("the first request applies: {first:?}");
+    };
+    assert_eq!(
+        (started.turn, started.segment, started.first_seq),
+        (1, 1, 1)
+    );
+
+    // The detached segment streams into the log on its own: wait for the
+    // plan that pauses it.
+    let stream = conversation_stream(&principal, &ConversationId::new("k1").unwrap()).unwrap();
+    let mut records = Box::pin(ledger.tail(&stream, 0));
+    let paused = tokio::time::timeout(EVENT_TIMEOUT, async {
+        while let Some(Ok(record)) = records.next().await {
+            if let Some(Ok(frame)) = FrameSent::from_record(&record)
+                && frame.frame.contains("\"plan.proposed\"")
+            {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(paused.is_ok(), "the detached segment paused on its plan");
+
+    // The same key again, even while the conversation is idle: the first
+    // outcome, and no second turn.
+    let head = ledger.head(&stream).unwrap();
+    let again = studio
+        .start_turn_keyed(&principal, request, &key)
+        .await
+        .unwrap();
+    assert_eq!(again, Applied::Before(started));
+    assert_eq!(ledger.head(&stream).unwrap(), head, "nothing was appended");
+    let folded = studio
+        .conversation(&principal, &ConversationId::new("k1").unwrap())
+        .unwrap();
+    assert_eq!(folded.state.turns.len(), 1);
+    let applied: Vec<RequestApplied> = ledger
+        .read(&stream, 0)
+        .unwrap()
+        .filter_map(|r| r.ok())
+        .filter(|r| r.kind() == RecordKind::StudioRequestApplied.code())
+        .filter_map(|r| RequestApplied::from_record(&r)?.ok())
+        .collect();
+    assert_eq!(applied.len(), 1);
+    assert_eq!(applied[0].key, key.as_str());
+}
