@@ -59,6 +59,7 @@ fn setup() -> Bench {
             ledger,
             StudioConfig::default(),
             agent,
+            Default::default(),
         )
         .await
         .expect("bind");

@@ -3,6 +3,8 @@
 //! Layout, one module per concept (see ARCHITECTURE.md):
 //! - [`agent`]: the agent behind the Studio (trait and built-in agents).
 //! - [`chat`]: the `ledgerwire chat` terminal client.
+//! - [`harness`]: `harness-sdk`, the Studio's conversations as Statewire
+//!   threads (the application protocol between the two doors).
 //! - [`ledger`]: the checksummed, sled-backed append log, its streams,
 //!   durability, folds and integrity checks. All state is a fold of it.
 //! - [`server`]: the HTTP server (axum) and its routes.
@@ -14,6 +16,7 @@
 
 pub mod agent;
 pub mod chat;
+pub mod harness;
 pub mod ledger;
 pub mod server;
 pub mod statewire;

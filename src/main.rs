@@ -9,7 +9,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use ledgerwire::ledger::Durability;
-use ledgerwire::server::{BoundServer, DEFAULT_ADDR, DEFAULT_DATA_DIR, ServerConfig};
+use ledgerwire::server::{
+    BoundServer, DEFAULT_ADDR, DEFAULT_DATA_DIR, ServerConfig, StatewireOptions,
+};
 use ledgerwire::studio::auth::AuthPolicy;
 use ledgerwire::studio::service::StudioConfig;
 use ledgerwire::tools::{self, ProbeConfig, ToolError};
@@ -49,6 +51,10 @@ enum Command {
         /// Directory of scenario scripts for `--agent scenario`.
         #[arg(long, default_value = "fixtures/scenarios")]
         scenarios: PathBuf,
+        /// Also serve the example Statewire protocols (`acme-chat`,
+        /// `acme-status`) beside `harness-sdk`.
+        #[arg(long)]
+        statewire_examples: bool,
     },
     /// Inspect a store.
     #[command(subcommand)]
@@ -170,6 +176,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             heartbeat,
             agent,
             scenarios,
+            statewire_examples,
         } => serve(
             ServerConfig {
                 addr,
@@ -179,6 +186,9 @@ fn run(command: Command) -> Result<(), ToolError> {
                     heartbeat_ms: heartbeat,
                     auth: AuthPolicy::from_env(),
                     instance: format!("ledgerwire/{}", std::process::id()),
+                },
+                statewire: StatewireOptions {
+                    examples: statewire_examples,
                 },
             },
             agent,

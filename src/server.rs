@@ -31,6 +31,15 @@ pub struct ServerConfig {
     pub addr: SocketAddr,
     pub data_dir: PathBuf,
     pub studio: StudioConfig,
+    pub statewire: StatewireOptions,
+}
+
+/// What the Statewire door serves beside `harness-sdk`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StatewireOptions {
+    /// The example protocols (`acme-chat`, `acme-status`), for tests and
+    /// for trying the door out (`serve --statewire-examples`).
+    pub examples: bool,
 }
 
 /// Errors that stop the server from starting.
@@ -45,6 +54,8 @@ pub enum ServeError {
     },
     #[error("server error: {0}")]
     Io(#[from] std::io::Error),
+    #[error("the Statewire host cannot start: {0}")]
+    Statewire(#[from] crate::statewire::host::HostError),
 }
 
 #[derive(Clone)]
@@ -52,8 +63,15 @@ struct AppState {
     ledger: Ledger,
 }
 
-/// The application's routes over an open ledger.
-pub fn router(ledger: Ledger, studio: StudioConfig, agent: Arc<dyn Agent>) -> Router {
+/// The application's routes over an open ledger: the Studio's, and the
+/// Statewire door serving the Studio's conversations (`harness-sdk`)
+/// behind the same authentication.
+pub fn router(
+    ledger: Ledger,
+    studio: StudioConfig,
+    agent: Arc<dyn Agent>,
+    statewire: StatewireOptions,
+) -> Result<Router, ServeError> {
     if matches!(studio.auth, AuthPolicy::AnyToken) {
         tracing::warn!(
             "{} is not set: any non-empty bearer token is accepted (development only)",
@@ -61,13 +79,14 @@ pub fn router(ledger: Ledger, studio: StudioConfig, agent: Arc<dyn Agent>) -> Ro
         );
     }
     let studio = Studio::new(ledger.clone(), agent, studio);
-    Router::new()
+    let host = crate::harness::host(&ledger, &studio, statewire.examples)?;
+    Ok(Router::new()
         .route("/healthz", get(healthz))
         .with_state(AppState {
             ledger: ledger.clone(),
         })
         .merge(crate::studio::routes::router(studio))
-        .merge(crate::statewire::http::routes(ledger))
+        .merge(crate::statewire::http::router(host)))
 }
 
 async fn healthz(State(state): State<AppState>) -> Json<serde_json::Value> {
@@ -104,7 +123,14 @@ impl BoundServer {
     ) -> Result<Self, ServeError> {
         let ledger = Ledger::open_scrubbing(&config.data_dir, OpenMode::CreateIfMissing)?;
         tracing::info!(path = %config.data_dir.display(), "ledger open");
-        Self::bind_with(config.addr, ledger, config.studio.clone(), agent).await
+        Self::bind_with(
+            config.addr,
+            ledger,
+            config.studio.clone(),
+            agent,
+            config.statewire,
+        )
+        .await
     }
 
     /// Binds `addr` serving an already open ledger (several servers may
@@ -114,13 +140,15 @@ impl BoundServer {
         ledger: Ledger,
         studio: StudioConfig,
         agent: Arc<dyn Agent>,
+        statewire: StatewireOptions,
     ) -> Result<Self, ServeError> {
+        let router = router(ledger.clone(), studio, agent, statewire)?;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| ServeError::Bind { addr, source })?;
         Ok(Self {
             listener,
-            router: router(ledger.clone(), studio, agent),
+            router,
             ledger,
         })
     }

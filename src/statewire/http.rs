@@ -16,8 +16,6 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-use crate::ledger::Ledger;
-use crate::statewire::example;
 use crate::statewire::host::{AttachRequest, Host};
 use crate::statewire::ids::{PrincipalId, ThreadId};
 use crate::statewire::negotiation::{ATTACHER_FIELD, CURSOR_FIELD, PROTOCOL_FIELD, VERSION_FIELD};
@@ -29,19 +27,6 @@ pub const CLIENT_ID_HEADER: &str = "statewire-client-id";
 pub const LEASE_HEADER: &str = "statewire-lease";
 /// Interval of SSE keep-alive comments, in seconds.
 pub const SSE_KEEPALIVE_SECS: u64 = 15;
-
-/// The Statewire routes of this binary: a host serving the example
-/// application (`acme-chat`, `acme-status`) over `ledger`. An embedding
-/// application builds its own [`Host`] and calls [`router`].
-pub fn routes(ledger: Ledger) -> Router {
-    match example::acme_host(ledger) {
-        Ok(host) => router(host),
-        Err(error) => {
-            tracing::error!(%error, "statewire host not started");
-            Router::new()
-        }
-    }
-}
 
 /// The Statewire routes over `host`.
 pub fn router(host: Host) -> Router {

@@ -483,6 +483,7 @@ pub(crate) async fn builtin_server() -> (tempfile::TempDir, StudioClient) {
         ledger,
         quick_studio(),
         Arc::new(BuiltinAgent::default()),
+        Default::default(),
     )
     .await
     .expect("bind");

@@ -11,7 +11,7 @@ use ledgerwire::agent::minimal::MinimalAgent;
 use serde_json::Value;
 
 use ledgerwire::ledger::{Ledger, OpenMode, StreamKey, VerifyReport};
-use ledgerwire::server::BoundServer;
+use ledgerwire::server::{BoundServer, StatewireOptions};
 use ledgerwire::studio::service::StudioConfig;
 
 /// A fresh directory under Cargo's target tmpdir (same disk as real data).
@@ -104,7 +104,10 @@ pub async fn start_with_agent(
     agent: Arc<dyn ledgerwire::agent::Agent>,
 ) -> (SocketAddr, RunningServer) {
     let addr: SocketAddr = "127.0.0.1:0".parse().expect("loopback address");
-    let server = BoundServer::bind_with(addr, ledger, studio, agent)
+    // Test servers serve the example protocols too, as
+    // `serve --statewire-examples` does.
+    let statewire = StatewireOptions { examples: true };
+    let server = BoundServer::bind_with(addr, ledger, studio, agent, statewire)
         .await
         .expect("bind");
     let addr = server.local_addr().expect("local address");

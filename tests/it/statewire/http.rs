@@ -6,10 +6,10 @@ use std::net::SocketAddr;
 
 use ledgerwire::statewire::example::register;
 use ledgerwire::statewire::host::Host;
-use ledgerwire::statewire::ids::{ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope};
+use ledgerwire::statewire::ids::{ClientId, PrincipalId, ProtocolName};
 use serde_json::{Value, json};
 
-use super::{CHAT, Sse, WIRE};
+use super::{AUTHORIZATION, CHAT, Sse, WIRE, scope};
 use crate::support::{open, scratch, start_server};
 
 fn stream_url(addr: SocketAddr, thread: &str) -> String {
@@ -29,6 +29,7 @@ async fn attach(
         None => http.get(stream_url(addr, thread)),
     };
     request
+        .header("Authorization", AUTHORIZATION)
         .header("Statewire-Client-Id", client)
         .header("Statewire-Version", WIRE)
         .header("Statewire-Protocol", protocol)
@@ -115,6 +116,7 @@ async fn post_stream_runs_initial_statements_and_frames_follow_the_lease() {
     let frames = format!("http://{addr}/threads/t2/frames");
     let response = http
         .post(&frames)
+        .header("Authorization", AUTHORIZATION)
         .header("Statewire-Lease", &lease)
         .header("Statewire-Version", "\"1999-01-01\"")
         .header("Statewire-Protocol", "nothing; version=\"1999-01-01\"")
@@ -138,6 +140,7 @@ async fn post_stream_runs_initial_statements_and_frames_follow_the_lease() {
     // An unselected protocol is rejected, not admitted.
     let response = http
         .post(&frames)
+        .header("Authorization", AUTHORIZATION)
         .header("Statewire-Lease", &lease)
         .body(json!({"cmd": [{"seq": 1, "protocol": "acme-status", "method": "setStatus", "params": ["x"]}]}).to_string())
         .send()
@@ -153,6 +156,7 @@ async fn post_stream_runs_initial_statements_and_frames_follow_the_lease() {
     // An unknown lease.
     let response = http
         .post(&frames)
+        .header("Authorization", AUTHORIZATION)
         .header("Statewire-Lease", "nope")
         .body("{}")
         .send()
@@ -165,6 +169,7 @@ async fn post_stream_runs_initial_statements_and_frames_follow_the_lease() {
     // A frame violation: 400 fin, and the stream ends with the same fin.
     let response = http
         .post(&frames)
+        .header("Authorization", AUTHORIZATION)
         .header("Statewire-Lease", &lease)
         .body(r#"{"cmd": [], "bogus": 1}"#)
         .send()
@@ -258,6 +263,7 @@ async fn negotiation_failures_are_json_fins_and_change_nothing() {
                 http.get(format!("http://{addr}/threads/t3/stream"))
             };
             request = request
+                .header("Authorization", AUTHORIZATION)
                 .header("Statewire-Client-Id", "c3")
                 .header("Statewire-Attacher", "tab");
             if let Some(version) = version {
@@ -282,6 +288,7 @@ async fn negotiation_failures_are_json_fins_and_change_nothing() {
                 assert_eq!(
                     body["fin"]["payload"],
                     json!({"version": "2026-11-02", "minVersion": "2026-09-30", "protocols": [
+                        {"name": "harness-sdk", "version": "2026-12-01", "minVersion": "2026-12-01"},
                         {"name": "acme-chat", "version": "2026-09-13", "minVersion": "2026-09-01"},
                         {"name": "acme-status", "version": "2026-10-01", "minVersion": "2026-10-01"}
                     ]}),
@@ -296,7 +303,7 @@ async fn negotiation_failures_are_json_fins_and_change_nothing() {
     let host = ledgerwire::statewire::example::acme_host(ledger.clone()).unwrap();
     let lane = host
         .lane_state(
-            &ThreadScope::new(None, ThreadId::new("t3").unwrap()),
+            &scope("t3"),
             &ClientId::new("c3").unwrap(),
             &ProtocolName::new("acme-chat").unwrap(),
         )

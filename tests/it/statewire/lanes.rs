@@ -9,11 +9,11 @@ use std::time::Duration;
 use ledgerwire::statewire::client::{
     ClientError, Connection, ProtocolOfferConfig, Session, validate_selection,
 };
-use ledgerwire::statewire::ids::{ClientId, ProtocolName, ThreadId, ThreadScope};
+use ledgerwire::statewire::ids::{ClientId, ProtocolName};
 use ledgerwire::statewire::packet::{Command, FinCode, Packet};
 use serde_json::{Value, json};
 
-use super::{PACKET_TIMEOUT, call, chat_client, v};
+use super::{PACKET_TIMEOUT, call, chat_client, scope, v};
 use crate::support::{open, scratch, start_server};
 
 fn session(id: &str) -> Session {
@@ -128,7 +128,7 @@ async fn a_killed_client_replays_and_each_command_runs_exactly_once() {
     let host = ledgerwire::statewire::example::acme_host(ledger).unwrap();
     let lane = host
         .lane_state(
-            &ThreadScope::new(None, ThreadId::new("k1").unwrap()),
+            &scope("k1"),
             &ClientId::new("killed").unwrap(),
             &ProtocolName::new("acme-chat").unwrap(),
         )

@@ -27,6 +27,19 @@ pub fn v(text: &str) -> Version {
 
 pub const WIRE: &str = r#""2026-11-02"; min-version="2026-09-30""#;
 pub const CHAT: &str = r#"acme-chat; version="2026-09-13""#;
+/// The credentials the Statewire tests attach with (any token passes a
+/// server without `STUDIO_API_TOKEN`; it names the principal).
+pub const AUTHORIZATION: &str = "Bearer statewire-tests";
+
+/// The thread `id` as the server keeps it: under the tests' principal.
+pub fn scope(id: &str) -> ledgerwire::statewire::ThreadScope {
+    let token = AUTHORIZATION.trim_start_matches("Bearer ");
+    let principal = ledgerwire::studio::auth::Principal::of_token(token);
+    ledgerwire::statewire::ThreadScope::new(
+        Some(ledgerwire::statewire::PrincipalId::new(principal.as_str()).expect("principal")),
+        ledgerwire::statewire::ThreadId::new(id).expect("thread id"),
+    )
+}
 
 /// Reads SSE `data:` events as packets.
 pub struct Sse {
@@ -91,7 +104,7 @@ pub fn chat_client(addr: SocketAddr, thread: &str) -> ClientConfig {
             optional: false,
         }]),
         attacher: Some("tab-1".into()),
-        authorization: None,
+        authorization: Some(AUTHORIZATION.into()),
         retry_for: Duration::from_millis(0),
     }
 }

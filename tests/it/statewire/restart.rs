@@ -16,7 +16,7 @@ async fn a_sigkilled_server_keeps_watermarks_and_answers() {
     const ANSWERED: u64 = 6;
     const UNANSWERED: u64 = 6;
     let dir = scratch();
-    let server = ServerProcess::start(dir.path(), &[]);
+    let server = ServerProcess::start(dir.path(), &["--statewire-examples"]);
     let addr = server.addr;
     let config = chat_client(addr, "crash");
     let session = Session::new(ClientId::new("survivor").unwrap());
@@ -46,7 +46,7 @@ async fn a_sigkilled_server_keeps_watermarks_and_answers() {
     server.kill();
     let session = client.abort();
 
-    let server = ServerProcess::start(dir.path(), &[]);
+    let server = ServerProcess::start(dir.path(), &["--statewire-examples"]);
     let addr = server.addr;
     let mut client = Connection::connect(chat_client(addr, "crash"), session)
         .await

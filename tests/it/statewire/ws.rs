@@ -10,7 +10,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 
-use super::{CHAT, PACKET_TIMEOUT, WIRE};
+use super::{AUTHORIZATION, CHAT, PACKET_TIMEOUT, WIRE};
 use crate::support::{open, scratch, start_server};
 
 type Socket =
@@ -24,6 +24,9 @@ async fn connect(addr: SocketAddr, handshake: &[(&'static str, &str)]) -> Socket
         "Sec-WebSocket-Protocol",
         HeaderValue::from_static("statewire.v1"),
     );
+    request
+        .headers_mut()
+        .insert("Authorization", HeaderValue::from_static(AUTHORIZATION));
     for (name, value) in handshake {
         request
             .headers_mut()

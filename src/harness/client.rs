@@ -1,0 +1,1 @@
+//! `harness-sdk` helpers over the Rust Statewire client.
