@@ -78,6 +78,14 @@ pub struct ClientConfig {
     pub retry_for: Duration,
 }
 
+impl ClientConfig {
+    /// The thread the URL names (`…/threads/<thread>/ws`).
+    pub fn thread(&self) -> Option<&str> {
+        let rest = self.url.split_once("/threads/")?.1;
+        rest.split('/').next().filter(|thread| !thread.is_empty())
+    }
+}
+
 /// A stored command and the offers it was produced under.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredCommand {
@@ -532,10 +540,19 @@ impl Connection {
     }
 
     /// A mounted document: by key, or (key `None`) the protocol's main one.
+    /// A key starting with `"."` is relative to the thread: `[".", "main",
+    /// "m1"]` on `/threads/t1` reads `["t1", "main", "m1"]`.
     pub fn document(&self, protocol: &str, key: Option<&[&str]>) -> Option<&Value> {
+        let thread = self.config.thread();
+        let resolved: Option<Vec<&str>> = key.map(|key| match key.split_first() {
+            Some((&".", rest)) if thread.is_some() => {
+                thread.into_iter().chain(rest.iter().copied()).collect()
+            }
+            _ => key.to_vec(),
+        });
         self.documents.values().find_map(|(id, value)| {
             let matches = id.protocol.as_str() == protocol
-                && match key {
+                && match &resolved {
                     None => id.main,
                     Some(key) => id
                         .key

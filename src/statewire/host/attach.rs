@@ -93,7 +93,7 @@ impl Host {
                 "the thread has too many attaches",
             ));
         }
-        let (outbox, inbox) = queue::outbox();
+        let (outbox, inbox) = queue::outbox(self.inner.queue);
         let attach = Arc::new(Attach {
             id: self.inner.next_attach.fetch_add(1, Ordering::Relaxed),
             thread: thread.clone(),

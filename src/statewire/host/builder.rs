@@ -62,6 +62,7 @@ pub struct HostBuilder {
     listeners: Vec<(String, ContextListener)>,
     synced: Vec<String>,
     authenticator: Option<Authenticator>,
+    queue: QueueLimits,
 }
 
 impl Default for HostBuilder {
@@ -75,6 +76,7 @@ impl Default for HostBuilder {
             listeners: Vec::new(),
             synced: Vec::new(),
             authenticator: None,
+            queue: QueueLimits::default(),
         }
     }
 }
@@ -182,6 +184,13 @@ impl HostBuilder {
         + 'static,
     ) -> Self {
         self.authenticator = Some(Arc::new(authenticate));
+        self
+    }
+
+    /// How much one attach may have queued before it is dropped as too
+    /// slow (defaults: [`MAX_QUEUED_PACKETS`], [`MAX_QUEUED_BYTES`]).
+    pub fn attach_queue(mut self, limits: QueueLimits) -> Self {
+        self.queue = limits;
         self
     }
 
@@ -326,6 +335,7 @@ impl HostBuilder {
                 validators,
                 listeners,
                 authenticator: self.authenticator,
+                queue: self.queue,
                 threads: Mutex::new(HashMap::new()),
                 leases: Mutex::new(HashMap::new()),
                 next_attach: AtomicU64::new(1),

@@ -26,7 +26,7 @@ pub use builder::{HostBuilder, ProtocolDef};
 pub use context::{AttachTxn, CommandContext, NoAttach};
 use context::{DocumentCheck, synced_patch, synced_set};
 use queue::{Inbox, Outbox, Pushed};
-pub use queue::{MAX_QUEUED_BYTES, MAX_QUEUED_PACKETS, Outbound};
+pub use queue::{MAX_QUEUED_BYTES, MAX_QUEUED_PACKETS, Outbound, QueueLimits};
 pub use source::{AsyncHandler, AttachDocuments, Call, DocumentSource, SourceSnapshot};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -162,6 +162,7 @@ struct Inner {
     validators: HashMap<ProtocolName, ContextValidator>,
     listeners: HashMap<ProtocolName, Vec<ContextListener>>,
     authenticator: Option<Authenticator>,
+    queue: QueueLimits,
     lanes: FoldCache<LaneFold>,
     documents: FoldCache<DocumentsFold>,
     threads: Mutex<HashMap<ThreadScope, Arc<Thread>>>,

@@ -51,9 +51,26 @@ pub(super) enum Pushed {
     Overflow,
 }
 
+/// How much one attach may have queued before it is dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueLimits {
+    pub max_packets: usize,
+    pub max_bytes: usize,
+}
+
+impl Default for QueueLimits {
+    fn default() -> Self {
+        Self {
+            max_packets: MAX_QUEUED_PACKETS,
+            max_bytes: MAX_QUEUED_BYTES,
+        }
+    }
+}
+
 /// The sending half, held by the attach.
 pub(super) struct Outbox {
     sender: mpsc::Sender<Outbound>,
+    max_bytes: usize,
     bytes: AtomicUsize,
     closed: AtomicBool,
     /// The final `fin` when the queue had no room for it.
@@ -67,10 +84,11 @@ pub(super) struct Inbox {
     receiver: mpsc::Receiver<Outbound>,
 }
 
-pub(super) fn outbox() -> (Outbox, Inbox) {
-    let (sender, receiver) = mpsc::channel(MAX_QUEUED_PACKETS);
+pub(super) fn outbox(limits: QueueLimits) -> (Outbox, Inbox) {
+    let (sender, receiver) = mpsc::channel(limits.max_packets.max(1));
     let outbox = Outbox {
         sender,
+        max_bytes: limits.max_bytes,
         bytes: AtomicUsize::new(0),
         closed: AtomicBool::new(false),
         fin: Mutex::new(None),
@@ -91,7 +109,7 @@ impl Outbox {
         }
         let outbound = Outbound::of(packet);
         let size = outbound.json.len();
-        if self.bytes.fetch_add(size, Ordering::AcqRel) + size > MAX_QUEUED_BYTES {
+        if self.bytes.fetch_add(size, Ordering::AcqRel) + size > self.max_bytes {
             self.bytes.fetch_sub(size, Ordering::AcqRel);
             return Pushed::Overflow;
         }
@@ -168,7 +186,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_queue_overflows_and_still_delivers_its_fin_last() {
-        let (outbox, mut inbox) = outbox();
+        let (outbox, mut inbox) = outbox(QueueLimits::default());
         let packet = Packet {
             fin: None,
             ..Packet::default()
@@ -198,7 +216,7 @@ mod tests {
 
     #[tokio::test]
     async fn closing_wakes_a_waiting_reader() {
-        let (outbox, mut inbox) = outbox();
+        let (outbox, mut inbox) = outbox(QueueLimits::default());
         let outbox = std::sync::Arc::new(outbox);
         let closer = outbox.clone();
         let reader = tokio::spawn(async move { inbox.next(&outbox).await });

@@ -4,6 +4,7 @@
 //! the fixtures.
 
 mod conformance;
+mod derived;
 mod fixtures;
 mod http;
 mod lanes;
