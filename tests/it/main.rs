@@ -6,6 +6,7 @@ mod chat;
 mod crash;
 mod digest;
 mod golden;
+mod harness;
 mod keyed;
 mod ledger;
 mod replay;
