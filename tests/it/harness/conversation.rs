@@ -10,6 +10,25 @@ use serde_json::{Value, json};
 use super::{WAIT, approve_open_plan, connect, ok, refused, status, until_status};
 use crate::support::{SseReader, StudioClient, open, quick_studio, scratch, start_studio};
 
+/// The final documents of the whole conversation, as fixtured.
+const DOCUMENTS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/fixtures/harness/conversation-documents.json"
+);
+
+fn golden_documents(documents: &Value) {
+    let path = std::path::Path::new(DOCUMENTS);
+    if !path.exists() && std::env::var_os("LEDGERWIRE_WRITE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let text = serde_json::to_string_pretty(documents).unwrap() + "\n";
+        std::fs::write(path, text).unwrap();
+    }
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{DOCUMENTS}: {e} (LEDGERWIRE_WRITE_GOLDEN=1 writes it)"));
+    let expected: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(documents, &expected, "the documents differ from {DOCUMENTS}");
+}
+
 fn reply_done(client: &ledgerwire::harness::client::HarnessClient, id: &str) -> bool {
     client
         .message(id)
@@ -103,6 +122,14 @@ async fn a_whole_conversation_runs_over_statewire() {
         })
         .await
         .unwrap();
+
+    // The documents the conversation left, against the fixture the docs
+    // describe (LEDGERWIRE_WRITE_GOLDEN=1 writes it when it is absent).
+    let documents = json!({
+        "main": client.main(),
+        "messages": client.messages(),
+    });
+    golden_documents(&documents);
 
     // Re-sending seq 1 re-emits its answer and starts nothing.
     client.connection.answers.clear();
