@@ -26,7 +26,10 @@ fn golden_documents(documents: &Value) {
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("{DOCUMENTS}: {e} (LEDGERWIRE_WRITE_GOLDEN=1 writes it)"));
     let expected: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(documents, &expected, "the documents differ from {DOCUMENTS}");
+    assert_eq!(
+        documents, &expected,
+        "the documents differ from {DOCUMENTS}"
+    );
 }
 
 fn reply_done(client: &ledgerwire::harness::client::HarnessClient, id: &str) -> bool {
