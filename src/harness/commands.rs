@@ -23,6 +23,12 @@ use crate::studio::wire::{self, WireError};
 
 use super::transcript::reply_id;
 
+// A Studio body any route accepts fits one command's parameters.
+const _: () = assert!(
+    wire::limits::MAX_TURN_REQUEST_BYTES + 1024
+        <= crate::statewire::packet::MAX_COMMAND_PARAMS_BYTES
+);
+
 /// The commands of `harness-sdk`, by method name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {

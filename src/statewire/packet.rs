@@ -16,14 +16,17 @@ use crate::statewire::negotiation::{NegotiationError, Record, Selection, Support
 use crate::statewire::version::Version;
 use crate::statewire::view::Op;
 
-/// Largest client frame (HTTP body or WebSocket text message), in bytes.
-pub const MAX_FRAME_BYTES: usize = 256 * 1024;
+/// Largest client frame (HTTP body or WebSocket text message), in bytes:
+/// room for one command at [`MAX_COMMAND_PARAMS_BYTES`] and its neighbours.
+pub const MAX_FRAME_BYTES: usize = 512 * 1024;
 /// Most commands in one frame.
 pub const MAX_COMMANDS_PER_FRAME: usize = 256;
 /// Most context entries in one frame.
 pub const MAX_CTX_ENTRIES: usize = 16;
-/// Largest encoded `params` of one command, in bytes.
-pub const MAX_COMMAND_PARAMS_BYTES: usize = 64 * 1024;
+/// Largest encoded `params` of one command, in bytes. Ours: a Studio
+/// `turn.request` with six seeds from Search (256 KiB) must fit one
+/// `harness-sdk` command.
+pub const MAX_COMMAND_PARAMS_BYTES: usize = 320 * 1024;
 /// Largest encoded context value (with its meta), in bytes.
 pub const MAX_CONTEXT_BYTES: usize = 16 * 1024;
 /// Longest method name, in bytes.
