@@ -89,12 +89,6 @@ impl HarnessSource {
             }),
         }
     }
-
-    /// The thread's fold as it stands (tests, the fresh-fold check).
-    pub fn thread(&self, thread: &ThreadScope) -> Result<Arc<Folded<ThreadState>>, String> {
-        let stream = thread_stream(thread)?;
-        self.shared.folds.state(&stream).map_err(|e| e.to_string())
-    }
 }
 
 impl DocumentSource for HarnessSource {

@@ -35,11 +35,12 @@ pub fn reply_id(turn: u32, segment: u32) -> String {
 }
 
 /// Where a reply stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReplyStatus {
     /// Its segment is streaming (or died without a word; the log cannot
     /// tell until another segment takes the turn).
+    #[default]
     Streaming,
     /// It ended on a plan or on questions.
     Paused,
@@ -56,7 +57,7 @@ pub enum ReplyStatus {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Reply {
     pub segment: u32,
-    pub status: Option<ReplyStatus>,
+    pub status: ReplyStatus,
     /// The deltas so far, or the `message.complete` text.
     pub text: String,
     pub complete: bool,
@@ -150,9 +151,9 @@ impl TurnTranscript {
 
     /// Whether the turn ended on the `cancelled` error.
     pub fn cancelled(&self) -> bool {
-        self.messages.iter().rev().any(|m| {
-            matches!(&m.body, Body::Reply(reply) if reply.status == Some(ReplyStatus::Cancelled))
-        })
+        self.messages.iter().rev().any(
+            |m| matches!(&m.body, Body::Reply(reply) if reply.status == ReplyStatus::Cancelled),
+        )
     }
 
     /// Applies one record; returns the id of a message it created.
@@ -208,9 +209,9 @@ impl TurnTranscript {
                 let released: SegmentReleased = decode(record)?;
                 if released.end == SegmentEnd::Disconnected
                     && let Some(reply) = self.reply_mut(released.segment, position)
-                    && reply.status == Some(ReplyStatus::Streaming)
+                    && reply.status == ReplyStatus::Streaming
                 {
-                    reply.status = Some(ReplyStatus::Abandoned);
+                    reply.status = ReplyStatus::Abandoned;
                 }
                 Ok(None)
             }
@@ -254,7 +255,6 @@ impl TurnTranscript {
         let created = if self.message(&id).is_none() {
             let reply = Reply {
                 segment,
-                status: Some(ReplyStatus::Streaming),
                 ..Reply::default()
             };
             self.push(id.clone(), position, Body::Reply(Box::new(reply)));
@@ -294,13 +294,13 @@ fn apply_frame(reply: &mut Reply, event: &str, frame: Value) {
         }
         "plan.proposed" => {
             reply.plan = Some(frame);
-            reply.status = Some(ReplyStatus::Paused);
+            reply.status = ReplyStatus::Paused;
         }
         "plan.versioned" => reply.plan_versions.push(frame),
         "plan.approved" => reply.approved = Some(frame),
         "elicitation.request" => {
             reply.questions = Some(frame);
-            reply.status = Some(ReplyStatus::Paused);
+            reply.status = ReplyStatus::Paused;
         }
         "activity.step" => {
             let step_id = frame["step_id"].clone();
@@ -316,15 +316,15 @@ fn apply_frame(reply: &mut Reply, event: &str, frame: Value) {
         "error" => {
             let cancelled = frame["error"]["code"] == "cancelled";
             reply.error = Some(frame);
-            reply.status = Some(if cancelled {
+            reply.status = if cancelled {
                 ReplyStatus::Cancelled
             } else {
                 ReplyStatus::Failed
-            });
+            };
         }
         "done" => {
             reply.done = Some(frame);
-            reply.status = Some(ReplyStatus::Done);
+            reply.status = ReplyStatus::Done;
         }
         // `composition.updated` moves the canvas, which the main document
         // carries.
