@@ -19,12 +19,27 @@ use crate::statewire::ids::ProtocolName;
 use crate::statewire::statepatch::PathStep;
 
 /// A document's identity in one attach's table: its protocol, whether it
-/// is the protocol's main document, and its key (if any).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// is the protocol's main document, and its key (if any). Identities
+/// order by protocol, then main documents first, then key: a flush mounts
+/// a protocol's main document before its keyed ones, so in a hello it
+/// takes the lowest free id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DocIdentity {
     pub protocol: ProtocolName,
     pub main: bool,
     pub key: Option<Vec<String>>,
+}
+
+impl Ord for DocIdentity {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (&self.protocol, !self.main, &self.key).cmp(&(&other.protocol, !other.main, &other.key))
+    }
+}
+
+impl PartialOrd for DocIdentity {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl DocIdentity {
@@ -403,6 +418,18 @@ mod tests {
         let ops = table.update(&view([(b, json!(3)), (c, json!(0))]));
         assert_eq!(serde_json::to_value(&ops).unwrap()[0]["key"], json!([]));
         assert_eq!(table.id_of(&DocIdentity::keyed(p("a"), vec![])), Some(0));
+    }
+
+    #[test]
+    fn a_protocols_main_document_mounts_first() {
+        let keyed = DocIdentity::keyed(p("a"), vec!["t".into(), "m1".into()]);
+        let mut table = DocTable::default();
+        table.update(&view([
+            (keyed.clone(), json!(1)),
+            (DocIdentity::main(p("a")), json!(0)),
+        ]));
+        assert_eq!(table.id_of(&DocIdentity::main(p("a"))), Some(0));
+        assert_eq!(table.id_of(&keyed), Some(1));
     }
 
     #[test]

@@ -282,7 +282,27 @@ async fn a_thread_is_its_principals_alone_on_every_route() {
         .to_str()
         .unwrap()
         .to_owned();
-    let _alice_sse = Sse::new(response);
+    let mut alice_sse = Sse::new(response);
+    let main = |hello: Value| -> Value {
+        let ops = hello["ops"].as_array().unwrap().clone();
+        let main = ops.into_iter().find(|op| op["main"] == true).expect("main mount");
+        main["value"].clone()
+    };
+    let hello = serde_json::to_value(alice_sse.next().await.unwrap()).unwrap();
+    assert_eq!(main(hello)["turn"], 2, "alice's hello over HTTP");
+    // Bob's HTTP attach of the same thread id reads bob's conversation.
+    let response = http
+        .get(format!("http://{addr}/threads/c1/stream"))
+        .header("Authorization", "Bearer bob")
+        .header("Statewire-Version", WIRE)
+        .header("Statewire-Protocol", HARNESS)
+        .header("Statewire-Attacher", "tab")
+        .send()
+        .await
+        .unwrap();
+    let hello = main(serde_json::to_value(Sse::new(response).next().await.unwrap()).unwrap());
+    assert_eq!(hello["status"], "paused_plan");
+    assert_eq!(hello["turn"], 1, "bob's hello over HTTP");
     let response = http
         .post(format!("http://{addr}/threads/c1/frames"))
         .header("Authorization", "Bearer bob")
