@@ -11,11 +11,9 @@ use ledgerwire::studio::auth::AuthPolicy;
 use ledgerwire::studio::service::StudioConfig;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 use super::{WAIT, connect, ok, status, until_status};
-use crate::statewire::Sse;
+use crate::statewire::{Socket, Sse, http_attach, ws_connect};
 use crate::support::{StudioClient, open, quick_studio, scratch, start_studio};
 
 const WIRE: &str = r#""2026-11-02"; min-version="2026-09-30""#;
@@ -72,22 +70,12 @@ async fn assert_refused(response: reqwest::Response, row: &str) {
     assert!(fin.get("payload").is_none(), "{row}: ranges disclosed");
 }
 
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
 async fn socket(addr: SocketAddr, handshake: Option<&'static str>) -> Socket {
-    let mut request = format!("ws://{addr}/threads/a1/ws?client=intruder")
-        .into_client_request()
-        .unwrap();
-    let headers = request.headers_mut();
-    headers.insert(
-        "Sec-WebSocket-Protocol",
-        HeaderValue::from_static("statewire.v1"),
-    );
-    if let Some(authorization) = handshake {
-        headers.insert("Authorization", HeaderValue::from_static(authorization));
-    }
-    tokio_tungstenite::connect_async(request).await.unwrap().0
+    let headers: Vec<(&'static str, &str)> = handshake
+        .map(|a| ("Authorization", a))
+        .into_iter()
+        .collect();
+    ws_connect(addr, "a1", "intruder", &headers).await
 }
 
 async fn first_packet(socket: &mut Socket) -> Value {
@@ -140,15 +128,7 @@ async fn every_route_refuses_missing_or_wrong_credentials_and_discloses_nothing(
     }
 
     // A live lease does not let other credentials in.
-    let response = http
-        .get(format!("http://{addr}/threads/a1/stream"))
-        .header("Authorization", "bearer s3cret")
-        .header("Statewire-Version", WIRE)
-        .header("Statewire-Protocol", HARNESS)
-        .header("Statewire-Attacher", "tab")
-        .send()
-        .await
-        .unwrap();
+    let response = http_attach(addr, "a1", "bearer s3cret", HARNESS).await;
     assert_eq!(response.status(), 200, "the scheme is case-insensitive");
     let lease = response.headers()["statewire-lease"]
         .to_str()
@@ -269,15 +249,7 @@ async fn a_thread_is_its_principals_alone_on_every_route() {
 
     // Alice's lease does not serve bob's credentials.
     let http = reqwest::Client::new();
-    let response = http
-        .get(format!("http://{addr}/threads/c1/stream"))
-        .header("Authorization", "Bearer alice")
-        .header("Statewire-Version", WIRE)
-        .header("Statewire-Protocol", HARNESS)
-        .header("Statewire-Attacher", "tab")
-        .send()
-        .await
-        .unwrap();
+    let response = http_attach(addr, "c1", "Bearer alice", HARNESS).await;
     let lease = response.headers()["statewire-lease"]
         .to_str()
         .unwrap()
@@ -285,21 +257,16 @@ async fn a_thread_is_its_principals_alone_on_every_route() {
     let mut alice_sse = Sse::new(response);
     let main = |hello: Value| -> Value {
         let ops = hello["ops"].as_array().unwrap().clone();
-        let main = ops.into_iter().find(|op| op["main"] == true).expect("main mount");
+        let main = ops
+            .into_iter()
+            .find(|op| op["main"] == true)
+            .expect("main mount");
         main["value"].clone()
     };
     let hello = serde_json::to_value(alice_sse.next().await.unwrap()).unwrap();
     assert_eq!(main(hello)["turn"], 2, "alice's hello over HTTP");
     // Bob's HTTP attach of the same thread id reads bob's conversation.
-    let response = http
-        .get(format!("http://{addr}/threads/c1/stream"))
-        .header("Authorization", "Bearer bob")
-        .header("Statewire-Version", WIRE)
-        .header("Statewire-Protocol", HARNESS)
-        .header("Statewire-Attacher", "tab")
-        .send()
-        .await
-        .unwrap();
+    let response = http_attach(addr, "c1", "Bearer bob", HARNESS).await;
     let hello = main(serde_json::to_value(Sse::new(response).next().await.unwrap()).unwrap());
     assert_eq!(hello["status"], "paused_plan");
     assert_eq!(hello["turn"], 1, "bob's hello over HTTP");

@@ -31,6 +31,14 @@ struct Tally {
     on_release: tokio::sync::Notify,
 }
 
+fn tally(ledger: &Ledger) -> Arc<Tally> {
+    Arc::new(Tally {
+        ledger: ledger.clone(),
+        released: AtomicUsize::new(0),
+        on_release: tokio::sync::Notify::new(),
+    })
+}
+
 fn stream_of(thread: &ThreadScope) -> StreamKey {
     StreamKey::new(format!("tally/{}", thread.id())).unwrap()
 }
@@ -138,11 +146,7 @@ fn count_after(count: u64, packet: &Packet) -> u64 {
 async fn derived_documents_follow_their_stream_whoever_appends() {
     let dir = scratch();
     let (ledger, _) = open(dir.path());
-    let tally = Arc::new(Tally {
-        ledger: ledger.clone(),
-        released: AtomicUsize::new(0),
-        on_release: tokio::sync::Notify::new(),
-    });
+    let tally = tally(&ledger);
     let host = host(&ledger, tally.clone(), QueueLimits::default());
     let mut a = attach(&host, "a").await;
     let mut b = attach(&host, "b").await;
@@ -211,11 +215,7 @@ async fn an_attach_that_does_not_read_is_dropped_with_a_slow_reader_fin() {
     const QUEUED: usize = 4;
     let dir = scratch();
     let (ledger, _) = open(dir.path());
-    let tally = Arc::new(Tally {
-        ledger: ledger.clone(),
-        released: AtomicUsize::new(0),
-        on_release: tokio::sync::Notify::new(),
-    });
+    let tally = tally(&ledger);
     let limits = QueueLimits {
         max_packets: QUEUED,
         max_bytes: 1024 * 1024,

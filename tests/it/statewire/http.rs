@@ -9,7 +9,7 @@ use ledgerwire::statewire::host::Host;
 use ledgerwire::statewire::ids::{ClientId, PrincipalId, ProtocolName};
 use serde_json::{Value, json};
 
-use super::{AUTHORIZATION, CHAT, Sse, WIRE, scope};
+use super::{AUTHORIZATION, CHAT, Sse, WIRE, http_attach, scope};
 use crate::support::{open, scratch, start_server};
 
 fn stream_url(addr: SocketAddr, thread: &str) -> String {
@@ -357,15 +357,7 @@ async fn authentication_runs_before_any_range_is_disclosed() {
     assert!(body["fin"]["payload"]["protocols"].is_array());
 
     // The lease binds the captured authorization.
-    let response = http
-        .get(format!("http://{addr}/threads/t4/stream"))
-        .header("Authorization", "Bearer good")
-        .header("Statewire-Version", WIRE)
-        .header("Statewire-Protocol", CHAT)
-        .header("Statewire-Attacher", "tab")
-        .send()
-        .await
-        .unwrap();
+    let response = http_attach(addr, "t4", "Bearer good", CHAT).await;
     assert_eq!(response.status(), 200);
     let lease = response.headers()["statewire-lease"]
         .to_str()

@@ -42,6 +42,50 @@ pub fn scope(id: &str) -> ledgerwire::statewire::ThreadScope {
     )
 }
 
+/// A GET `/threads/<thread>/stream` attach with `authorization`, offering
+/// the wire range [`WIRE`] and `protocol`, attacher `tab`.
+pub async fn http_attach(
+    addr: SocketAddr,
+    thread: &str,
+    authorization: &str,
+    protocol: &str,
+) -> reqwest::Response {
+    reqwest::Client::new()
+        .get(format!("http://{addr}/threads/{thread}/stream"))
+        .header("Authorization", authorization)
+        .header("Statewire-Version", WIRE)
+        .header("Statewire-Protocol", protocol)
+        .header("Statewire-Attacher", "tab")
+        .send()
+        .await
+        .expect("request")
+}
+
+/// A WebSocket client's socket.
+pub type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Opens `/threads/<thread>/ws?client=<client>` with subprotocol
+/// `statewire.v1` and these handshake headers.
+pub async fn ws_connect(
+    addr: SocketAddr,
+    thread: &str,
+    client: &str,
+    handshake: &[(&'static str, &str)],
+) -> Socket {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::http::HeaderValue;
+    let mut request = format!("ws://{addr}/threads/{thread}/ws?client={client}")
+        .into_client_request()
+        .expect("request");
+    let headers = request.headers_mut();
+    headers.insert("Sec-WebSocket-Protocol", HeaderValue::from_static("statewire.v1"));
+    for (name, value) in handshake {
+        headers.append(*name, HeaderValue::from_str(value).expect("header value"));
+    }
+    tokio_tungstenite::connect_async(request).await.expect("connect").0
+}
+
 /// Reads SSE `data:` events as packets.
 pub struct Sse {
     body: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>,

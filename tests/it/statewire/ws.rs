@@ -8,31 +8,14 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::HeaderValue;
 
-use super::{AUTHORIZATION, CHAT, PACKET_TIMEOUT, WIRE};
+use super::{AUTHORIZATION, CHAT, PACKET_TIMEOUT, Socket, WIRE, ws_connect};
 use crate::support::{open, scratch, start_server};
 
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
 async fn connect(addr: SocketAddr, handshake: &[(&'static str, &str)]) -> Socket {
-    let mut request = format!("ws://{addr}/threads/w1/ws?client=wc")
-        .into_client_request()
-        .unwrap();
-    request.headers_mut().insert(
-        "Sec-WebSocket-Protocol",
-        HeaderValue::from_static("statewire.v1"),
-    );
-    request
-        .headers_mut()
-        .insert("Authorization", HeaderValue::from_static(AUTHORIZATION));
-    for (name, value) in handshake {
-        request
-            .headers_mut()
-            .append(*name, HeaderValue::from_str(value).unwrap());
-    }
-    tokio_tungstenite::connect_async(request).await.unwrap().0
+    let mut headers = vec![("Authorization", AUTHORIZATION)];
+    headers.extend_from_slice(handshake);
+    ws_connect(addr, "w1", "wc", &headers).await
 }
 
 async fn next_text(socket: &mut Socket) -> Value {
