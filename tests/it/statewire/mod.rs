@@ -79,11 +79,17 @@ pub async fn ws_connect(
         .into_client_request()
         .expect("request");
     let headers = request.headers_mut();
-    headers.insert("Sec-WebSocket-Protocol", HeaderValue::from_static("statewire.v1"));
+    headers.insert(
+        "Sec-WebSocket-Protocol",
+        HeaderValue::from_static("statewire.v1"),
+    );
     for (name, value) in handshake {
         headers.append(*name, HeaderValue::from_str(value).expect("header value"));
     }
-    tokio_tungstenite::connect_async(request).await.expect("connect").0
+    tokio_tungstenite::connect_async(request)
+        .await
+        .expect("connect")
+        .0
 }
 
 /// Reads SSE `data:` events as packets.
