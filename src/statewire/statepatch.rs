@@ -106,6 +106,15 @@ pub fn apply(document: &mut Value, ops: &[PatchOp]) -> Result<(), PatchError> {
     Ok(())
 }
 
+/// Applies one operation in place. One operation either applies or fails
+/// before it changes anything (it checks its target first), so this
+/// spares the copy [`apply`] makes to keep a whole list atomic: for a
+/// reader applying a packet's ops one by one (the client), which drops
+/// its table on any error.
+pub fn apply_in_place(document: &mut Value, op: &PatchOp) -> Result<(), PatchError> {
+    apply_one(document, op).map_err(|reason| PatchError::Failed { index: 0, reason })
+}
+
 /// An array position named by `step`, or `None` for `-`.
 fn array_index(step: &PathStep) -> Result<Option<usize>, String> {
     match step {

@@ -280,12 +280,13 @@ pub fn diff_value(doc: u32, path: &mut Vec<PathStep>, old: &Value, new: &Value, 
 }
 
 /// Applies state ops to a client-side table of documents by id (the
-/// client's decoder; also the oracle of the diff tests).
+/// client's decoder; also the oracle of the diff tests). An error leaves
+/// the table unusable: the caller drops it (a client ends the attach).
 pub fn apply_ops(
     table: &mut BTreeMap<u32, (DocIdentity, Value)>,
     ops: &[Op],
 ) -> Result<(), String> {
-    use crate::statewire::statepatch::{PatchKind, PatchOp, apply};
+    use crate::statewire::statepatch::{PatchKind, PatchOp, apply_in_place};
     for op in ops {
         match op {
             Op::Mount {
@@ -331,7 +332,7 @@ pub fn apply_ops(
                     path: path.clone(),
                     value: Some(value.clone()),
                 };
-                apply(document, &[patch]).map_err(|e| e.to_string())?;
+                apply_in_place(document, &patch).map_err(|e| e.to_string())?;
             }
             Op::Remove { doc, path } => {
                 let (_, document) = table
@@ -342,7 +343,7 @@ pub fn apply_ops(
                     path: path.clone(),
                     value: None,
                 };
-                apply(document, &[patch]).map_err(|e| e.to_string())?;
+                apply_in_place(document, &patch).map_err(|e| e.to_string())?;
             }
         }
     }
