@@ -9,7 +9,7 @@
 //! hold more than the bounds below.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use serde_json::Value;
 
@@ -125,6 +125,7 @@ impl DocumentSource for HarnessSource {
             conversation_id,
             thread: folded,
             main,
+            default_view: OnceLock::new(),
         }))
     }
 
@@ -146,6 +147,8 @@ struct Snapshot {
     conversation_id: String,
     thread: Arc<Folded<ThreadState>>,
     main: Arc<Value>,
+    /// What an attach without an interest document sees.
+    default_view: OnceLock<Vec<(Vec<String>, Arc<Value>)>>,
 }
 
 impl SourceSnapshot for Snapshot {
@@ -154,7 +157,20 @@ impl SourceSnapshot for Snapshot {
     }
 
     fn keyed(&self, attach: &AttachDocuments<'_>) -> Vec<(Vec<String>, Arc<Value>)> {
-        let interest = Interest::of(attach.main(INTEREST));
+        match attach.main(INTEREST) {
+            // Most attaches keep the default: chosen once per flush.
+            None => self
+                .default_view
+                .get_or_init(|| self.select(&Interest::default()))
+                .clone(),
+            Some(interest) => self.select(&Interest::of(Some(interest))),
+        }
+    }
+}
+
+impl Snapshot {
+    /// The documents `interest` picks, with their keys.
+    fn select(&self, interest: &Interest) -> Vec<(Vec<String>, Arc<Value>)> {
         interest
             .select(&self.thread.state)
             .into_iter()
@@ -169,9 +185,7 @@ impl SourceSnapshot for Snapshot {
             })
             .collect()
     }
-}
 
-impl Snapshot {
     /// A message's document, built once per change of the message.
     fn message(&self, turn: u32, id: &str) -> Option<Arc<Value>> {
         let current = self
