@@ -244,7 +244,19 @@ async fn post_frames(
             return fin_response(fin);
         }
     };
-    match host.submit(&attach, frame).await {
+    // In a task of its own: a client that hangs up mid-request must not
+    // cancel a command halfway (its admission may already be durable).
+    let submitted = {
+        let (host, attach) = (host.clone(), attach.clone());
+        tokio::spawn(async move { host.submit(&attach, frame).await })
+    };
+    let submitted = submitted.await.unwrap_or_else(|_| {
+        Err(FrameViolation {
+            code: FinCode::ServerError,
+            message: "the frame's task failed".into(),
+        })
+    });
+    match submitted {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(violation) => {
             let fin = fin_violation(&violation);

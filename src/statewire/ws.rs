@@ -15,6 +15,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, header};
 use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
+use tokio::sync::mpsc;
 
 use crate::statewire::host::{AttachRequest, Host};
 use crate::statewire::http::{fin_response, header_value};
@@ -160,15 +161,19 @@ async fn run(
         // Dropping the handle detaches.
         drop(handle);
     });
+    // Frames run in a task of their own, in order: a command that was
+    // admitted runs to its answer even when the client leaves meanwhile
+    // (dropping the reader must not cancel it halfway).
+    let (frames, queued) = mpsc::channel(MAX_QUEUED_FRAMES);
+    tokio::spawn(submit_frames(
+        host.clone(),
+        attach.clone(),
+        after_hello,
+        queued,
+    ));
     // The reader says whether a fin is on its way to the client (true) or
     // the client went away (false).
     let reader = async {
-        if !after_hello.cmd.is_empty()
-            && let Err(violation) = host.submit(&attach, after_hello).await
-        {
-            host.end(&attach, Fin::new(violation.code, violation.message));
-            return true;
-        }
         while let Some(Ok(message)) = stream.next().await {
             let frame = match message {
                 Message::Text(text) => parse_frame(text.as_bytes()),
@@ -178,16 +183,21 @@ async fn run(
                 Message::Close(_) => break,
                 Message::Ping(_) | Message::Pong(_) => continue,
             };
-            let result = match frame {
-                Ok(frame) => host.submit(&attach, frame).await,
-                Err(violation) => Err(violation),
-            };
-            if let Err(violation) = result {
-                host.end(&attach, Fin::new(violation.code, violation.message));
-                return true;
+            match frame {
+                // The submitter stopped: it ended the attach with a fin.
+                Ok(frame) => {
+                    if frames.send(frame).await.is_err() {
+                        return true;
+                    }
+                }
+                Err(violation) => {
+                    host.end(&attach, Fin::new(violation.code, violation.message));
+                    return true;
+                }
             }
         }
-        // The client went away.
+        // The client went away: frames not yet submitted are dropped
+        // (nothing of theirs was admitted), the one running finishes.
         host.detach(&attach);
         false
     };
@@ -212,3 +222,31 @@ async fn run(
 /// Longest the writer may take to deliver a final fin after the reader
 /// ended, in milliseconds.
 const FIN_DELIVERY_MS: u64 = 5_000;
+
+/// Frames read from a socket and not yet submitted; reading waits when
+/// this many are queued.
+pub const MAX_QUEUED_FRAMES: usize = 16;
+
+/// Submits an attach's frames in order until one is a violation (which
+/// ends the attach) or the reader stops sending.
+async fn submit_frames(
+    host: Host,
+    attach: std::sync::Arc<crate::statewire::host::Attach>,
+    first: Frame,
+    mut frames: mpsc::Receiver<Frame>,
+) {
+    let mut next = (!first.cmd.is_empty()).then_some(first);
+    loop {
+        let frame = match next.take() {
+            Some(frame) => frame,
+            None => match frames.recv().await {
+                Some(frame) => frame,
+                None => return,
+            },
+        };
+        if let Err(violation) = host.submit(&attach, frame).await {
+            host.end(&attach, Fin::new(violation.code, violation.message));
+            return;
+        }
+    }
+}

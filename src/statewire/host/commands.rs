@@ -142,19 +142,19 @@ impl Host {
         thread: &Thread,
         client: &ClientId,
         protocol: &ProtocolName,
-    ) -> Arc<tokio::sync::Mutex<bool>> {
+    ) -> LaneLock {
         let mut lanes = lock(&thread.lanes);
         if lanes.len() >= MAX_LANE_LOCKS_PER_THREAD {
             lanes.retain(|_, l| Arc::strong_count(l) > 1);
         }
         lanes
             .entry((client.clone(), protocol.clone()))
-            .or_insert_with(|| Arc::new(tokio::sync::Mutex::new(false)))
+            .or_insert_with(|| Arc::new(tokio::sync::Mutex::new(())))
             .clone()
     }
 
-    /// Finishes the lane's admitted-but-unanswered commands (left by a
-    /// crash), without an attach, under their recorded contracts.
+    /// Finishes the lane's admitted-but-unanswered commands, without an
+    /// attach, under their recorded contracts.
     pub(super) async fn recover_lane(
         &self,
         thread: &Arc<Thread>,
@@ -163,16 +163,17 @@ impl Host {
         stream: &StreamKey,
     ) -> Result<(), HostError> {
         let lane_lock = self.lane_lock(thread, client, protocol);
-        let mut recovered = lane_lock.lock().await;
-        if *recovered {
-            return Ok(());
-        }
+        let _lane = lane_lock.lock().await;
         self.finish_pending(thread, client, protocol, stream)
-            .await?;
-        *recovered = true;
-        Ok(())
+            .await
+            .map(drop)
     }
 
+    /// Runs the lane's admitted-but-unanswered commands. Under the lane's
+    /// lock, a pending command is one nobody in this host is running: a
+    /// crash left it, or a ledger failure stopped its run; each is keyed
+    /// (its document commit, or its async handler's key), so one that had
+    /// taken effect answers what it did.
     pub(super) async fn finish_pending(
         &self,
         thread: &Arc<Thread>,
@@ -209,13 +210,12 @@ impl Host {
         let stream =
             lane_stream(&thread.scope, &attach.client, protocol).map_err(|e| server(e.into()))?;
         let lane_lock = self.lane_lock(&thread, &attach.client, protocol);
-        let mut recovered = lane_lock.lock().await;
-        if !*recovered {
-            self.finish_pending(&thread, &attach.client, protocol, &stream)
-                .await
-                .map_err(server)?;
-            *recovered = true;
-        }
+        let lane_guard = lane_lock.lock().await;
+        // A re-sent seq of a pending command gets its answer, not
+        // `answer-expired`: finish it first.
+        self.finish_pending(&thread, &attach.client, protocol, &stream)
+            .await
+            .map_err(server)?;
         let contract = attach
             .contract(protocol)
             .ok_or_else(|| FrameViolation::invalid("unselected"))?;
@@ -332,7 +332,7 @@ impl Host {
             self.flush_attach(attach, answers, Vec::new());
             break;
         }
-        drop(recovered);
+        drop(lane_guard);
         match violation {
             Some(v) => Err(v),
             None => Ok(()),

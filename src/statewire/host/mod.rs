@@ -174,9 +174,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Serialises admission on one durable lane; holds `true` once the
-/// lane's crash-interrupted commands are finished.
-type LaneLock = Arc<tokio::sync::Mutex<bool>>;
+/// Serialises admission and execution on one durable lane.
+type LaneLock = Arc<tokio::sync::Mutex<()>>;
 
 /// One thread's live part.
 struct Thread {
@@ -190,7 +189,7 @@ struct Thread {
     attached: tokio::sync::watch::Sender<usize>,
     /// Derived protocols whose source stream a task follows.
     followers: Mutex<BTreeSet<ProtocolName>>,
-    /// Per durable lane: serialises admission; `true` once recovered.
+    /// Per durable lane: serialises admission and execution.
     lanes: Mutex<HashMap<(ClientId, ProtocolName), LaneLock>>,
 }
 
