@@ -70,6 +70,10 @@ enum Command {
         /// The conversation id (a new one by default).
         #[arg(long)]
         conversation: Option<String>,
+        /// Talk over Statewire (harness-sdk over WebSocket) instead of the
+        /// Studio's SSE routes.
+        #[arg(long)]
+        statewire: bool,
     },
     /// Print a Studio conversation (every frame, by segment) and its
     /// folded state, from the ledger alone.
@@ -198,6 +202,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             url,
             token,
             conversation,
+            statewire,
         } => {
             drop(out);
             chat(ledgerwire::chat::ChatConfig {
@@ -205,6 +210,11 @@ fn run(command: Command) -> Result<(), ToolError> {
                 token,
                 conversation: conversation
                     .unwrap_or_else(|| format!("chat-{}", std::process::id())),
+                transport: if statewire {
+                    ledgerwire::chat::Transport::Statewire
+                } else {
+                    ledgerwire::chat::Transport::Sse
+                },
             })
         }
         Command::Log(LogCommand::Verify { data }) => tools::verify(&data, &mut out).map(drop),

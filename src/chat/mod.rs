@@ -1,29 +1,53 @@
 //! `ledgerwire chat`: a terminal client for people. It reads questions,
-//! streams the answer's frames as readable text (messages, the plan card,
-//! steps, cards, the canvas), asks for the decision on a plan and the
-//! answers to clarifying questions, and reconnects to a dropped stream
-//! through the server's replay extension.
+//! shows the answer as readable text (messages, the plan card, steps,
+//! cards, the canvas) and asks for the decision on a plan and the answers
+//! to clarifying questions, over one of two transports: the Studio's
+//! HTTP/SSE routes (`chat::sse`) or Statewire's `harness-sdk` over
+//! WebSocket (`chat::statewire`, `--statewire`).
 //!
-//! Must never: hold conversation state the server does not send; what it
-//! shows is what the frames say.
+//! Owns: the session (config, errors, the question loop), the rendering
+//! of Studio frames (messages, plan card, steps, cards, suggestions,
+//! errors, the canvas) and the prompts that turn a pause into an
+//! `interrupt.response` body, shared by both transports.
+//! Must never: hold conversation state the server does not send (what it
+//! shows is what the frames and documents say), or talk to the server
+//! itself (the transports do).
+
+mod sse;
+mod statewire;
 
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
-/// Most reconnects to one dropped stream before giving up.
+pub use statewire::QUIET_LIMIT_SECS;
+
+/// Most reconnects to one dropped stream (or attach) before giving up.
 pub const MAX_RECONNECTS: u32 = 5;
+
+/// How the chat reaches the server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Transport {
+    /// The Studio's routes: `POST /api/studio/turn|interrupt` answer SSE
+    /// streams, and `/api/studio/stream` reconnects.
+    #[default]
+    Sse,
+    /// `harness-sdk` over WebSocket at `/threads/<conversation>/ws`: the
+    /// conversation is read from its documents.
+    Statewire,
+}
 
 /// Where and as whom the client talks.
 #[derive(Clone, Debug)]
 pub struct ChatConfig {
-    /// The server's base URL, e.g. `http://127.0.0.1:8080`.
+    /// The server's base URL, e.g. `http://127.0.0.1:8080` (the Statewire
+    /// transport attaches to the same host with `ws://`).
     pub url: String,
     pub token: String,
     pub conversation: String,
+    pub transport: Transport,
 }
 
 /// Why the chat stopped.
@@ -35,6 +59,12 @@ pub enum ChatError {
     Refused(String),
     #[error("terminal I/O: {0}")]
     Io(#[from] std::io::Error),
+    #[error("--url {0:?} is not an http:// or https:// URL; pass the server's base URL")]
+    Url(String),
+    #[error("cannot attach to {url}: {detail}")]
+    Attach { url: String, detail: String },
+    #[error("the Statewire attach failed: {0}")]
+    Statewire(String),
 }
 
 /// How a stream ended.
@@ -45,10 +75,15 @@ enum Ending {
     Closed,
 }
 
+/// The connection a session talks over.
+enum Link {
+    Sse(reqwest::Client),
+    Statewire(Box<statewire::Attach>),
+}
+
 /// The chat session.
 pub struct Chat<R, W> {
     config: ChatConfig,
-    http: reqwest::Client,
     input: R,
     out: W,
     /// The newest canvas the server sent.
@@ -59,7 +94,6 @@ impl<R: AsyncBufRead + Unpin, W: Write> Chat<R, W> {
     pub fn new(config: ChatConfig, input: R, out: W) -> Self {
         Self {
             config,
-            http: reqwest::Client::new(),
             input,
             out,
             canvas: None,
@@ -68,6 +102,12 @@ impl<R: AsyncBufRead + Unpin, W: Write> Chat<R, W> {
 
     /// Reads questions until the input ends (or `/quit`).
     pub async fn run(mut self) -> Result<(), ChatError> {
+        let mut link = match self.config.transport {
+            Transport::Sse => Link::Sse(reqwest::Client::new()),
+            Transport::Statewire => {
+                Link::Statewire(Box::new(statewire::Attach::open(&self.config).await?))
+            }
+        };
         writeln!(
             self.out,
             "Conversation {}. Ask a question; /canvas shows the canvas, /quit leaves.",
@@ -77,13 +117,20 @@ impl<R: AsyncBufRead + Unpin, W: Write> Chat<R, W> {
             match line.as_str() {
                 "" => continue,
                 "/quit" => break,
-                "/canvas" => self.show_canvas()?,
-                question => {
-                    let body = json!({"kind": "turn.request",
-                        "conversation_id": self.config.conversation, "message": question});
-                    self.converse("/api/studio/turn", body).await?;
+                "/canvas" => {
+                    if let Link::Statewire(attach) = &mut link {
+                        self.catch_up_statewire(attach).await?;
+                    }
+                    self.show_canvas()?;
                 }
+                question => match &mut link {
+                    Link::Sse(http) => self.converse_sse(http, question).await?,
+                    Link::Statewire(attach) => self.converse_statewire(attach, question).await?,
+                },
             }
+        }
+        if let Link::Statewire(attach) = link {
+            attach.close().await;
         }
         Ok(())
     }
@@ -96,81 +143,6 @@ impl<R: AsyncBufRead + Unpin, W: Write> Chat<R, W> {
             return Ok(None);
         }
         Ok(Some(line.trim().to_owned()))
-    }
-
-    /// Streams a request's answer, then every resume the user answers.
-    async fn converse(&mut self, path: &str, body: Value) -> Result<(), ChatError> {
-        let mut ending = self.stream(path, &body).await?;
-        while let Ending::Pause(frame) = ending {
-            let Some(answer) = self.decide(&frame).await? else {
-                return Ok(());
-            };
-            ending = self.stream("/api/studio/interrupt", &answer).await?;
-        }
-        Ok(())
-    }
-
-    async fn post(&self, path: &str, body: &Value) -> Result<reqwest::Response, ChatError> {
-        let url = format!("{}{path}", self.config.url.trim_end_matches('/'));
-        let response = self
-            .http
-            .post(&url)
-            .bearer_auth(&self.config.token)
-            .json(body)
-            .send()
-            .await
-            .map_err(|source| ChatError::Http { url, source })?;
-        if !response.status().is_success() {
-            let status = response.status();
-            let text = response.text().await.unwrap_or_default();
-            let detail = serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|e| e["detail"].as_str().map(str::to_owned))
-                .unwrap_or(text);
-            return Err(ChatError::Refused(format!("{status}: {detail}")));
-        }
-        Ok(response)
-    }
-
-    /// Reads one SSE stream to its end, reconnecting if it drops early.
-    async fn stream(&mut self, path: &str, body: &Value) -> Result<Ending, ChatError> {
-        let mut response = self.post(path, body).await?;
-        let mut last_seq = 0;
-        let mut reconnects = 0;
-        loop {
-            let mut bytes = response.bytes_stream();
-            let mut buffer = String::new();
-            while let Some(chunk) = bytes.next().await {
-                let Ok(chunk) = chunk else { break };
-                buffer.push_str(&String::from_utf8_lossy(&chunk));
-                while let Some(end) = buffer.find("\n\n") {
-                    let event: String = buffer.drain(..end + 2).collect();
-                    let Some(data) = event.lines().find_map(|l| l.strip_prefix("data: ")) else {
-                        continue; // a heartbeat
-                    };
-                    let Ok(frame) = serde_json::from_str::<Value>(data) else {
-                        continue;
-                    };
-                    last_seq = frame["seq"].as_u64().unwrap_or(last_seq);
-                    if let Some(ending) = self.show(&frame)? {
-                        return Ok(ending);
-                    }
-                }
-            }
-            // The stream ended without a closing frame: read the rest of the
-            // turn from the server's log.
-            reconnects += 1;
-            if reconnects > MAX_RECONNECTS {
-                writeln!(
-                    self.out,
-                    "(the stream dropped; giving up after {MAX_RECONNECTS} reconnects)"
-                )?;
-                return Ok(Ending::Closed);
-            }
-            writeln!(self.out, "(reconnecting after seq {last_seq})")?;
-            let body = json!({"conversation_id": self.config.conversation, "after_seq": last_seq});
-            response = self.post("/api/studio/stream", &body).await?;
-        }
     }
 
     /// Prints one frame; returns how the stream ends if this frame ends it.
