@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 use super::{WAIT, connect, ok, status, until_status};
-use crate::statewire::{Socket, Sse, http_attach, ws_connect};
+use crate::statewire::{Socket, Sse, http_attach, next_text, ws_connect};
 use crate::support::{StudioClient, open, quick_studio, scratch, start_studio};
 
 const WIRE: &str = r#""2026-11-02"; min-version="2026-09-30""#;
@@ -76,19 +76,6 @@ async fn socket(addr: SocketAddr, handshake: Option<&'static str>) -> Socket {
         .into_iter()
         .collect();
     ws_connect(addr, "a1", "intruder", &headers).await
-}
-
-async fn first_packet(socket: &mut Socket) -> Value {
-    loop {
-        let message = tokio::time::timeout(WAIT, socket.next())
-            .await
-            .expect("a message in time")
-            .expect("open")
-            .expect("message");
-        if let Message::Text(text) = message {
-            return serde_json::from_str(text.as_str()).unwrap();
-        }
-    }
 }
 
 async fn closes_with_1008(socket: &mut Socket) -> bool {
@@ -164,7 +151,7 @@ async fn every_route_refuses_missing_or_wrong_credentials_and_discloses_nothing(
             .send(Message::Text(init(in_init).into()))
             .await
             .unwrap();
-        let packet = first_packet(&mut socket).await;
+        let packet = next_text(&mut socket).await;
         let row = format!("{handshake:?} / {in_init:?}");
         assert_eq!(packet["fin"]["code"], "unauthorized", "{row}");
         assert!(packet["fin"].get("payload").is_none(), "{row}");
@@ -179,7 +166,7 @@ async fn every_route_refuses_missing_or_wrong_credentials_and_discloses_nothing(
         .send(Message::Text(good.to_string().into()))
         .await
         .unwrap();
-    let hello = first_packet(&mut socket).await;
+    let hello = next_text(&mut socket).await;
     assert_eq!(hello["syn"]["protocols"][0]["name"], "harness-sdk");
 
     // Nothing refused was recorded, and the Studio door agrees on the

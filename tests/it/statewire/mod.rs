@@ -92,6 +92,21 @@ pub async fn ws_connect(
         .0
 }
 
+/// The next text message of a socket, as JSON.
+pub async fn next_text(socket: &mut Socket) -> serde_json::Value {
+    use tokio_tungstenite::tungstenite::Message;
+    loop {
+        let message = tokio::time::timeout(PACKET_TIMEOUT, socket.next())
+            .await
+            .expect("a message in time")
+            .expect("open")
+            .expect("message");
+        if let Message::Text(text) = message {
+            return serde_json::from_str(text.as_str()).expect("JSON text");
+        }
+    }
+}
+
 /// Reads SSE `data:` events as packets.
 pub struct Sse {
     body: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>,

@@ -9,26 +9,13 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use super::{AUTHORIZATION, CHAT, PACKET_TIMEOUT, Socket, WIRE, ws_connect};
+use super::{AUTHORIZATION, CHAT, PACKET_TIMEOUT, Socket, WIRE, next_text, ws_connect};
 use crate::support::{open, scratch, start_server};
 
 async fn connect(addr: SocketAddr, handshake: &[(&'static str, &str)]) -> Socket {
     let mut headers = vec![("Authorization", AUTHORIZATION)];
     headers.extend_from_slice(handshake);
     ws_connect(addr, "w1", "wc", &headers).await
-}
-
-async fn next_text(socket: &mut Socket) -> Value {
-    loop {
-        let message = tokio::time::timeout(PACKET_TIMEOUT, socket.next())
-            .await
-            .expect("a message in time")
-            .expect("open")
-            .expect("message");
-        if let Message::Text(text) = message {
-            return serde_json::from_str(text.as_str()).unwrap();
-        }
-    }
 }
 
 async fn expect_close_1008(socket: &mut Socket) {
