@@ -174,7 +174,7 @@ impl Host {
                 return Err(fin);
             }
         };
-        // The queue is new and empty: the hello always fits.
+        // The queue is new and empty: the hello always fits (see `push`).
         attach.outbox.push(&hello);
         drop(state);
         lock(&self.inner.leases).insert(attach.lease.clone(), attach.clone());

@@ -102,14 +102,17 @@ impl Outbox {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Queues a packet unless that would exceed a bound.
+    /// Queues a packet unless that would exceed a bound. A packet always
+    /// fits an empty queue, whatever its size: the byte bound stops a
+    /// backlog, not one large document (a hello, a card).
     pub(super) fn push(&self, packet: &Packet) -> Pushed {
         if self.is_closed() {
             return Pushed::Closed;
         }
         let outbound = Outbound::of(packet);
         let size = outbound.json.len();
-        if self.bytes.fetch_add(size, Ordering::AcqRel) + size > self.max_bytes {
+        let before = self.bytes.fetch_add(size, Ordering::AcqRel);
+        if before > 0 && before + size > self.max_bytes {
             self.bytes.fetch_sub(size, Ordering::AcqRel);
             return Pushed::Overflow;
         }
@@ -212,6 +215,20 @@ mod tests {
         let last = received.last().unwrap().packet();
         assert_eq!(last.fin.unwrap().code, FinCode::SlowReader);
         assert_eq!(outbox.bytes.load(Ordering::Acquire), 0);
+    }
+
+    #[tokio::test]
+    async fn one_large_packet_fits_an_empty_queue_but_not_a_backlog() {
+        let limits = QueueLimits {
+            max_packets: 8,
+            max_bytes: 64,
+        };
+        let (outbox, mut inbox) = outbox(limits);
+        let large = Packet::fin(Fin::new(FinCode::Retired, "x".repeat(200)));
+        assert_eq!(outbox.push(&large), Pushed::Queued);
+        assert_eq!(outbox.push(&large), Pushed::Overflow);
+        assert!(inbox.next(&outbox).await.is_some());
+        assert_eq!(outbox.push(&large), Pushed::Queued, "drained, it fits again");
     }
 
     #[tokio::test]
