@@ -354,14 +354,18 @@ impl Studio {
         principal: &Principal,
         request: TurnRequest,
     ) -> Result<mpsc::Receiver<SseItem>, WireError> {
-        let stream = Self::stream(principal, &request.conversation_id)?;
-        let request_json = json(&request);
-        let start = self
-            .decide(&stream, |conversation, now| {
-                self.decide_turn(conversation, &request, &request_json, now)
-            })
-            .await?;
-        self.spawn_sse(stream, start)
+        let (studio, principal) = (self.clone(), principal.clone());
+        to_completion(async move {
+            let stream = Self::stream(&principal, &request.conversation_id)?;
+            let request_json = json(&request);
+            let start = studio
+                .decide(&stream, |conversation, now| {
+                    studio.decide_turn(conversation, &request, &request_json, now)
+                })
+                .await?;
+            studio.spawn_sse(stream, start)
+        })
+        .await
     }
 
     /// A `turn.request` keyed by `key` (a Statewire command): records and
@@ -373,17 +377,23 @@ impl Studio {
         request: TurnRequest,
         key: &RequestKey,
     ) -> Result<Applied<Started>, WireError> {
-        let stream = Self::stream(principal, &request.conversation_id)?;
-        let request_json = json(&request);
-        let decided = self
-            .decide_keyed(
-                &stream,
-                Some(key),
-                SegmentStart::outcome,
-                |conversation, now| self.decide_turn(conversation, &request, &request_json, now),
-            )
-            .await?;
-        self.start_detached(stream, decided)
+        let (studio, principal, key) = (self.clone(), principal.clone(), key.clone());
+        to_completion(async move {
+            let stream = Self::stream(&principal, &request.conversation_id)?;
+            let request_json = json(&request);
+            let decided = studio
+                .decide_keyed(
+                    &stream,
+                    Some(&key),
+                    SegmentStart::outcome,
+                    |conversation, now| {
+                        studio.decide_turn(conversation, &request, &request_json, now)
+                    },
+                )
+                .await?;
+            studio.start_detached(stream, decided)
+        })
+        .await
     }
 
     fn decide_turn(
@@ -445,14 +455,18 @@ impl Studio {
         principal: &Principal,
         response: InterruptResponse,
     ) -> Result<mpsc::Receiver<SseItem>, WireError> {
-        let stream = Self::stream(principal, &response.conversation_id)?;
-        let response_json = json(&response);
-        let start = self
-            .decide(&stream, |conversation, now| {
-                self.decide_resume(conversation, &response, &response_json, now)
-            })
-            .await?;
-        self.spawn_sse(stream, start)
+        let (studio, principal) = (self.clone(), principal.clone());
+        to_completion(async move {
+            let stream = Self::stream(&principal, &response.conversation_id)?;
+            let response_json = json(&response);
+            let start = studio
+                .decide(&stream, |conversation, now| {
+                    studio.decide_resume(conversation, &response, &response_json, now)
+                })
+                .await?;
+            studio.spawn_sse(stream, start)
+        })
+        .await
     }
 
     /// An `interrupt.response` keyed by `key`: resumes the turn once, with
@@ -463,19 +477,23 @@ impl Studio {
         response: InterruptResponse,
         key: &RequestKey,
     ) -> Result<Applied<Started>, WireError> {
-        let stream = Self::stream(principal, &response.conversation_id)?;
-        let response_json = json(&response);
-        let decided = self
-            .decide_keyed(
-                &stream,
-                Some(key),
-                SegmentStart::outcome,
-                |conversation, now| {
-                    self.decide_resume(conversation, &response, &response_json, now)
-                },
-            )
-            .await?;
-        self.start_detached(stream, decided)
+        let (studio, principal, key) = (self.clone(), principal.clone(), key.clone());
+        to_completion(async move {
+            let stream = Self::stream(&principal, &response.conversation_id)?;
+            let response_json = json(&response);
+            let decided = studio
+                .decide_keyed(
+                    &stream,
+                    Some(&key),
+                    SegmentStart::outcome,
+                    |conversation, now| {
+                        studio.decide_resume(conversation, &response, &response_json, now)
+                    },
+                )
+                .await?;
+            studio.start_detached(stream, decided)
+        })
+        .await
     }
 
     fn decide_resume(
@@ -699,6 +717,22 @@ impl Studio {
         tokio::spawn(segment.run(context, approved, recovery));
         Ok(())
     }
+}
+
+/// Runs a decision and the segment it starts in a task of its own: a
+/// caller that goes away (a client hanging up) while the decision's append
+/// is on its way to disk must not leave the turn recorded and claimed with
+/// its segment never started.
+async fn to_completion<T: Send + 'static>(
+    work: impl Future<Output = Result<T, WireError>> + Send + 'static,
+) -> Result<T, WireError> {
+    tokio::spawn(work).await.unwrap_or_else(|error| {
+        tracing::error!(%error, "a studio decision's task failed");
+        Err(WireError::transient(
+            1,
+            "The server could not finish this request; retry it.",
+        ))
+    })
 }
 
 /// The cancel flag for the live segment, if one is live and not flagged.

@@ -228,7 +228,11 @@ mod tests {
         assert_eq!(outbox.push(&large), Pushed::Queued);
         assert_eq!(outbox.push(&large), Pushed::Overflow);
         assert!(inbox.next(&outbox).await.is_some());
-        assert_eq!(outbox.push(&large), Pushed::Queued, "drained, it fits again");
+        assert_eq!(
+            outbox.push(&large),
+            Pushed::Queued,
+            "drained, it fits again"
+        );
     }
 
     #[tokio::test]
