@@ -1,13 +1,14 @@
 //! `harness-sdk`: the Studio's conversations as Statewire threads, against
 //! the real server on loopback: authentication and principal isolation on
-//! every route, whole conversations over Statewire and half over SSE,
-//! rejections that match the Studio routes, interests, and a SIGKILLed
-//! server whose client replays its outbox.
+//! every route, whole conversations over Statewire (WebSocket and HTTP)
+//! and half over SSE, rejections that match the Studio routes, interests,
+//! and a SIGKILLed server whose client replays its outbox.
 
 mod auth;
 mod conversation;
 mod crash;
 mod documents;
+mod http;
 
 use std::net::SocketAddr;
 use std::time::Duration;
