@@ -624,10 +624,19 @@ async fn conversation(client: &StudioClient, c: &str) -> Vec<Value> {
         plan3["summary"].as_str().unwrap().contains("Murder rate"),
         "{plan3}"
     );
+    // The skipped place is left to the agent: the Georgia with murder
+    // figures, and the card says which it took.
+    assert_eq!(
+        plan3["caveats"][0],
+        "“Georgia” here means Georgia, the US state: the bundled data has no murder rate for Georgia, the country in Asia.",
+        "{plan3}"
+    );
     let done3 = client
         .stream("/api/studio/interrupt", &respond(c, &plan3, "approve"))
         .await;
     assert!(message(&done3).contains("Georgia"));
+    assert_eq!(done3[0]["event"], "plan.approved");
+    assert_eq!(done3[0]["caveats"], plan3["caveats"]);
     all.extend(third);
     all.extend(resumed);
     all.extend(done3);
@@ -709,10 +718,10 @@ async fn conversation(client: &StudioClient, c: &str) -> Vec<Value> {
         .stream("/api/studio/turn", &turn(c, "What's on my canvas?"))
         .await;
     assert_eq!(events(&canvas), ["message.complete", "suggestions", "done"]);
-    // The table replaced the renamed chart in its slot.
+    // The table replaced the renamed chart in its slot; Georgia's card follows.
     let answer = message(&canvas);
     assert!(
-        answer.contains("1 card") && answer.contains("(table)"),
+        answer.contains("2 cards") && answer.contains("(table)"),
         "{answer}"
     );
     assert!(!answer.contains("Kenya lives longer"), "{answer}");

@@ -2,6 +2,7 @@
 //! area through the public API or against the real binary and server.
 
 mod agent;
+mod caveats;
 mod chat;
 mod crash;
 mod digest;

@@ -8,12 +8,17 @@
 //! rebuilt from the [`TurnContext`]: the question, the answered pauses,
 //! the plan's step args, the component ids), sleep, or touch I/O.
 
+pub mod assumptions;
+pub mod card;
+pub mod clarify;
 pub mod data;
 pub mod planner;
 pub mod present;
 pub mod seeds;
 pub mod sentences;
+pub mod switching;
 pub mod understand;
+pub mod words;
 
 use std::sync::Arc;
 
@@ -21,19 +26,15 @@ use serde_json::json;
 
 use super::frames::{done, message_complete as text, message_delta as delta};
 use super::{Agent, AnsweredPause, SegmentFrames, TurnContext};
-use crate::studio::wire::elicitation::{
-    ElicitationOption, ElicitationQuestion, ElicitationRequest, InputKind,
-};
 use crate::studio::wire::frame::{
     ActivityStep, ComponentCreated, ComponentRevised, Frame, StepStatus, Suggestions,
 };
-use crate::studio::wire::ids::{
-    ActivityStepId, ComponentId, InterruptId, OptionId, PlanVersionId, QuestionId,
-};
+use crate::studio::wire::ids::{ActivityStepId, ComponentId, PlanVersionId};
 use crate::studio::wire::plan::{PlanProposed, PlanVersioned, SwitchFailed};
-use crate::studio::wire::request::{Answer, ComponentIntent, Decision, PlanSwitch, Surface};
+use crate::studio::wire::request::{ComponentIntent, Decision, PlanSwitch, Surface};
+use clarify::{apply_recommended, elicitation, picks_from};
 use data::{Dataset, Indicator};
-use planner::{Ambiguity, Picks, Query, Resolution, Slot, id};
+use planner::{Picks, Query, Resolution, id};
 use present::Outcome;
 use seeds::{ResolveDefinition, SeedNode, SeedOutcome};
 use understand::{EditWords, Reference, Understanding, understand};
@@ -1021,120 +1022,6 @@ fn canvas_answer(context: &TurnContext) -> Vec<Frame> {
         ));
     }
     closing(message, Vec::new())
-}
-
-fn elicitation(asks: &[Ambiguity]) -> Frame {
-    let several = asks.len() > 1;
-    let questions = asks
-        .iter()
-        .take(crate::studio::wire::limits::MAX_QUESTIONS)
-        .enumerate()
-        .map(|(i, a)| ElicitationQuestion {
-            id: id!(QuestionId, "q{}", i + 1),
-            question: a.question.clone(),
-            input: InputKind::Choice,
-            options: Some(
-                a.options
-                    .iter()
-                    .enumerate()
-                    .map(|(j, (key, label))| ElicitationOption {
-                        id: OptionId::new(key.clone())
-                            .unwrap_or_else(|_| id!(OptionId, "o{}", j + 1)),
-                        label: label.clone(),
-                        recommended: (j == 0).then_some(true),
-                    })
-                    .collect(),
-            ),
-            allow_free_text: true,
-            skippable: several,
-            rationale: Some(a.rationale.clone()),
-        })
-        .collect();
-    Frame::ElicitationRequest(ElicitationRequest {
-        seq: 0,
-        interrupt_id: id!(InterruptId, "pending"),
-        questions,
-        skippable: !several,
-    })
-}
-
-fn apply_pick(search: &dyn CatalogueSearch, slot: &Slot, value: &str, picks: &mut Picks) {
-    match slot {
-        Slot::Indicator => {
-            picks.indicator = picks.indicator.or_else(|| {
-                Indicator::from_key(value).or_else(|| search.search(value).first().copied())
-            })
-        }
-        Slot::Place(n) => {
-            let code = if Dataset::bundled().place(value).is_some() {
-                Some(value.to_owned())
-            } else {
-                understand(value)
-                    .places
-                    .first()
-                    .and_then(|m| m.codes.first().cloned())
-            };
-            if let Some(code) = code {
-                picks.places.push((*n, code));
-            }
-        }
-    }
-}
-
-fn apply_recommended(search: &dyn CatalogueSearch, asks: &[Ambiguity], picks: &mut Picks) {
-    for a in asks {
-        if let Some((key, _)) = a.options.first() {
-            apply_pick(search, &a.slot, key, picks);
-        }
-    }
-}
-
-/// Picks from every answered elicitation of the turn, in order: each
-/// elicitation was asked from the same question, so its i-th question is
-/// the i-th open ambiguity at that point. A skip takes the recommended
-/// option (the planner plans on without a pick).
-fn picks_from(
-    search: &dyn CatalogueSearch,
-    context: &TurnContext,
-    u: &Understanding,
-    base: Option<&Query>,
-) -> Picks {
-    let data = Dataset::bundled();
-    let mut picks = Picks::default();
-    for answered in &context.answers {
-        let Frame::ElicitationRequest(frame) = &answered.frame else {
-            continue;
-        };
-        let Resolution::Ask(asks) = planner::resolve(data, u, base, &picks) else {
-            break;
-        };
-        let before = (picks.indicator, picks.places.len());
-        for (ask, question) in asks.iter().zip(&frame.questions) {
-            let answer = answered
-                .response
-                .answers
-                .as_ref()
-                .and_then(|a| a.get(&question.id));
-            let value = match (answered.response.decision, answer) {
-                (Decision::Answer, Some(Answer::Option { option_id })) => {
-                    option_id.as_str().to_owned()
-                }
-                (Decision::Answer, Some(Answer::Text { text })) => text.clone(),
-                _ => ask.options.first().map(|o| o.0.clone()).unwrap_or_default(),
-            };
-            apply_pick(search, &ask.slot, &value, &mut picks);
-        }
-        if (picks.indicator, picks.places.len()) == before {
-            // A free-text answer named nothing usable: take the recommendation.
-            apply_recommended(search, &asks, &mut picks);
-        }
-    }
-    // Whatever is still open after the answers is settled by recommendation,
-    // so a turn never asks the same thing twice.
-    if let Resolution::Ask(asks) = planner::resolve(data, u, base, &picks) {
-        apply_recommended(search, &asks, &mut picks);
-    }
-    picks
 }
 
 impl Agent for BuiltinAgent {

@@ -12,6 +12,10 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 use super::data::{Dataset, Indicator, Level};
+use super::words::{
+    CHART_WORDS, FILLER, INDICATOR_WORDS, LEVEL_WORDS, NOW_PHRASES, OP_WORDS, OpWord,
+    PLACE_PREPOSITIONS,
+};
 
 /// Longest phrase the matcher tries, in words.
 const MAX_PHRASE_WORDS: usize = 5;
@@ -61,6 +65,15 @@ pub enum Time {
     Year(i32),
     Range(i32, i32),
     Since(i32),
+}
+
+/// Words that ask for figures up to today, with no year named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Now {
+    /// One figure, the newest ("latest", "current", "today").
+    Latest,
+    /// Every year up to today ("until now", "so far", "to date").
+    UpToNow,
 }
 
 /// The chart the user asked for.
@@ -156,6 +169,11 @@ pub struct Understanding {
     pub unknown_place: Option<String>,
     /// The seed from Search that settled the indicator, if any.
     pub seed: Option<SeedSource>,
+    /// Words asking for figures up to today ("latest", "until now").
+    pub now: Option<Now>,
+    /// The N of "top N" when it lay outside what a ranking shows
+    /// (1 to [`MAX_RANK_N`]) and was moved into it.
+    pub rank_asked: Option<usize>,
 }
 
 /// A dataset handed over from Search: its `spec_id` and its position
@@ -187,229 +205,6 @@ enum Entry {
     Op(OpWord),
     Skip,
 }
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum OpWord {
-    Top,
-    Bottom,
-    Total,
-    Average,
-    Share,
-    Compare,
-    Trend,
-    Forecast,
-}
-
-const INDICATOR_WORDS: &[(&str, &[Indicator])] = &[
-    ("life expectancy", &[Indicator::LifeExpectancy]),
-    ("lifespan", &[Indicator::LifeExpectancy]),
-    ("life", &[Indicator::LifeExpectancy]),
-    ("longevity", &[Indicator::LifeExpectancy]),
-    ("population", &[Indicator::Population]),
-    ("populations", &[Indicator::Population]),
-    ("populous", &[Indicator::Population]),
-    ("inhabitants", &[Indicator::Population]),
-    ("people", &[Indicator::Population]),
-    ("gdp per capita", &[Indicator::GdpPerCapita]),
-    ("gdp", &[Indicator::GdpPerCapita]),
-    ("income", &[Indicator::GdpPerCapita]),
-    ("richest", &[Indicator::GdpPerCapita]),
-    ("wealth", &[Indicator::GdpPerCapita]),
-    ("fertility rate", &[Indicator::FertilityRate]),
-    ("fertility", &[Indicator::FertilityRate]),
-    ("births per woman", &[Indicator::FertilityRate]),
-    ("birth rate", &[Indicator::FertilityRate]),
-    ("violent crime", &[Indicator::ViolentCrimeRate]),
-    ("violent crimes", &[Indicator::ViolentCrimeRate]),
-    ("murder", &[Indicator::MurderRate]),
-    ("murders", &[Indicator::MurderRate]),
-    ("homicide", &[Indicator::MurderRate]),
-    (
-        "crime",
-        &[Indicator::ViolentCrimeRate, Indicator::MurderRate],
-    ),
-    (
-        "crime rate",
-        &[Indicator::ViolentCrimeRate, Indicator::MurderRate],
-    ),
-    ("poverty", &[Indicator::PovertyRate]),
-    ("poverty rate", &[Indicator::PovertyRate]),
-    ("high school", &[Indicator::HighSchoolGraduation]),
-    ("graduation", &[Indicator::HighSchoolGraduation]),
-    ("education", &[Indicator::HighSchoolGraduation]),
-];
-
-const LEVEL_WORDS: &[(&str, Level)] = &[
-    ("countries", Level::Countries),
-    ("country", Level::Countries),
-    ("nations", Level::Countries),
-    ("continents", Level::Continents),
-    ("continent", Level::Continents),
-    ("states", Level::Subdivisions),
-    ("us states", Level::Subdivisions),
-    ("provinces", Level::Subdivisions),
-    ("subdivisions", Level::Subdivisions),
-    ("first level subdivisions", Level::Subdivisions),
-];
-
-const CHART_WORDS: &[(&str, ChartKind)] = &[
-    ("table", ChartKind::Table),
-    ("list", ChartKind::Table),
-    ("bar chart", ChartKind::Bar),
-    ("bars", ChartKind::Bar),
-    ("bar", ChartKind::Bar),
-    ("line chart", ChartKind::Line),
-    ("line", ChartKind::Line),
-    ("single value", ChartKind::SingleValue),
-    ("number", ChartKind::SingleValue),
-];
-
-const OP_WORDS: &[(&str, OpWord)] = &[
-    ("top", OpWord::Top),
-    ("highest", OpWord::Top),
-    ("largest", OpWord::Top),
-    ("biggest", OpWord::Top),
-    ("most", OpWord::Top),
-    ("rank", OpWord::Top),
-    ("ranking", OpWord::Top),
-    ("bottom", OpWord::Bottom),
-    ("lowest", OpWord::Bottom),
-    ("smallest", OpWord::Bottom),
-    ("least", OpWord::Bottom),
-    ("fewest", OpWord::Bottom),
-    ("total", OpWord::Total),
-    ("sum", OpWord::Total),
-    ("combined", OpWord::Total),
-    ("average", OpWord::Average),
-    ("mean", OpWord::Average),
-    ("share", OpWord::Share),
-    ("proportion", OpWord::Share),
-    ("percentage of", OpWord::Share),
-    ("compare", OpWord::Compare),
-    ("comparison", OpWord::Compare),
-    ("versus", OpWord::Compare),
-    ("vs", OpWord::Compare),
-    ("trend", OpWord::Trend),
-    ("over time", OpWord::Trend),
-    ("history", OpWord::Trend),
-    ("evolution", OpWord::Trend),
-    ("changed", OpWord::Trend),
-    ("change", OpWord::Trend),
-    ("grown", OpWord::Trend),
-    ("grow", OpWord::Trend),
-    ("forecast", OpWord::Forecast),
-    ("predict", OpWord::Forecast),
-    ("projection", OpWord::Forecast),
-    ("project", OpWord::Forecast),
-    ("will", OpWord::Forecast),
-];
-
-/// Words that carry no meaning for the matcher.
-/// Words after which an unknown word is read as a place name.
-const PLACE_PREPOSITIONS: &[&str] = &["in", "of", "for"];
-
-const FILLER: &[&str] = &[
-    "a",
-    "an",
-    "the",
-    "of",
-    "in",
-    "for",
-    "and",
-    "to",
-    "by",
-    "what",
-    "s",
-    "is",
-    "was",
-    "were",
-    "are",
-    "how",
-    "has",
-    "have",
-    "did",
-    "does",
-    "do",
-    "show",
-    "me",
-    "give",
-    "tell",
-    "chart",
-    "plot",
-    "graph",
-    "draw",
-    "from",
-    "since",
-    "between",
-    "until",
-    "through",
-    "with",
-    "as",
-    "on",
-    "at",
-    "which",
-    "who",
-    "per",
-    "capita",
-    "rate",
-    "year",
-    "years",
-    "data",
-    "please",
-    "now",
-    "same",
-    "about",
-    "it",
-    "its",
-    "that",
-    "this",
-    "i",
-    "mentioned",
-    "my",
-    "canvas",
-    "there",
-    "than",
-    "value",
-    "values",
-    "figure",
-    "figures",
-    "be",
-    "can",
-    "you",
-    "same",
-    "instead",
-    "also",
-    "again",
-    "only",
-    "just",
-    "keep",
-    "remove",
-    "drop",
-    "rename",
-    "call",
-    "title",
-    "make",
-    "into",
-    "them",
-    "their",
-    "we",
-    "our",
-    "us",
-    "world",
-    "level",
-    "where",
-    "when",
-    "much",
-    "many",
-    "latest",
-    "recent",
-    "been",
-    "expectancy",
-    "all",
-    "every",
-    "each",
-    "or",
-];
 
 /// Lower-cases and turns anything but letters and digits into spaces.
 pub fn normalise(text: &str) -> String {
@@ -462,6 +257,11 @@ fn dictionary() -> &'static HashMap<String, Entry> {
         for (word, op) in OP_WORDS {
             dict.insert((*word).to_owned(), Entry::Op(*op));
         }
+        for (phrase, _) in NOW_PHRASES {
+            // Read by `now_words`; here they only stop "most" of "most
+            // recent" from ranking and "today" from looking like a place.
+            dict.insert((*phrase).to_owned(), Entry::Skip);
+        }
         dict.insert("world".into(), Entry::Places(vec!["Earth".into()]));
         dict.insert("per".into(), Entry::Skip);
         dict
@@ -493,6 +293,7 @@ pub fn understand(text: &str) -> Understanding {
                 .iter()
                 .any(|w| words.iter().any(|x| x == w)),
         reference: reference(&joined),
+        now: now_words(&joined),
         edit: edit_words(text, &joined),
         ..Understanding::default()
     };
@@ -550,7 +351,19 @@ pub fn understand(text: &str) -> Understanding {
     }
     out.time = time(&words, &years);
     out.operation = operation(&ops, rank_n, &out);
+    if matches!(out.operation, Some(Operation::Rank { .. })) {
+        out.rank_asked = rank_n.filter(|n| !(1..=MAX_RANK_N).contains(n));
+    }
     out
+}
+
+/// Whether the words ask for figures up to today, and how.
+fn now_words(joined: &str) -> Option<Now> {
+    let padded = format!(" {joined} ");
+    NOW_PHRASES
+        .iter()
+        .find(|(phrase, _)| padded.contains(&format!(" {phrase} ")))
+        .map(|(_, now)| *now)
 }
 
 fn push_indicator(out: &mut Understanding, phrase: String, list: &[Indicator]) {
@@ -777,6 +590,36 @@ mod tests {
             understand("How has the population changed?").unknown_place,
             None
         );
+    }
+
+    #[test]
+    fn words_for_today_and_an_outsized_ranking_are_kept() {
+        assert_eq!(
+            understand("Latest life expectancy in Kenya").now,
+            Some(Now::Latest)
+        );
+        assert_eq!(
+            understand("Population of Kenya until today").now,
+            Some(Now::UpToNow)
+        );
+        assert_eq!(understand("now do the same for Uganda").now, None);
+        // "most recent" is a time, not a ranking, and "today" not a place.
+        let recent = understand("most recent population of Kenya");
+        assert_eq!((recent.now, recent.operation), (Some(Now::Latest), None));
+        assert_eq!(
+            understand("Population of Kenya today").unknown,
+            Vec::<String>::new()
+        );
+        let big = understand("Top 100 countries by population");
+        assert_eq!(
+            big.operation,
+            Some(Operation::Rank {
+                top: true,
+                n: MAX_RANK_N
+            })
+        );
+        assert_eq!(big.rank_asked, Some(100));
+        assert_eq!(understand("Top 5 countries by population").rank_asked, None);
     }
 
     #[test]

@@ -1,0 +1,280 @@
+//! The built-in agent's vocabulary: the words and phrases
+//! [`super::understand`] matches, each with what it names.
+//!
+//! Owns: the word lists (indicators, levels, charts, operations, filler),
+//! the words read as a loose stand-in for an indicator, and the phrases
+//! that ask for figures up to today. Must never: match text (that is
+//! [`super::understand`]) or decide a plan.
+
+use super::data::{Indicator, Level};
+use super::understand::{ChartKind, Now};
+
+/// A word that names a calculation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpWord {
+    Top,
+    Bottom,
+    Total,
+    Average,
+    Share,
+    Compare,
+    Trend,
+    Forecast,
+}
+
+pub const INDICATOR_WORDS: &[(&str, &[Indicator])] = &[
+    ("life expectancy", &[Indicator::LifeExpectancy]),
+    ("lifespan", &[Indicator::LifeExpectancy]),
+    ("life", &[Indicator::LifeExpectancy]),
+    ("longevity", &[Indicator::LifeExpectancy]),
+    ("population", &[Indicator::Population]),
+    ("populations", &[Indicator::Population]),
+    ("populous", &[Indicator::Population]),
+    ("inhabitants", &[Indicator::Population]),
+    ("people", &[Indicator::Population]),
+    ("gdp per capita", &[Indicator::GdpPerCapita]),
+    ("gdp", &[Indicator::GdpPerCapita]),
+    ("income", &[Indicator::GdpPerCapita]),
+    ("richest", &[Indicator::GdpPerCapita]),
+    ("wealth", &[Indicator::GdpPerCapita]),
+    ("fertility rate", &[Indicator::FertilityRate]),
+    ("fertility", &[Indicator::FertilityRate]),
+    ("births per woman", &[Indicator::FertilityRate]),
+    ("birth rate", &[Indicator::FertilityRate]),
+    ("violent crime", &[Indicator::ViolentCrimeRate]),
+    ("violent crimes", &[Indicator::ViolentCrimeRate]),
+    ("murder", &[Indicator::MurderRate]),
+    ("murders", &[Indicator::MurderRate]),
+    ("homicide", &[Indicator::MurderRate]),
+    (
+        "crime",
+        &[Indicator::ViolentCrimeRate, Indicator::MurderRate],
+    ),
+    (
+        "crime rate",
+        &[Indicator::ViolentCrimeRate, Indicator::MurderRate],
+    ),
+    ("poverty", &[Indicator::PovertyRate]),
+    ("poverty rate", &[Indicator::PovertyRate]),
+    ("high school", &[Indicator::HighSchoolGraduation]),
+    ("graduation", &[Indicator::HighSchoolGraduation]),
+    ("education", &[Indicator::HighSchoolGraduation]),
+];
+
+pub const LEVEL_WORDS: &[(&str, Level)] = &[
+    ("countries", Level::Countries),
+    ("country", Level::Countries),
+    ("nations", Level::Countries),
+    ("continents", Level::Continents),
+    ("continent", Level::Continents),
+    ("states", Level::Subdivisions),
+    ("us states", Level::Subdivisions),
+    ("provinces", Level::Subdivisions),
+    ("subdivisions", Level::Subdivisions),
+    ("first level subdivisions", Level::Subdivisions),
+];
+
+pub const CHART_WORDS: &[(&str, ChartKind)] = &[
+    ("table", ChartKind::Table),
+    ("list", ChartKind::Table),
+    ("bar chart", ChartKind::Bar),
+    ("bars", ChartKind::Bar),
+    ("bar", ChartKind::Bar),
+    ("line chart", ChartKind::Line),
+    ("line", ChartKind::Line),
+    ("single value", ChartKind::SingleValue),
+    ("number", ChartKind::SingleValue),
+];
+
+pub const OP_WORDS: &[(&str, OpWord)] = &[
+    ("top", OpWord::Top),
+    ("highest", OpWord::Top),
+    ("largest", OpWord::Top),
+    ("biggest", OpWord::Top),
+    ("most", OpWord::Top),
+    ("rank", OpWord::Top),
+    ("ranking", OpWord::Top),
+    ("bottom", OpWord::Bottom),
+    ("lowest", OpWord::Bottom),
+    ("smallest", OpWord::Bottom),
+    ("least", OpWord::Bottom),
+    ("fewest", OpWord::Bottom),
+    ("total", OpWord::Total),
+    ("sum", OpWord::Total),
+    ("combined", OpWord::Total),
+    ("average", OpWord::Average),
+    ("mean", OpWord::Average),
+    ("share", OpWord::Share),
+    ("proportion", OpWord::Share),
+    ("percentage of", OpWord::Share),
+    ("compare", OpWord::Compare),
+    ("comparison", OpWord::Compare),
+    ("versus", OpWord::Compare),
+    ("vs", OpWord::Compare),
+    ("trend", OpWord::Trend),
+    ("over time", OpWord::Trend),
+    ("history", OpWord::Trend),
+    ("evolution", OpWord::Trend),
+    ("changed", OpWord::Trend),
+    ("change", OpWord::Trend),
+    ("grown", OpWord::Trend),
+    ("grow", OpWord::Trend),
+    ("forecast", OpWord::Forecast),
+    ("predict", OpWord::Forecast),
+    ("projection", OpWord::Forecast),
+    ("project", OpWord::Forecast),
+    ("will", OpWord::Forecast),
+];
+
+/// Words after which an unknown word is read as a place name.
+pub const PLACE_PREPOSITIONS: &[&str] = &["in", "of", "for"];
+
+/// Words that carry no meaning for the matcher.
+pub const FILLER: &[&str] = &[
+    "a",
+    "an",
+    "the",
+    "of",
+    "in",
+    "for",
+    "and",
+    "to",
+    "by",
+    "what",
+    "s",
+    "is",
+    "was",
+    "were",
+    "are",
+    "how",
+    "has",
+    "have",
+    "did",
+    "does",
+    "do",
+    "show",
+    "me",
+    "give",
+    "tell",
+    "chart",
+    "plot",
+    "graph",
+    "draw",
+    "from",
+    "since",
+    "between",
+    "until",
+    "through",
+    "with",
+    "as",
+    "on",
+    "at",
+    "which",
+    "who",
+    "per",
+    "capita",
+    "rate",
+    "year",
+    "years",
+    "data",
+    "please",
+    "now",
+    "same",
+    "about",
+    "it",
+    "its",
+    "that",
+    "this",
+    "i",
+    "mentioned",
+    "my",
+    "canvas",
+    "there",
+    "than",
+    "value",
+    "values",
+    "figure",
+    "figures",
+    "be",
+    "can",
+    "you",
+    "same",
+    "instead",
+    "also",
+    "again",
+    "only",
+    "just",
+    "keep",
+    "remove",
+    "drop",
+    "rename",
+    "call",
+    "title",
+    "make",
+    "into",
+    "them",
+    "their",
+    "we",
+    "our",
+    "us",
+    "world",
+    "level",
+    "where",
+    "when",
+    "much",
+    "many",
+    "latest",
+    "recent",
+    "been",
+    "expectancy",
+    "all",
+    "every",
+    "each",
+    "or",
+];
+
+/// Words read as the nearest indicator the data holds although they name
+/// something else ("GDP" is not GDP per capita), with the form a caveat
+/// quotes.
+pub const LOOSE_WORDS: &[(&str, &str)] = &[
+    ("gdp", "GDP"),
+    ("income", "income"),
+    ("richest", "richest"),
+    ("wealth", "wealth"),
+    ("birth rate", "birth rate"),
+    ("education", "education"),
+];
+
+/// The form a caveat quotes when `phrase` (as matched) names its
+/// indicator only loosely.
+pub fn loose(phrase: &str) -> Option<&'static str> {
+    LOOSE_WORDS
+        .iter()
+        .find(|(word, _)| *word == phrase)
+        .map(|(_, shown)| *shown)
+}
+
+/// Phrases that ask for figures up to today; the longer ones are matched
+/// first, so "until today" is not read as "today".
+pub const NOW_PHRASES: &[(&str, Now)] = &[
+    ("until the present", Now::UpToNow),
+    ("to the present", Now::UpToNow),
+    ("until today", Now::UpToNow),
+    ("up to today", Now::UpToNow),
+    ("to today", Now::UpToNow),
+    ("until now", Now::UpToNow),
+    ("till now", Now::UpToNow),
+    ("up to now", Now::UpToNow),
+    ("to now", Now::UpToNow),
+    ("so far", Now::UpToNow),
+    ("to date", Now::UpToNow),
+    ("most recent", Now::Latest),
+    ("right now", Now::Latest),
+    ("this year", Now::Latest),
+    ("at present", Now::Latest),
+    ("nowadays", Now::Latest),
+    ("currently", Now::Latest),
+    ("current", Now::Latest),
+    ("latest", Now::Latest),
+    ("today", Now::Latest),
+];
