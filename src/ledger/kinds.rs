@@ -9,7 +9,9 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use crate::ledger::probe::Probe;
 use crate::ledger::record::{NewRecord, Record};
-use crate::statewire::records::{CommandAdmitted, CommandAnswered, DocumentsCommitted};
+use crate::statewire::records::{
+    CommandAdmitted, CommandAnswered, CommandAnsweredUnder, DocumentsCommitted,
+};
 use crate::studio::records as studio;
 
 /// Every record kind this build knows.
@@ -40,6 +42,9 @@ pub enum RecordKind {
     /// Statewire: changes to a thread's durable documents, with the
     /// command that made them. Payload: [`DocumentsCommitted`].
     StatewireDocumentsCommitted = 66,
+    /// Statewire: an admitted command's answer with the contract it is
+    /// encoded in. Payload: [`CommandAnsweredUnder`].
+    StatewireCommandAnsweredUnder = 67,
 }
 
 impl RecordKind {
@@ -58,6 +63,7 @@ impl RecordKind {
         RecordKind::StatewireCommandAdmitted,
         RecordKind::StatewireCommandAnswered,
         RecordKind::StatewireDocumentsCommitted,
+        RecordKind::StatewireCommandAnsweredUnder,
     ];
 
     pub fn code(self) -> u16 {
@@ -84,6 +90,7 @@ impl RecordKind {
             RecordKind::StatewireCommandAdmitted => "statewire.command_admitted",
             RecordKind::StatewireCommandAnswered => "statewire.command_answered",
             RecordKind::StatewireDocumentsCommitted => "statewire.documents_committed",
+            RecordKind::StatewireCommandAnsweredUnder => "statewire.command_answered_under",
         }
     }
 }
@@ -142,6 +149,7 @@ pub fn payload_json(record: &Record) -> Result<serde_json::Value, DecodeError> {
         RecordKind::StatewireCommandAdmitted => decode_json::<CommandAdmitted>(record),
         RecordKind::StatewireCommandAnswered => decode_json::<CommandAnswered>(record),
         RecordKind::StatewireDocumentsCommitted => decode_json::<DocumentsCommitted>(record),
+        RecordKind::StatewireCommandAnsweredUnder => decode_json::<CommandAnsweredUnder>(record),
     }
     .map_err(to_json)
 }

@@ -36,6 +36,7 @@ pub fn router(host: Host) -> Router {
             get(get_stream).post(post_stream),
         )
         .route("/threads/{thread}/frames", post(post_frames))
+        .route("/threads/{thread}/commands", get(get_commands))
         .route("/threads/{thread}/ws", get(crate::statewire::ws::upgrade))
         .with_state(host)
 }
@@ -192,18 +193,30 @@ pub fn authorize(
 
 /// Authentication and negotiation only, changing nothing.
 pub fn preflight(host: &Host, request: &AttachRequest) -> Result<(), Fin> {
-    let thread = ThreadId::new(request.thread.as_str())
-        .map_err(|e| Fin::new(FinCode::InvalidNegotiation, e.to_string()))?;
-    host.authenticate(&thread, request.authorization.as_deref())?;
-    let support = host.support();
-    let offer = crate::statewire::negotiation::read_offer(
-        request.version.as_deref(),
-        request.protocol.as_deref(),
-    )
-    .map_err(|e| Fin::negotiation(&e, support))?;
-    crate::statewire::negotiation::negotiate(support, &offer)
-        .map_err(|e| Fin::negotiation(&e, support))?;
-    Ok(())
+    host.select(request).map(drop)
+}
+
+/// `GET /threads/{thread}/commands`: the commands an attach negotiated
+/// with these request fields may send, per protocol, in its contract.
+async fn get_commands(
+    State(host): State<Host>,
+    Path(thread): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(fin) = authorize(&host, &thread, &headers) {
+        return fin_response(fin);
+    }
+    let selection = request_from_headers(thread, &headers).and_then(|r| host.select(&r));
+    match selection {
+        Ok(selection) => {
+            let body = serde_json::json!({
+                "version": selection.wire,
+                "protocols": host.commands(&selection),
+            });
+            axum::Json(body).into_response()
+        }
+        Err(fin) => fin_response(fin),
+    }
 }
 
 async fn post_frames(

@@ -172,6 +172,9 @@ pub enum FinCode {
     TooManyAttaches,
     /// The attach's queue overflowed: its reader is too slow.
     SlowReader,
+    /// The attach's older contract could not be projected from the native
+    /// state (an adapter failed); it never reads native state instead.
+    ProjectionFailed,
     ServerError,
 }
 
@@ -204,9 +207,10 @@ impl FinCode {
             FinCode::UnknownLease => FinReason::LeaseEnded,
             FinCode::Unauthorized => FinReason::Unauthorized,
             FinCode::Retired => FinReason::Retired,
-            FinCode::TooManyAttaches | FinCode::SlowReader | FinCode::ServerError => {
-                FinReason::Unavailable
-            }
+            FinCode::TooManyAttaches
+            | FinCode::SlowReader
+            | FinCode::ProjectionFailed
+            | FinCode::ServerError => FinReason::Unavailable,
         }
     }
 
@@ -222,7 +226,7 @@ impl FinCode {
             FinCode::UnknownLease => 410,
             FinCode::Retired => 409,
             FinCode::TooManyAttaches | FinCode::SlowReader => 503,
-            FinCode::ServerError => 500,
+            FinCode::ServerError | FinCode::ProjectionFailed => 500,
         }
     }
 }

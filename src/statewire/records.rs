@@ -93,6 +93,25 @@ impl Payload for CommandAnswered {
     const KIND: RecordKind = RecordKind::StatewireCommandAnswered;
 }
 
+/// The answer of an admitted command, with the contract it is encoded
+/// in: the protocol's native version when the host answered it. A later
+/// build with a newer native version lowers it from there, never from its
+/// own native contract. (Answers recorded before this kind existed are in
+/// their command's admission contract: hosts then served one revision.)
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandAnsweredUnder {
+    pub seq: u64,
+    pub ok: bool,
+    /// JSON text.
+    pub answer: String,
+    /// The protocol version the answer is encoded in.
+    pub native_version: String,
+}
+
+impl Payload for CommandAnsweredUnder {
+    const KIND: RecordKind = RecordKind::StatewireCommandAnsweredUnder;
+}
+
 /// One durable document's new value (`None`: removed).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DocumentChange {
@@ -163,13 +182,16 @@ pub struct PendingCommand {
     pub principal: Option<String>,
 }
 
-/// A retained answer with the contract its command was admitted under.
+/// A retained answer with the contract its command was admitted under
+/// and the one it is encoded in.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RetainedAnswer {
     pub ok: bool,
     pub answer: Json,
     pub wire_version: String,
     pub protocol_version: String,
+    /// The protocol version `answer` is encoded in.
+    pub answer_version: String,
 }
 
 /// A durable lane's state.
@@ -188,7 +210,8 @@ pub struct LaneFold;
 impl Fold for LaneFold {
     type State = LaneState;
     const NAME: &'static str = "statewire-lane";
-    const VERSION: u32 = 1;
+    /// 2: retained answers know the contract they are encoded in.
+    const VERSION: u32 = 2;
 
     fn apply(state: &mut LaneState, record: &Record) -> Result<(), FoldError> {
         if let Some(admitted) = CommandAdmitted::from_record(record) {
@@ -212,25 +235,44 @@ impl Fold for LaneFold {
             );
             return Ok(());
         }
-        if let Some(answered) = CommandAnswered::from_record(record) {
-            let answered = answered?;
-            let Some(pending) = state.pending.remove(&answered.seq) else {
+        let answered = match (
+            CommandAnswered::from_record(record),
+            CommandAnsweredUnder::from_record(record),
+        ) {
+            (Some(answered), _) => {
+                let answered = answered?;
+                Some((answered.seq, answered.ok, answered.answer, None))
+            }
+            (_, Some(answered)) => {
+                let answered = answered?;
+                Some((
+                    answered.seq,
+                    answered.ok,
+                    answered.answer,
+                    Some(answered.native_version),
+                ))
+            }
+            _ => None,
+        };
+        if let Some((seq, ok, answer, native_version)) = answered {
+            let Some(pending) = state.pending.remove(&seq) else {
                 // A second answer for one command (two hosts finishing the
                 // same crash-interrupted command): the first one stands.
-                if answered.seq <= state.watermark {
+                if seq <= state.watermark {
                     return Ok(());
                 }
                 return Err(FoldError::Invalid(format!(
-                    "answer for seq {} that was never admitted",
-                    answered.seq
+                    "answer for seq {seq} that was never admitted"
                 )));
             };
             state.answers.insert(
-                answered.seq,
+                seq,
                 RetainedAnswer {
-                    ok: answered.ok,
-                    answer: Json(parse_json(&answered.answer)?),
+                    ok,
+                    answer: Json(parse_json(&answer)?),
                     wire_version: pending.wire_version,
+                    answer_version: native_version
+                        .unwrap_or_else(|| pending.protocol_version.clone()),
                     protocol_version: pending.protocol_version,
                 },
             );

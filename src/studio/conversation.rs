@@ -284,7 +284,8 @@ impl Fold for ConversationFold {
             RecordKind::Probe
             | RecordKind::StatewireCommandAdmitted
             | RecordKind::StatewireCommandAnswered
-            | RecordKind::StatewireDocumentsCommitted => {
+            | RecordKind::StatewireDocumentsCommitted
+            | RecordKind::StatewireCommandAnsweredUnder => {
                 Err(FoldError::UnexpectedKind(record.kind()))
             }
         }

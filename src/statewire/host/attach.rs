@@ -94,6 +94,7 @@ impl Host {
             ));
         }
         let (outbox, inbox) = queue::outbox(self.inner.queue);
+        let views = self.view_keys(&selection);
         let attach = Arc::new(Attach {
             id: self.inner.next_attach.fetch_add(1, Ordering::Relaxed),
             thread: thread.clone(),
@@ -102,6 +103,7 @@ impl Host {
             principal,
             selection,
             lease: random_hex(),
+            views,
             outbox,
             state: Mutex::new(AttachState::default()),
         });
@@ -141,7 +143,7 @@ impl Host {
                 let lane = self.inner.lanes.state(stream).map_err(server_fin)?;
                 let above = cursor.get(name).copied().unwrap_or(0);
                 for (seq, retained) in lane.state.answers.range(above + 1..) {
-                    hello_answers.push(retained_answer(name, *seq, retained));
+                    hello_answers.push(self.retained_for(&attach, name, *seq, retained));
                 }
             }
         }
@@ -207,7 +209,7 @@ impl Host {
             watermarks.insert(name.as_str().to_owned(), lane.watermark);
         }
         let documents = self.thread_documents(&attach.thread).map_err(server_fin)?;
-        let view = self.view(attach, state, &documents).map_err(server_fin)?;
+        let view = self.view(attach, state, &documents)?;
         let ops = state.table.update(&view);
         let syn = Syn::hello(&attach.selection, &attach.client, |name| {
             watermarks.get(name).copied().unwrap_or(0)
@@ -235,11 +237,14 @@ impl Host {
 
     fn forget(&self, attach: &Arc<Attach>) {
         let thread = &attach.thread;
-        let count = {
+        let (removed, count) = {
             let mut attaches = lock(&thread.attaches);
-            attaches.remove(&attach.id);
-            attaches.len()
+            let removed = attaches.remove(&attach.id).is_some();
+            (removed, attaches.len())
         };
+        if removed {
+            self.release_views(thread, &attach.views);
+        }
         thread.attached.send_replace(count);
         lock(&self.inner.leases).remove(&attach.lease);
     }

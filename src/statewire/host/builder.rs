@@ -12,6 +12,7 @@ pub struct ProtocolDef {
     subprotocols: Vec<(String, Record)>,
     requires: Vec<(String, Version, Version)>,
     initial_main: Value,
+    adapters: Vec<Adapter>,
 }
 
 impl ProtocolDef {
@@ -24,10 +25,12 @@ impl ProtocolDef {
             subprotocols: Vec::new(),
             requires: Vec::new(),
             initial_main: Value::Object(Default::default()),
+            adapters: Vec::new(),
         }
     }
 
-    /// Oldest version served (adapters arrive in a later issue).
+    /// Oldest version served. Versions before the first breaking
+    /// transition need an adapter chain starting here.
     pub fn min_version(mut self, min: Version) -> Self {
         self.min_version = min;
         self
@@ -50,6 +53,12 @@ impl ProtocolDef {
         self.initial_main = value;
         self
     }
+
+    /// An adapter at a breaking transition; register them oldest first.
+    pub fn adapter(mut self, adapter: Adapter) -> Self {
+        self.adapters.push(adapter);
+        self
+    }
 }
 
 /// Collects registrations; [`HostBuilder::build`] validates them.
@@ -63,6 +72,7 @@ pub struct HostBuilder {
     synced: Vec<String>,
     authenticator: Option<Authenticator>,
     queue: QueueLimits,
+    compositions: Vec<Vec<String>>,
 }
 
 impl Default for HostBuilder {
@@ -77,6 +87,7 @@ impl Default for HostBuilder {
             synced: Vec::new(),
             authenticator: None,
             queue: QueueLimits::default(),
+            compositions: Vec::new(),
         }
     }
 }
@@ -187,6 +198,14 @@ impl HostBuilder {
         self
     }
 
+    /// Orders protocols whose adapters transform the same documents (an
+    /// adapter's `also_transforms`): their projections run in this order.
+    pub fn composition(mut self, protocols: &[&str]) -> Self {
+        self.compositions
+            .push(protocols.iter().map(|p| (*p).to_owned()).collect());
+        self
+    }
+
     /// How much one attach may have queued before it is dropped as too
     /// slow (defaults: [`MAX_QUEUED_PACKETS`], [`MAX_QUEUED_BYTES`]).
     pub fn attach_queue(mut self, limits: QueueLimits) -> Self {
@@ -215,6 +234,8 @@ impl HostBuilder {
             }
             let range = VersionRange::new(def.min_version, def.version)
                 .map_err(|e| bad(format!("{name}: {e}")))?;
+            adapters::check_chain(name.as_str(), def.min_version, def.version, &def.adapters)
+                .map_err(bad)?;
             let mut subprotocols = Vec::new();
             for (child, record) in &def.subprotocols {
                 if child.contains('/') {
@@ -231,6 +252,9 @@ impl HostBuilder {
                         record: *record,
                         initial_main: Value::Object(Default::default()),
                         source: None,
+                        native: def.version,
+                        adapters: Vec::new(),
+                        group: None,
                     },
                 );
             }
@@ -251,6 +275,9 @@ impl HostBuilder {
                         record: Record::Durable,
                         initial_main: def.initial_main.clone(),
                         source: None,
+                        native: def.version,
+                        adapters: def.adapters.clone(),
+                        group: None,
                     },
                 )
                 .is_some()
@@ -264,6 +291,7 @@ impl HostBuilder {
                 requires,
             });
         }
+        compose(&mut protocols, &self.compositions).map_err(bad)?;
         for p in &support.protocols {
             for (dep, _) in &p.requires {
                 if !support.protocols.iter().any(|q| &q.name == dep) {
@@ -342,4 +370,45 @@ impl HostBuilder {
             }),
         })
     }
+}
+
+/// Checks the compositions against what the adapters transform, and gives
+/// each composed protocol its group (the composition's members in order).
+fn compose(
+    protocols: &mut BTreeMap<ProtocolName, ProtocolInfo>,
+    compositions: &[Vec<String>],
+) -> Result<(), String> {
+    let registered: BTreeSet<String> = protocols
+        .keys()
+        .filter(|name| name.parent().is_none())
+        .map(ToString::to_string)
+        .collect();
+    let mut transforms: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (name, info) in protocols.iter() {
+        for adapter in &info.adapters {
+            let targets = transforms.entry(name.to_string()).or_default();
+            targets.insert(name.to_string());
+            for other in &adapter.also_transforms {
+                if !registered.contains(other) {
+                    return Err(format!(
+                        "{name}: an adapter transforms {other}, which is not a registered protocol"
+                    ));
+                }
+                targets.insert(other.clone());
+            }
+        }
+    }
+    adapters::check_compositions(&transforms, compositions, &registered)?;
+    for composition in compositions {
+        let group: Arc<[ProtocolName]> = composition
+            .iter()
+            .filter_map(|p| ProtocolName::new(p.as_str()).ok())
+            .collect();
+        for member in group.iter() {
+            if let Some(info) = protocols.get_mut(member) {
+                info.group = Some(group.clone());
+            }
+        }
+    }
+    Ok(())
 }

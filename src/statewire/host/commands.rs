@@ -164,9 +164,7 @@ impl Host {
     ) -> Result<(), HostError> {
         let lane_lock = self.lane_lock(thread, client, protocol);
         let _lane = lane_lock.lock().await;
-        self.finish_pending(thread, client, protocol, stream)
-            .await
-            .map(drop)
+        self.finish_pending(thread, client, protocol, stream).await
     }
 
     /// Runs the lane's admitted-but-unanswered commands. Under the lane's
@@ -180,10 +178,10 @@ impl Host {
         client: &ClientId,
         protocol: &ProtocolName,
         stream: &StreamKey,
-    ) -> Result<Vec<Answer>, HostError> {
+    ) -> Result<(), HostError> {
         let lane = self.inner.lanes.state(stream)?;
         if lane.state.pending.is_empty() {
-            return Ok(Vec::new());
+            return Ok(());
         }
         let pending: Vec<(u64, PendingCommand)> = lane
             .state
@@ -191,8 +189,11 @@ impl Host {
             .iter()
             .map(|(s, p)| (*s, p.clone()))
             .collect();
+        // Their answers are retained: a re-send, or the hello above the
+        // client's cursor, delivers them in the receiving attach's contract.
         self.execute_admitted(thread, client, protocol, stream, pending, None)
             .await
+            .map(drop)
     }
 
     /// Admits, executes and answers a run of commands on a durable lane.
@@ -232,7 +233,9 @@ impl Host {
             for command in &run {
                 if command.seq < next && fresh.is_empty() {
                     duplicates.push(match lane.state.answers.get(&command.seq) {
-                        Some(retained) => retained_answer(protocol, command.seq, retained),
+                        Some(retained) => {
+                            self.retained_for(attach, protocol, command.seq, retained)
+                        }
                         None => answer(protocol, command.seq, Err(expired()), None),
                     });
                 } else if command.seq == next {
@@ -329,6 +332,10 @@ impl Host {
                 )
                 .await
                 .map_err(server)?;
+            let answers = answers
+                .into_iter()
+                .map(|(native, from)| self.lowered_for(attach, native, from))
+                .collect();
             self.flush_attach(attach, answers, Vec::new());
             break;
         }
@@ -339,8 +346,9 @@ impl Host {
         }
     }
 
-    /// Executes admitted commands in order, records their answers on the
-    /// lane (one durable append) and returns them.
+    /// Executes admitted commands in order (each lifted from its recorded
+    /// contract), records their native answers on the lane (one durable
+    /// append) and returns them with the version they are encoded in.
     pub(super) async fn execute_admitted(
         &self,
         thread: &Arc<Thread>,
@@ -349,7 +357,7 @@ impl Host {
         stream: &StreamKey,
         pending: Vec<(u64, PendingCommand)>,
         attach: Option<&Arc<Attach>>,
-    ) -> Result<Vec<Answer>, HostError> {
+    ) -> Result<Vec<(Answer, Version)>, HostError> {
         let mut records = Vec::new();
         let mut answers = Vec::new();
         for (seq, command) in pending {
@@ -361,28 +369,45 @@ impl Host {
                 Value::Array(items) => items.clone(),
                 other => vec![other.clone()],
             };
-            let statement = Statement {
-                client,
-                // A lane belongs to its thread's principal: the admitting
-                // attach authenticated as this one.
-                principal: thread.scope.principal().cloned(),
+            // Lifted here, from the recorded contract, never at admission:
+            // a command a crash left pending is converted after the restart
+            // exactly as it would have been before.
+            let adapters = self.adapters_of(protocol);
+            let outcome = match adapters::lift(
                 protocol,
-                seq,
-                contract,
-                method: &command.method,
-                params: &params,
+                adapters,
+                contract.version,
+                &command.method,
+                &params,
+            ) {
+                Err(rejection) => Err(rejection),
+                Ok((method, params)) => {
+                    let statement = Statement {
+                        client,
+                        // A lane belongs to its thread's principal: the
+                        // admitting attach authenticated as this one.
+                        principal: thread.scope.principal().cloned(),
+                        protocol,
+                        seq,
+                        contract,
+                        method: &method,
+                        params: &params,
+                    };
+                    self.execute_durable(thread, &statement, attach).await?
+                }
             };
-            let outcome = self.execute_durable(thread, &statement, attach).await?;
             let (ok, text) = outcome_json(&outcome);
+            let native = self.native_of(protocol);
             records.push(
-                CommandAnswered {
+                CommandAnsweredUnder {
                     seq,
                     ok,
                     answer: text,
+                    native_version: native.to_string(),
                 }
                 .to_record(),
             );
-            answers.push(answer(protocol, seq, outcome, Some(contract)));
+            answers.push((answer(protocol, seq, outcome, Some(contract)), native));
         }
         if !records.is_empty() {
             self.inner

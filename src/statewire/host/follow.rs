@@ -22,6 +22,7 @@ impl Host {
             attaches.insert(attach.id, attach.clone());
             attaches.len()
         };
+        self.hold_views(thread, &attach.views);
         thread.attached.send_replace(count);
         for selected in &attach.selection.protocols {
             let source = self

@@ -12,19 +12,26 @@
 //! dispatch an admitted command twice in one host, send an answer before
 //! it is recorded, or disclose supported ranges before authentication.
 
+mod adapters;
 mod attach;
 mod builder;
 mod commands;
 mod context;
 mod follow;
+mod projection;
 mod queue;
 mod source;
 mod views;
 
+pub use adapters::{
+    Adapter, CommandInfo, CommandUp, CommandsDown, DocumentsDown, ErrorDown, ProjectedDocument,
+    ResultDown, StateDown,
+};
 pub use attach::{AttachHandle, AttachRequest};
 pub use builder::{HostBuilder, ProtocolDef};
 pub use context::{AttachTxn, CommandContext, NoAttach};
 use context::{DocumentCheck, synced_patch, synced_set};
+pub use projection::{SLOW_PROJECTION_US, ViewKey, ViewStats};
 use queue::{Inbox, Outbox, Pushed};
 pub use queue::{MAX_QUEUED_BYTES, MAX_QUEUED_PACKETS, Outbound, QueueLimits};
 pub use source::{AsyncHandler, AttachDocuments, Call, DocumentSource, SourceSnapshot};
@@ -50,7 +57,7 @@ use crate::statewire::packet::{
     Rejection, Syn,
 };
 use crate::statewire::records::{
-    CommandAdmitted, CommandAnswered, CommandCause, DocumentChange, DocumentsCommitted,
+    CommandAdmitted, CommandAnsweredUnder, CommandCause, DocumentChange, DocumentsCommitted,
     DocumentsFold, DocumentsState, LaneFold, LaneState, PendingCommand, documents_stream,
     lane_stream,
 };
@@ -107,6 +114,14 @@ pub struct Caller {
     pub is_connected: bool,
 }
 
+/// One protocol's commands as discovery lists them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ProtocolCommands {
+    pub name: ProtocolName,
+    pub version: Version,
+    pub commands: Vec<CommandInfo>,
+}
+
 /// A context replacement, as delivered to context listeners.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContextChange {
@@ -136,6 +151,13 @@ struct ProtocolInfo {
     initial_main: Value,
     /// Where a derived protocol's documents come from.
     source: Option<Arc<dyn DocumentSource>>,
+    /// The native version (a child's is its parent's).
+    native: Version,
+    /// Breaking transitions, oldest first (a child has none: its parent's
+    /// convert it).
+    adapters: Vec<Adapter>,
+    /// The composition the protocol's projections run in, if any.
+    group: Option<Arc<[ProtocolName]>>,
 }
 
 /// A registered command handler.
@@ -189,6 +211,8 @@ struct Thread {
     attached: tokio::sync::watch::Sender<usize>,
     /// Derived protocols whose source stream a task follows.
     followers: Mutex<BTreeSet<ProtocolName>>,
+    /// Live compatibility views and what depends on them.
+    views: Mutex<BTreeMap<ViewKey, ViewStats>>,
     /// Per durable lane: serialises admission and execution.
     lanes: Mutex<HashMap<(ClientId, ProtocolName), LaneLock>>,
 }
@@ -202,6 +226,8 @@ pub struct Attach {
     pub principal: Option<PrincipalId>,
     pub selection: Selection,
     pub lease: String,
+    /// The compatibility views its selection reads (none: native state).
+    views: Vec<ViewKey>,
     outbox: Outbox,
     state: Mutex<AttachState>,
 }
@@ -370,6 +396,7 @@ impl Host {
             attaches: Mutex::new(BTreeMap::new()),
             attached: tokio::sync::watch::Sender::new(0),
             followers: Mutex::new(BTreeSet::new()),
+            views: Mutex::new(BTreeMap::new()),
             lanes: Mutex::new(HashMap::new()),
         });
         threads.insert(scope.clone(), thread.clone());
@@ -387,32 +414,117 @@ impl Host {
         Ok(self.inner.lanes.state(&stream)?.state.clone())
     }
 
+    fn info(&self, protocol: &ProtocolName) -> Option<&ProtocolInfo> {
+        self.inner.protocols.get(protocol)
+    }
+
+    /// A protocol's adapters, oldest first (none for a child).
+    pub(super) fn adapters_of(&self, protocol: &ProtocolName) -> &[Adapter] {
+        self.info(protocol)
+            .map_or(&[], |info| info.adapters.as_slice())
+    }
+
+    /// A protocol's native version.
+    pub(super) fn native_of(&self, protocol: &ProtocolName) -> Version {
+        self.info(protocol).map_or(WIRE_MIN, |info| info.native)
+    }
+
+    /// A native answer, encoded in `from`, as `attach`'s contract reads it.
+    pub(super) fn lowered_for(&self, attach: &Attach, native: Answer, from: Version) -> Answer {
+        let Some(to) = attach
+            .selection
+            .get(native.protocol.as_str())
+            .map(|p| p.version)
+        else {
+            return native;
+        };
+        let adapters = self.adapters_of(&native.protocol);
+        if adapters.is_empty() {
+            return native;
+        }
+        let outcome = match (native.ok, native.err) {
+            (Some(value), _) => Ok(value),
+            (None, Some(rejection)) => Err(rejection),
+            (None, None) => Ok(Value::Null),
+        };
+        let lowered = adapters::lower(&native.protocol, adapters, from, to, outcome);
+        answer(&native.protocol, native.seq, lowered, native.contract)
+    }
+
+    /// A retained answer as `attach` reads it: with the contract its
+    /// command was admitted under, lowered from the one it is encoded in.
+    pub(super) fn retained_for(
+        &self,
+        attach: &Attach,
+        protocol: &ProtocolName,
+        seq: u64,
+        retained: &crate::statewire::records::RetainedAnswer,
+    ) -> Answer {
+        let contract = match (
+            Version::parse(&retained.wire_version),
+            Version::parse(&retained.protocol_version),
+        ) {
+            (Ok(wire), Ok(version)) => Some(Contract { wire, version }),
+            _ => None,
+        };
+        let native = answer(
+            protocol,
+            seq,
+            outcome_from(retained.ok, &retained.answer.0),
+            contract,
+        );
+        let from =
+            Version::parse(&retained.answer_version).unwrap_or_else(|_| self.native_of(protocol));
+        self.lowered_for(attach, native, from)
+    }
+
+    /// Authenticates and negotiates `request` without attaching: the
+    /// selection an attach with these fields would get.
+    pub fn select(&self, request: &AttachRequest) -> Result<Selection, Fin> {
+        let thread = ThreadId::new(request.thread.as_str())
+            .map_err(|e| Fin::new(FinCode::InvalidNegotiation, e.to_string()))?;
+        self.authenticate(&thread, request.authorization.as_deref())?;
+        let support = &self.inner.support;
+        let offer =
+            negotiation::read_offer(request.version.as_deref(), request.protocol.as_deref())
+                .map_err(|e| Fin::negotiation(&e, support))?;
+        negotiation::negotiate(support, &offer).map_err(|e| Fin::negotiation(&e, support))
+    }
+
+    /// The commands an attach with `selection` may send, per selected
+    /// protocol, as its contract names them (discovery).
+    pub fn commands(&self, selection: &Selection) -> Vec<ProtocolCommands> {
+        selection
+            .protocols
+            .iter()
+            .map(|selected| {
+                let mut native: Vec<CommandInfo> = self
+                    .inner
+                    .handlers
+                    .keys()
+                    .filter(|(protocol, _)| protocol == &selected.name)
+                    .map(|(_, method)| CommandInfo {
+                        method: method.clone(),
+                        description: None,
+                    })
+                    .collect();
+                native.sort_by(|a, b| a.method.cmp(&b.method));
+                let adapters = self.adapters_of(&selected.name);
+                ProtocolCommands {
+                    name: selected.name.clone(),
+                    version: selected.version,
+                    commands: adapters::discover(adapters, selected.version, native),
+                }
+            })
+            .collect()
+    }
+
     /// Number of live attaches on a thread.
     pub fn attach_count(&self, thread: &ThreadScope) -> usize {
         lock(&self.inner.threads)
             .get(thread)
             .map_or(0, |t| lock(&t.attaches).len())
     }
-}
-
-fn retained_answer(
-    protocol: &ProtocolName,
-    seq: u64,
-    retained: &crate::statewire::records::RetainedAnswer,
-) -> Answer {
-    let contract = match (
-        Version::parse(&retained.wire_version),
-        Version::parse(&retained.protocol_version),
-    ) {
-        (Ok(wire), Ok(version)) => Some(Contract { wire, version }),
-        _ => None,
-    };
-    answer(
-        protocol,
-        seq,
-        outcome_from(retained.ok, &retained.answer.0),
-        contract,
-    )
 }
 
 fn expired() -> Rejection {

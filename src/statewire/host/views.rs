@@ -11,13 +11,20 @@ type Snapshot = Result<Arc<dyn SourceSnapshot>, String>;
 /// One flush's reading of a thread: the host's documents, and the
 /// snapshots of derived protocols, each taken on first use.
 pub(super) struct ThreadDocuments<'a> {
+    pub(super) thread: &'a Thread,
     scope: &'a ThreadScope,
     documents: Arc<crate::ledger::Folded<DocumentsState>>,
     snapshots: Mutex<BTreeMap<ProtocolName, Snapshot>>,
+    /// Compatibility views projected in this flush.
+    pub(super) projections: Mutex<BTreeMap<ViewKey, Result<projection::Projected, String>>>,
 }
 
 impl ThreadDocuments<'_> {
-    fn snapshot(&self, protocol: &ProtocolName, source: &Arc<dyn DocumentSource>) -> Snapshot {
+    pub(super) fn snapshot(
+        &self,
+        protocol: &ProtocolName,
+        source: &Arc<dyn DocumentSource>,
+    ) -> Snapshot {
         lock(&self.snapshots)
             .entry(protocol.clone())
             .or_insert_with(|| source.snapshot(self.scope))
@@ -36,24 +43,45 @@ impl Host {
         thread: &'a Thread,
     ) -> Result<ThreadDocuments<'a>, HostError> {
         Ok(ThreadDocuments {
+            thread,
             scope: &thread.scope,
+            projections: Mutex::new(BTreeMap::new()),
             documents: self.inner.documents.state(&thread.documents)?,
             snapshots: Mutex::new(BTreeMap::new()),
         })
     }
 
-    /// The documents `attach` should see now; an error names a derived
-    /// protocol whose documents cannot be read.
+    /// The documents `attach` should see now; an error is the `fin` that
+    /// ends it (documents that cannot be read, a projection that failed).
     pub(super) fn view(
         &self,
         attach: &Attach,
         state: &AttachState,
         documents: &ThreadDocuments<'_>,
-    ) -> Result<View, String> {
+    ) -> Result<View, Fin> {
         let mut view = View::new();
+        // An older contract's protocols read their projection, never the
+        // native state.
+        for key in &attach.views {
+            let projected = self
+                .projection(documents, key)
+                .map_err(|error| Fin::new(FinCode::ProjectionFailed, error))?;
+            for document in projected.iter() {
+                let identity = DocIdentity {
+                    protocol: document.protocol.clone(),
+                    main: document.main,
+                    key: document.key.clone(),
+                };
+                view.insert(identity, Arc::new(document.value.clone()));
+            }
+        }
+        let projected = |name: &ProtocolName| attach.views.iter().any(|k| k.members.contains(name));
         for p in &attach.selection.protocols {
             match p.record {
-                Record::Durable => self.durable_view(p, state, documents, &mut view)?,
+                Record::Durable if projected(&p.name) => {}
+                Record::Durable => self
+                    .durable_view(p, state, documents, &mut view)
+                    .map_err(server_fin)?,
                 Record::Ephemeral => {
                     for (id, value) in state
                         .ephemeral
@@ -65,7 +93,7 @@ impl Host {
                 }
             }
         }
-        for id in &state.included {
+        for id in state.included.iter().filter(|id| !projected(&id.protocol)) {
             if let Some(value) = documents
                 .documents()
                 .documents
@@ -128,9 +156,9 @@ impl Host {
         let mut state = lock(&attach.state);
         let view = match self.view(attach, &state, documents) {
             Ok(view) => view,
-            Err(error) => {
+            Err(fin) => {
                 drop(state);
-                self.end(attach, server_fin(error));
+                self.end(attach, fin);
                 return;
             }
         };

@@ -1,0 +1,299 @@
+//! Lazy compatibility views: the state an attach on an older contract
+//! reads, projected from the native state through its path of adapters.
+//!
+//! A view is one stage of one path: the documents of a group of protocols
+//! (one protocol, or an explicit composition) after a prefix of the
+//! adapter applications an attach's versions require. Attaches whose
+//! paths agree share every view they have in common; a view lives while
+//! an attach needs it or a view downstream of it does. Each flush projects
+//! a view at most once, from one reading of the native state, and every
+//! attach on it diffs its own table against the result.
+//!
+//! Owns: view keys (which adapters an attach's selection crosses), the
+//! per-thread registry of live views with their counts and projection
+//! times, and projecting a group's documents through one adapter.
+//! Must never: hand an older attach the native state in place of a
+//! projection that failed, or keep a view no attach needs.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use super::views::ThreadDocuments;
+use super::*;
+
+/// Longest projection a flush logs at `info`, in microseconds; faster ones
+/// log at `debug`.
+pub const SLOW_PROJECTION_US: u64 = 10_000;
+
+/// One view: the group's selected protocols and the adapter applications
+/// (protocol, index in its adapters) that produce it, in order.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ViewKey {
+    pub members: Vec<ProtocolName>,
+    pub steps: Vec<(ProtocolName, usize)>,
+}
+
+impl ViewKey {
+    /// The view this one is projected from (`None`: the native state).
+    fn upstream(&self) -> Option<ViewKey> {
+        (self.steps.len() > 1).then(|| ViewKey {
+            members: self.members.clone(),
+            steps: self.steps[..self.steps.len() - 1].to_vec(),
+        })
+    }
+
+    /// This view and every view upstream of it.
+    fn chain(&self) -> impl Iterator<Item = ViewKey> + '_ {
+        (1..=self.steps.len()).map(|n| ViewKey {
+            members: self.members.clone(),
+            steps: self.steps[..n].to_vec(),
+        })
+    }
+}
+
+/// What the host knows of one live view.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ViewStats {
+    /// Attaches that read this view or one downstream of it.
+    pub dependents: usize,
+    /// Projections made since the view became live.
+    pub projections: u64,
+    /// Duration of the latest projection, in microseconds.
+    pub last_projection_us: u64,
+}
+
+/// A group's projected documents.
+pub(super) type Projected = Arc<Vec<ProjectedDocument>>;
+
+impl Host {
+    /// The views an attach with `selection` reads: one per group of its
+    /// durable protocols whose path crosses an adapter that converts state.
+    pub(super) fn view_keys(&self, selection: &Selection) -> Vec<ViewKey> {
+        let mut keys: Vec<ViewKey> = Vec::new();
+        for selected in selection.parents() {
+            let Some(info) = self.inner.protocols.get(&selected.name) else {
+                continue;
+            };
+            if info.record != Record::Durable {
+                continue;
+            }
+            let group: Vec<ProtocolName> = match &info.group {
+                Some(group) => group.to_vec(),
+                None => vec![selected.name.clone()],
+            };
+            let members: Vec<ProtocolName> = group
+                .into_iter()
+                .filter(|m| selection.get(m.as_str()).is_some())
+                .collect();
+            if keys.iter().any(|k| k.members == members) {
+                continue;
+            }
+            let mut steps = Vec::new();
+            for member in &members {
+                let (Some(version), adapters) = (
+                    selection.get(member.as_str()).map(|p| p.version),
+                    self.adapters_of(member),
+                ) else {
+                    continue;
+                };
+                for (index, adapter) in adapters.iter().enumerate().rev() {
+                    if adapter.applies_to(version) && adapter.projects() {
+                        steps.push((member.clone(), index));
+                    }
+                }
+            }
+            if !steps.is_empty() {
+                keys.push(ViewKey { members, steps });
+            }
+        }
+        keys
+    }
+
+    /// Counts a joining attach's views (and those upstream of them) live.
+    pub(super) fn hold_views(&self, thread: &Thread, keys: &[ViewKey]) {
+        let mut views = lock(&thread.views);
+        for view in keys.iter().flat_map(ViewKey::chain) {
+            let stats = views.entry(view.clone()).or_default();
+            if stats.dependents == 0 {
+                tracing::info!(thread = ?thread.scope, view = ?view, "compatibility view activated");
+            }
+            stats.dependents += 1;
+        }
+    }
+
+    /// Releases a leaving attach's views; a view no one needs goes.
+    pub(super) fn release_views(&self, thread: &Thread, keys: &[ViewKey]) {
+        let mut views = lock(&thread.views);
+        for view in keys.iter().flat_map(ViewKey::chain) {
+            if let Some(stats) = views.get_mut(&view) {
+                stats.dependents = stats.dependents.saturating_sub(1);
+                if stats.dependents == 0 {
+                    views.remove(&view);
+                    tracing::info!(thread = ?thread.scope, view = ?view, "compatibility view released");
+                }
+            }
+        }
+    }
+
+    /// The live views of a thread (tests, operators).
+    pub fn views(&self, thread: &ThreadScope) -> BTreeMap<ViewKey, ViewStats> {
+        lock(&self.inner.threads)
+            .get(thread)
+            .map(|t| lock(&t.views).clone())
+            .unwrap_or_default()
+    }
+
+    /// A group's native documents: each member's main document and its
+    /// keyed documents (all of the thread's, or what a source offers an
+    /// attach with no interests).
+    pub(super) fn native_documents(
+        &self,
+        members: &[ProtocolName],
+        documents: &ThreadDocuments<'_>,
+    ) -> Result<Vec<ProjectedDocument>, String> {
+        let mut out = Vec::new();
+        for member in members {
+            let info = self.inner.protocols.get(member);
+            if let Some(source) = info.and_then(|info| info.source.as_ref()) {
+                let snapshot = documents.snapshot(member, source)?;
+                out.push(ProjectedDocument {
+                    protocol: member.clone(),
+                    key: None,
+                    main: true,
+                    value: Value::clone(&snapshot.main()),
+                });
+                let nobody = BTreeMap::new();
+                let attach = AttachDocuments { ephemeral: &nobody };
+                for (key, value) in snapshot.keyed(&attach) {
+                    out.push(ProjectedDocument {
+                        protocol: member.clone(),
+                        key: Some(key),
+                        main: false,
+                        value: Value::clone(&value),
+                    });
+                }
+                continue;
+            }
+            let state = documents.documents();
+            let main = state
+                .documents
+                .get(&(member.to_string(), None))
+                .map(|json| json.0.clone())
+                .or_else(|| info.map(|info| info.initial_main.clone()));
+            if let Some(value) = main {
+                out.push(ProjectedDocument {
+                    protocol: member.clone(),
+                    key: None,
+                    main: true,
+                    value,
+                });
+            }
+            for ((protocol, key), value) in &state.documents {
+                if protocol == member.as_str() && key.is_some() {
+                    out.push(ProjectedDocument {
+                        protocol: member.clone(),
+                        key: key.clone(),
+                        main: false,
+                        value: value.0.clone(),
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Projects `view` from the view upstream of it (or the native state)
+    /// through its last adapter, and records how long it took.
+    pub(super) fn project(
+        &self,
+        thread: &Thread,
+        view: &ViewKey,
+        upstream: Vec<ProjectedDocument>,
+    ) -> Result<Vec<ProjectedDocument>, String> {
+        let Some((protocol, index)) = view.steps.last() else {
+            return Ok(upstream);
+        };
+        let Some(adapter) = self.adapters_of(protocol).get(*index) else {
+            return Err(format!("{protocol} has no adapter {index}"));
+        };
+        let started = Instant::now();
+        let projected = apply_adapter(protocol, adapter, upstream);
+        let took_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        if let Some(stats) = lock(&thread.views).get_mut(view) {
+            stats.projections += 1;
+            stats.last_projection_us = took_us;
+        }
+        if took_us > SLOW_PROJECTION_US {
+            tracing::info!(thread = ?thread.scope, ?view, took_us, "slow projection");
+        } else {
+            tracing::debug!(thread = ?thread.scope, ?view, took_us, "projection");
+        }
+        projected
+    }
+
+    /// `view`'s documents for this flush: projected once, from one reading
+    /// of the native state, whoever asks.
+    pub(super) fn projection(
+        &self,
+        documents: &ThreadDocuments<'_>,
+        view: &ViewKey,
+    ) -> Result<Projected, String> {
+        if let Some(done) = lock(&documents.projections).get(view) {
+            return done.clone();
+        }
+        let upstream = match view.upstream() {
+            Some(upstream) => {
+                let upstream = self.projection(documents, &upstream)?;
+                Vec::clone(&upstream)
+            }
+            None => self.native_documents(&view.members, documents)?,
+        };
+        let result = self.project(documents.thread, view, upstream).map(Arc::new);
+        lock(&documents.projections).insert(view.clone(), result.clone());
+        result
+    }
+}
+
+/// One adapter's projection of a group's documents: `state_down` on its
+/// protocol's main document, then `documents_down` on the documents of
+/// every protocol it transforms.
+fn apply_adapter(
+    protocol: &ProtocolName,
+    adapter: &Adapter,
+    mut documents: Vec<ProjectedDocument>,
+) -> Result<Vec<ProjectedDocument>, String> {
+    let fail = |why: String| format!("{protocol} {}→{}: {why}", adapter.older, adapter.newer);
+    if let Some(state_down) = &adapter.state_down
+        && let Some(main) = documents
+            .iter_mut()
+            .find(|d| d.main && &d.protocol == protocol)
+    {
+        main.value = state_down(&main.value).map_err(fail)?;
+    }
+    let Some(documents_down) = &adapter.documents_down else {
+        return Ok(documents);
+    };
+    let transforms =
+        |p: &ProtocolName| p == protocol || adapter.also_transforms.iter().any(|a| a == p.as_str());
+    let (mine, others): (Vec<_>, Vec<_>) =
+        documents.into_iter().partition(|d| transforms(&d.protocol));
+    let converted = documents_down(mine).map_err(fail)?;
+    if let Some(stray) = converted.iter().find(|d| !transforms(&d.protocol)) {
+        return Err(fail(format!(
+            "it yielded a document of {}, which it does not transform",
+            stray.protocol
+        )));
+    }
+    let mut mains = std::collections::BTreeSet::new();
+    for document in converted.iter().filter(|d| d.main) {
+        if !mains.insert(&document.protocol) {
+            return Err(fail(format!(
+                "it yielded two main documents of {}",
+                document.protocol
+            )));
+        }
+    }
+    let mut out = others;
+    out.extend(converted);
+    Ok(out)
+}
