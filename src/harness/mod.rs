@@ -11,6 +11,8 @@
 //! - [`interest`]: what an attach asks to read.
 //! - [`source`]: the document source the host follows.
 //! - [`commands`]: the commands, through the Studio's keyed decisions.
+//! - [`inline_messages`]: the older contract (2026-11-15), served through
+//!   an adapter.
 //! - [`client`]: `harness-sdk` helpers over the Rust Statewire client.
 //!
 //! Must never: keep a document that is not a fold of the conversation, or
@@ -20,6 +22,7 @@
 pub mod client;
 pub mod commands;
 pub mod documents;
+pub mod inline_messages;
 pub mod interest;
 pub mod source;
 pub mod transcript;
@@ -42,7 +45,8 @@ use source::HarnessSource;
 pub const HARNESS_SDK: &str = "harness-sdk";
 /// Its child holding an attach's interests (ephemeral, synced).
 pub const INTEREST: &str = "harness-sdk/interest";
-/// The native (and, until adapters exist, only) version.
+/// The native version; 2026-11-15..2026-11-30 are served through
+/// [`inline_messages`].
 pub const HARNESS_SDK_VERSION: Version = Version::ymd(2026, 12, 1);
 
 /// A Studio `Authorization` check as a Statewire authenticator: the same
@@ -64,7 +68,9 @@ pub fn register(builder: HostBuilder, ledger: &Ledger, studio: &Studio) -> HostB
     let mut builder = builder
         .protocol(
             ProtocolDef::new(HARNESS_SDK, HARNESS_SDK_VERSION)
-                .subprotocol("interest", Record::Ephemeral),
+                .min_version(inline_messages::INLINE_MESSAGES_VERSION)
+                .subprotocol("interest", Record::Ephemeral)
+                .adapter(inline_messages::adapter()),
         )
         .source(HARNESS_SDK, Arc::new(HarnessSource::new(ledger.clone())))
         .synced_document_checked(INTEREST, |value| Interest::parse(value).map(drop))

@@ -2,14 +2,19 @@
 //! in its main document, keyed message documents, an ephemeral
 //! `acme-chat/preferences` synced document) and `acme-status`, which
 //! requires `acme-chat`. Used by the tests, the benchmark and
-//! `ledgerwire serve --example-protocols`.
+//! `ledgerwire serve --statewire-examples`.
+//!
+//! `acme-chat` also serves two older contracts through a chain of two
+//! adapters: from 2026-08-15 the theme was a `colour` set with
+//! `setColour`; from 2026-08-01 the counter was `count` and `paint` set
+//! the colour, answering `{painted}`.
 //!
 //! Must never: keep state outside the host's documents.
 
 use serde_json::{Value, json};
 
 use crate::ledger::Ledger;
-use crate::statewire::host::{CommandContext, Host, HostBuilder, HostError, ProtocolDef};
+use crate::statewire::host::{Adapter, CommandContext, Host, HostBuilder, HostError, ProtocolDef};
 use crate::statewire::negotiation::Record;
 use crate::statewire::packet::Rejection;
 use crate::statewire::version::Version;
@@ -18,7 +23,11 @@ pub const ACME_CHAT: &str = "acme-chat";
 pub const ACME_PREFERENCES: &str = "acme-chat/preferences";
 pub const ACME_STATUS: &str = "acme-status";
 pub const ACME_CHAT_VERSION: Version = Version::ymd(2026, 9, 13);
-pub const ACME_CHAT_MIN_VERSION: Version = Version::ymd(2026, 9, 1);
+pub const ACME_CHAT_MIN_VERSION: Version = Version::ymd(2026, 8, 1);
+/// The revision `setTheme` and `theme` replaced `setColour` and `colour`.
+pub const ACME_CHAT_THEMES: Version = Version::ymd(2026, 9, 1);
+/// The revision `setColour` and `counter` replaced `paint` and `count`.
+pub const ACME_CHAT_COLOURS: Version = Version::ymd(2026, 8, 15);
 pub const ACME_STATUS_VERSION: Version = Version::ymd(2026, 10, 1);
 
 fn string_param(params: &[Value], index: usize) -> Result<String, Rejection> {
@@ -112,6 +121,76 @@ fn check_chat_context(value: &Value, _meta: Option<&Value>) -> Result<(), String
     }
 }
 
+/// A main document with member `from` renamed `to`.
+fn renamed(value: &Value, from: &str, to: &str) -> Result<Value, String> {
+    let mut object = value
+        .as_object()
+        .cloned()
+        .ok_or("the main document is an object")?;
+    if let Some(member) = object.remove(from) {
+        object.insert(to.to_owned(), member);
+    }
+    Ok(Value::Object(object))
+}
+
+/// A command with method `from` renamed `to` (others unchanged).
+fn renamed_command(command: &Value, from: &str, to: &str) -> Result<Value, String> {
+    let mut command = command.clone();
+    if command["method"] == from {
+        command["method"] = json!(to);
+    }
+    Ok(command)
+}
+
+/// A discovered command list with `from` renamed `to`.
+fn renamed_commands(
+    commands: Vec<crate::statewire::host::CommandInfo>,
+    from: &str,
+    to: &str,
+) -> Vec<crate::statewire::host::CommandInfo> {
+    commands
+        .into_iter()
+        .map(|mut info| {
+            if info.method == from {
+                info.method = to.to_owned();
+            }
+            info
+        })
+        .collect()
+}
+
+/// 2026-08-15..2026-08-31 read `colour` and sent `setColour`.
+fn colours_adapter() -> Adapter {
+    Adapter::new(ACME_CHAT_COLOURS, ACME_CHAT_THEMES)
+        .state_down(|main| renamed(main, "theme", "colour"))
+        .command_up(|command| renamed_command(command, "setColour", "setTheme"))
+        .result_down(|result| match result.get("theme") {
+            Some(_) => renamed(result, "theme", "colour"),
+            None => Ok(result.clone()),
+        })
+        .commands_down(|commands| renamed_commands(commands, "setTheme", "setColour"))
+}
+
+/// 2026-08-01..2026-08-14 read `count`, sent `paint`, got `{painted}` and
+/// `bad-arguments` for what is now `invalid-params`.
+fn paint_adapter() -> Adapter {
+    Adapter::new(ACME_CHAT_MIN_VERSION, ACME_CHAT_COLOURS)
+        .state_down(|main| renamed(main, "counter", "count"))
+        .command_up(|command| renamed_command(command, "paint", "setColour"))
+        .result_down(|result| match result.get("colour") {
+            Some(colour) => Ok(json!({"painted": colour})),
+            None => Ok(result.clone()),
+        })
+        .error_down(|rejection| {
+            let mut rejection = rejection.clone();
+            if rejection.code == "invalid-params" {
+                rejection.code = "bad-arguments".to_owned();
+            }
+            Ok(rejection)
+        })
+        .commands_down(|commands| renamed_commands(commands, "setColour", "paint"))
+}
+
 /// Registers the example protocols on `builder`.
 pub fn register(builder: HostBuilder) -> HostBuilder {
     builder
@@ -119,11 +198,13 @@ pub fn register(builder: HostBuilder) -> HostBuilder {
             ProtocolDef::new(ACME_CHAT, ACME_CHAT_VERSION)
                 .min_version(ACME_CHAT_MIN_VERSION)
                 .subprotocol("preferences", Record::Ephemeral)
-                .initial_main(json!({"theme": null, "counter": 0})),
+                .initial_main(json!({"theme": null, "counter": 0}))
+                .adapter(paint_adapter())
+                .adapter(colours_adapter()),
         )
         .protocol(
             ProtocolDef::new(ACME_STATUS, ACME_STATUS_VERSION)
-                .requires(ACME_CHAT, ACME_CHAT_MIN_VERSION, Version::ymd(2026, 9, 30))
+                .requires(ACME_CHAT, ACME_CHAT_THEMES, Version::ymd(2026, 9, 30))
                 .initial_main(json!({"status": "idle"})),
         )
         .command(ACME_CHAT, "setTheme", set_theme)

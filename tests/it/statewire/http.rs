@@ -241,7 +241,7 @@ async fn negotiation_failures_are_json_fins_and_change_nothing() {
         ),
         (
             Some(WIRE),
-            Some(r#"acme-chat; version="2026-08-01""#),
+            Some(r#"acme-chat; version="2026-07-31""#),
             406,
             "unsupported-protocol",
         ),
@@ -288,8 +288,8 @@ async fn negotiation_failures_are_json_fins_and_change_nothing() {
                 assert_eq!(
                     body["fin"]["payload"],
                     json!({"version": "2026-11-02", "minVersion": "2026-09-30", "protocols": [
-                        {"name": "harness-sdk", "version": "2026-12-01", "minVersion": "2026-12-01"},
-                        {"name": "acme-chat", "version": "2026-09-13", "minVersion": "2026-09-01"},
+                        {"name": "harness-sdk", "version": "2026-12-01", "minVersion": "2026-11-15"},
+                        {"name": "acme-chat", "version": "2026-09-13", "minVersion": "2026-08-01"},
                         {"name": "acme-status", "version": "2026-10-01", "minVersion": "2026-10-01"}
                     ]}),
                     "{row}"
