@@ -212,7 +212,7 @@ struct Thread {
     /// Derived protocols whose source stream a task follows.
     followers: Mutex<BTreeSet<ProtocolName>>,
     /// Live compatibility views and what depends on them.
-    views: Mutex<BTreeMap<ViewKey, ViewStats>>,
+    views: Mutex<BTreeMap<ViewKey, projection::LiveView>>,
     /// Per durable lane: serialises admission and execution.
     lanes: Mutex<HashMap<(ClientId, ProtocolName), LaneLock>>,
 }
@@ -510,10 +510,12 @@ impl Host {
                     .collect();
                 native.sort_by(|a, b| a.method.cmp(&b.method));
                 let adapters = self.adapters_of(&selected.name);
+                let mut commands = adapters::discover(adapters, selected.version, native);
+                commands.sort_by(|a, b| a.method.cmp(&b.method));
                 ProtocolCommands {
                     name: selected.name.clone(),
                     version: selected.version,
-                    commands: adapters::discover(adapters, selected.version, native),
+                    commands,
                 }
             })
             .collect()

@@ -65,6 +65,35 @@ pub struct ViewStats {
 /// A group's projected documents.
 pub(super) type Projected = Arc<Vec<ProjectedDocument>>;
 
+/// Which native state a projection was made from: the host documents'
+/// fold position and, for each derived member, its snapshot's main
+/// document (a new snapshot of a changed stream is a new `Arc`; holding
+/// it keeps the comparison sound).
+#[derive(Clone)]
+pub(super) struct Stamp {
+    documents: u64,
+    sources: Vec<Arc<Value>>,
+}
+
+impl PartialEq for Stamp {
+    fn eq(&self, other: &Self) -> bool {
+        self.documents == other.documents
+            && self.sources.len() == other.sources.len()
+            && self
+                .sources
+                .iter()
+                .zip(&other.sources)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
+    }
+}
+
+/// A live view: its statistics and its latest projection.
+#[derive(Default)]
+pub(super) struct LiveView {
+    stats: ViewStats,
+    latest: Option<(Stamp, Projected)>,
+}
+
 impl Host {
     /// The views an attach with `selection` reads: one per group of its
     /// durable protocols whose path crosses an adapter that converts state.
@@ -113,11 +142,11 @@ impl Host {
     pub(super) fn hold_views(&self, thread: &Thread, keys: &[ViewKey]) {
         let mut views = lock(&thread.views);
         for view in keys.iter().flat_map(ViewKey::chain) {
-            let stats = views.entry(view.clone()).or_default();
-            if stats.dependents == 0 {
+            let live = views.entry(view.clone()).or_default();
+            if live.stats.dependents == 0 {
                 tracing::info!(thread = ?thread.scope, view = ?view, "compatibility view activated");
             }
-            stats.dependents += 1;
+            live.stats.dependents += 1;
         }
     }
 
@@ -125,9 +154,9 @@ impl Host {
     pub(super) fn release_views(&self, thread: &Thread, keys: &[ViewKey]) {
         let mut views = lock(&thread.views);
         for view in keys.iter().flat_map(ViewKey::chain) {
-            if let Some(stats) = views.get_mut(&view) {
-                stats.dependents = stats.dependents.saturating_sub(1);
-                if stats.dependents == 0 {
+            if let Some(live) = views.get_mut(&view) {
+                live.stats.dependents = live.stats.dependents.saturating_sub(1);
+                if live.stats.dependents == 0 {
                     views.remove(&view);
                     tracing::info!(thread = ?thread.scope, view = ?view, "compatibility view released");
                 }
@@ -139,7 +168,12 @@ impl Host {
     pub fn views(&self, thread: &ThreadScope) -> BTreeMap<ViewKey, ViewStats> {
         lock(&self.inner.threads)
             .get(thread)
-            .map(|t| lock(&t.views).clone())
+            .map(|t| {
+                lock(&t.views)
+                    .iter()
+                    .map(|(key, live)| (key.clone(), live.stats.clone()))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -219,9 +253,9 @@ impl Host {
         let started = Instant::now();
         let projected = apply_adapter(protocol, adapter, upstream);
         let took_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        if let Some(stats) = lock(&thread.views).get_mut(view) {
-            stats.projections += 1;
-            stats.last_projection_us = took_us;
+        if let Some(live) = lock(&thread.views).get_mut(view) {
+            live.stats.projections += 1;
+            live.stats.last_projection_us = took_us;
         }
         if took_us > SLOW_PROJECTION_US {
             tracing::info!(thread = ?thread.scope, ?view, took_us, "slow projection");
@@ -241,6 +275,19 @@ impl Host {
         if let Some(done) = lock(&documents.projections).get(view) {
             return done.clone();
         }
+        // A live view whose native state has not moved since its last
+        // projection (a new attach's hello, a flush for another protocol)
+        // is not projected again.
+        let stamp = self.stamp(&view.members, documents)?;
+        let latest = lock(&documents.thread.views)
+            .get(view)
+            .and_then(|live| live.latest.clone());
+        if let Some((made_from, projected)) = latest
+            && made_from == stamp
+        {
+            lock(&documents.projections).insert(view.clone(), Ok(projected.clone()));
+            return Ok(projected);
+        }
         let upstream = match view.upstream() {
             Some(upstream) => {
                 let upstream = self.projection(documents, &upstream)?;
@@ -249,8 +296,32 @@ impl Host {
             None => self.native_documents(&view.members, documents)?,
         };
         let result = self.project(documents.thread, view, upstream).map(Arc::new);
+        if let Ok(projected) = &result
+            && let Some(live) = lock(&documents.thread.views).get_mut(view)
+        {
+            live.latest = Some((stamp, projected.clone()));
+        }
         lock(&documents.projections).insert(view.clone(), result.clone());
         result
+    }
+
+    /// The native state a group's projection reads, as a comparable stamp.
+    fn stamp(
+        &self,
+        members: &[ProtocolName],
+        documents: &ThreadDocuments<'_>,
+    ) -> Result<Stamp, String> {
+        let mut sources = Vec::new();
+        for member in members {
+            let info = self.inner.protocols.get(member);
+            if let Some(source) = info.and_then(|info| info.source.as_ref()) {
+                sources.push(documents.snapshot(member, source)?.main());
+            }
+        }
+        Ok(Stamp {
+            documents: documents.position(),
+            sources,
+        })
     }
 }
 

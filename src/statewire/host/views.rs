@@ -34,6 +34,11 @@ impl ThreadDocuments<'_> {
     pub(super) fn documents(&self) -> &DocumentsState {
         &self.documents.state
     }
+
+    /// How far the host's documents are folded.
+    pub(super) fn position(&self) -> u64 {
+        self.documents.position
+    }
 }
 
 impl Host {

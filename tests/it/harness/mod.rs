@@ -9,6 +9,7 @@ mod conversation;
 mod crash;
 mod documents;
 mod http;
+mod older;
 
 use std::net::SocketAddr;
 use std::time::Duration;

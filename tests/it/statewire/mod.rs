@@ -3,11 +3,13 @@
 //! exactly-once lanes across client reconnects and server SIGKILLs, and
 //! the fixtures.
 
+mod adapters;
 mod conformance;
 mod derived;
 mod fixtures;
 mod http;
 mod lanes;
+mod older;
 mod restart;
 mod ws;
 
