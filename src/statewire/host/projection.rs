@@ -62,8 +62,39 @@ pub struct ViewStats {
     pub last_projection_us: u64,
 }
 
-/// A group's projected documents.
-pub(super) type Projected = Arc<Vec<ProjectedDocument>>;
+/// A group's projected documents, as views insert them: every attach on
+/// the view shares these `Arc`s, so an unchanged document costs each of
+/// them a pointer comparison.
+pub(super) type Projected = Arc<Vec<(DocIdentity, Arc<Value>)>>;
+
+fn shared(documents: Vec<ProjectedDocument>) -> Projected {
+    Arc::new(
+        documents
+            .into_iter()
+            .map(|d| {
+                let identity = DocIdentity {
+                    protocol: d.protocol,
+                    main: d.main,
+                    key: d.key,
+                };
+                (identity, Arc::new(d.value))
+            })
+            .collect(),
+    )
+}
+
+/// A projection as the next stage's input.
+fn owned(projected: &Projected) -> Vec<ProjectedDocument> {
+    projected
+        .iter()
+        .map(|(identity, value)| ProjectedDocument {
+            protocol: identity.protocol.clone(),
+            key: identity.key.clone(),
+            main: identity.main,
+            value: Value::clone(value),
+        })
+        .collect()
+}
 
 /// Which native state a projection was made from: the host documents'
 /// fold position and, for each derived member, its snapshot's main
@@ -289,13 +320,10 @@ impl Host {
             return Ok(projected);
         }
         let upstream = match view.upstream() {
-            Some(upstream) => {
-                let upstream = self.projection(documents, &upstream)?;
-                Vec::clone(&upstream)
-            }
+            Some(upstream) => owned(&self.projection(documents, &upstream)?),
             None => self.native_documents(&view.members, documents)?,
         };
-        let result = self.project(documents.thread, view, upstream).map(Arc::new);
+        let result = self.project(documents.thread, view, upstream).map(shared);
         if let Ok(projected) = &result
             && let Some(live) = lock(&documents.thread.views).get_mut(view)
         {

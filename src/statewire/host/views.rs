@@ -71,13 +71,8 @@ impl Host {
             let projected = self
                 .projection(documents, key)
                 .map_err(|error| Fin::new(FinCode::ProjectionFailed, error))?;
-            for document in projected.iter() {
-                let identity = DocIdentity {
-                    protocol: document.protocol.clone(),
-                    main: document.main,
-                    key: document.key.clone(),
-                };
-                view.insert(identity, Arc::new(document.value.clone()));
+            for (identity, value) in projected.iter() {
+                view.insert(identity.clone(), value.clone());
             }
         }
         let projected = |name: &ProtocolName| attach.views.iter().any(|k| k.members.contains(name));
