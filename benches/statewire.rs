@@ -152,22 +152,7 @@ fn main() {
             watchers.push(attach(&host, "fanout", &format!("w{n}"), chat).await);
         }
         let writer = attach(&host, "fanout", "writer", chat).await;
-        let receivers: Vec<_> = watchers
-            .into_iter()
-            .map(|mut h| {
-                tokio::spawn(async move {
-                    loop {
-                        let packet = tokio::time::timeout(Duration::from_secs(60), h.next())
-                            .await
-                            .expect("delivery in time")
-                            .expect("packet");
-                        if !packet.packet().ops.is_empty() {
-                            return (Instant::now(), h);
-                        }
-                    }
-                })
-            })
-            .collect();
+        let receivers = receivers(watchers);
         let started = Instant::now();
         let frame = Frame {
             ctx: Vec::new(),
@@ -179,11 +164,7 @@ fn main() {
             }],
         };
         host.submit(&writer.attach, frame).await.expect("submit");
-        let mut last = started;
-        for receiver in receivers {
-            let (at, _handle) = receiver.await.expect("receiver");
-            last = last.max(at);
-        }
+        let last = last_delivery(receivers, started).await;
         println!(
             "fan-out: one change to {FANOUT_ATTACHES} attaches, last delivery after {:.1} ms",
             (last - started).as_secs_f64() * 1000.0
@@ -234,15 +215,9 @@ fn main() {
     );
 }
 
-/// Seconds from one committed change of `thread` to its op at the last of
-/// [`FANOUT_ATTACHES`] attaches offering acme-chat `version`.
-async fn fan_out(host: &Host, thread: &str, version: &str) -> f64 {
-    let offer = format!("acme-chat; version=\"{version}\"");
-    let mut watchers = Vec::new();
-    for n in 0..FANOUT_ATTACHES {
-        watchers.push(attach(host, thread, &format!("w{n}"), &offer).await);
-    }
-    let receivers: Vec<_> = watchers
+/// A task per attach that waits for its first packet with ops.
+fn receivers(watchers: Vec<AttachHandle>) -> Vec<tokio::task::JoinHandle<(Instant, AttachHandle)>> {
+    watchers
         .into_iter()
         .map(|mut h| {
             tokio::spawn(async move {
@@ -257,7 +232,31 @@ async fn fan_out(host: &Host, thread: &str, version: &str) -> f64 {
                 }
             })
         })
-        .collect();
+        .collect()
+}
+
+/// When the last receiver got its ops (no earlier than `started`).
+async fn last_delivery(
+    receivers: Vec<tokio::task::JoinHandle<(Instant, AttachHandle)>>,
+    started: Instant,
+) -> Instant {
+    let mut last = started;
+    for receiver in receivers {
+        let (at, _handle) = receiver.await.expect("receiver");
+        last = last.max(at);
+    }
+    last
+}
+
+/// Seconds from one committed change of `thread` to its op at the last of
+/// [`FANOUT_ATTACHES`] attaches offering acme-chat `version`.
+async fn fan_out(host: &Host, thread: &str, version: &str) -> f64 {
+    let offer = format!("acme-chat; version=\"{version}\"");
+    let mut watchers = Vec::new();
+    for n in 0..FANOUT_ATTACHES {
+        watchers.push(attach(host, thread, &format!("w{n}"), &offer).await);
+    }
+    let receivers = receivers(watchers);
     let scope = ThreadScope::new(None, ThreadId::new(thread).expect("thread"));
     let started = Instant::now();
     host.commit_documents(
@@ -270,11 +269,7 @@ async fn fan_out(host: &Host, thread: &str, version: &str) -> f64 {
     )
     .await
     .expect("commit");
-    let mut last = started;
-    for receiver in receivers {
-        let (at, _handle) = receiver.await.expect("receiver");
-        last = last.max(at);
-    }
+    let last = last_delivery(receivers, started).await;
     (last - started).as_secs_f64()
 }
 

@@ -48,7 +48,7 @@ fn formatted(indicator: &str, value: f64) -> String {
     }
 }
 
-fn context(message: &str, answers: Vec<AnsweredPause>) -> TurnContext {
+pub(crate) fn context(message: &str, answers: Vec<AnsweredPause>) -> TurnContext {
     let request = serde_json::from_value(json!({"conversation_id": "t", "message": message}))
         .expect("request");
     TurnContext {

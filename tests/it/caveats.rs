@@ -5,28 +5,12 @@
 //! carry a choice on (a skip, an amendment, a switch) and, over HTTP, the
 //! approval and "the same for Uganda".
 
-use std::collections::BTreeMap;
-
+use ledgerwire::agent::AnsweredPause;
 use ledgerwire::agent::builtin::segment_frames;
-use ledgerwire::agent::{AnsweredPause, TurnContext};
 use ledgerwire::studio::wire::frame::Frame;
 use serde_json::{Value, json};
 
-use crate::agent::{builtin_server, respond, turn};
-
-fn context(message: &str, answers: Vec<AnsweredPause>) -> TurnContext {
-    let request = serde_json::from_value(json!({"conversation_id": "t", "message": message}))
-        .expect("request");
-    TurnContext {
-        turn: 1,
-        request,
-        answers,
-        canvas: None,
-        components: BTreeMap::new(),
-        history: Vec::new(),
-        recall: Default::default(),
-    }
-}
+use crate::agent::{builtin_server, context, respond, turn};
 
 /// `frame` answered with `response` (its conversation and interrupt ids added).
 fn answered(frame: &Frame, mut response: Value) -> AnsweredPause {

@@ -10,14 +10,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ledgerwire::statewire::example::{ACME_CHAT, register};
 use ledgerwire::statewire::host::{
-    Adapter, AttachHandle, AttachRequest, Host, HostError, ProtocolDef, QueueLimits,
+    Adapter, AttachHandle, Host, HostError, ProtocolDef, QueueLimits,
 };
 use ledgerwire::statewire::ids::{ProtocolName, ThreadId, ThreadScope};
 use ledgerwire::statewire::packet::{Command, FinCode, Frame, Packet};
 use ledgerwire::statewire::version::Version;
 use serde_json::{Value, json};
 
-use super::PACKET_TIMEOUT;
+use super::{host_attach, host_packet};
 use crate::support::{open, scratch};
 
 fn v(text: &str) -> Version {
@@ -157,24 +157,11 @@ fn toy_host(ledger: ledgerwire::ledger::Ledger) -> (Host, Toy) {
 }
 
 async fn attach(host: &Host, protocol: &str, version: &str, client: &str) -> AttachHandle {
-    host.attach(AttachRequest {
-        thread: "th".into(),
-        client: Some(client.into()),
-        version: Some("\"2026-11-02\"".into()),
-        protocol: Some(format!("{protocol}; version=\"{version}\"")),
-        attacher: Some(client.into()),
-        ..AttachRequest::default()
-    })
-    .await
-    .unwrap()
+    host_attach(host, protocol, version, client).await
 }
 
 async fn packet(handle: &mut AttachHandle) -> Packet {
-    tokio::time::timeout(PACKET_TIMEOUT, handle.next())
-        .await
-        .expect("a packet in time")
-        .expect("the attach is open")
-        .packet()
+    host_packet(handle).await
 }
 
 /// The value the hello mounts as `protocol`'s main document.

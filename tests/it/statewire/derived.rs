@@ -12,15 +12,15 @@ use futures_util::FutureExt;
 use ledgerwire::ledger::probe::Probe;
 use ledgerwire::ledger::{Durability, ExpectedPosition, Ledger, Payload, StreamKey};
 use ledgerwire::statewire::host::{
-    AttachDocuments, AttachHandle, AttachRequest, Call, DocumentSource, Host, ProtocolDef,
-    QueueLimits, SourceSnapshot,
+    AttachDocuments, AttachHandle, Call, DocumentSource, Host, ProtocolDef, QueueLimits,
+    SourceSnapshot,
 };
 use ledgerwire::statewire::ids::{ProtocolName, ThreadScope};
 use ledgerwire::statewire::packet::{Command, FinCode, Frame, Packet};
 use ledgerwire::statewire::version::Version;
 use serde_json::{Value, json};
 
-use super::PACKET_TIMEOUT;
+use super::{PACKET_TIMEOUT, host_attach, host_packet};
 use crate::support::{open, scratch};
 
 const TALLY: &str = "tally";
@@ -107,24 +107,11 @@ fn host(ledger: &Ledger, tally: Arc<Tally>, queue: QueueLimits) -> Host {
 }
 
 async fn attach(host: &Host, client: &str) -> AttachHandle {
-    host.attach(AttachRequest {
-        thread: "th".into(),
-        client: Some(client.into()),
-        version: Some("\"2026-11-02\"".into()),
-        protocol: Some(format!("{TALLY}; version=\"2026-10-01\"")),
-        attacher: Some(client.into()),
-        ..AttachRequest::default()
-    })
-    .await
-    .unwrap()
+    host_attach(host, TALLY, "2026-10-01", client).await
 }
 
 async fn packet(handle: &mut AttachHandle) -> Packet {
-    tokio::time::timeout(PACKET_TIMEOUT, handle.next())
-        .await
-        .expect("a packet in time")
-        .expect("the attach is open")
-        .packet()
+    host_packet(handle).await
 }
 
 /// The count the main document shows once `packet`'s ops are applied to `count`.

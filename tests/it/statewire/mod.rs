@@ -109,6 +109,35 @@ pub async fn next_text(socket: &mut Socket) -> serde_json::Value {
     }
 }
 
+/// An in-process attach of thread `th` through the host API, offering
+/// exactly `version` of `protocol`, as `client` (and its attacher).
+pub async fn host_attach(
+    host: &ledgerwire::statewire::host::Host,
+    protocol: &str,
+    version: &str,
+    client: &str,
+) -> ledgerwire::statewire::host::AttachHandle {
+    host.attach(ledgerwire::statewire::host::AttachRequest {
+        thread: "th".into(),
+        client: Some(client.into()),
+        version: Some("\"2026-11-02\"".into()),
+        protocol: Some(format!("{protocol}; version=\"{version}\"")),
+        attacher: Some(client.into()),
+        ..Default::default()
+    })
+    .await
+    .expect("attach")
+}
+
+/// The next packet of an in-process attach.
+pub async fn host_packet(handle: &mut ledgerwire::statewire::host::AttachHandle) -> Packet {
+    tokio::time::timeout(PACKET_TIMEOUT, handle.next())
+        .await
+        .expect("a packet in time")
+        .expect("the attach is open")
+        .packet()
+}
+
 /// Reads SSE `data:` events as packets.
 pub struct Sse {
     body: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>,
