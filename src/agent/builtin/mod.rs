@@ -14,6 +14,7 @@ pub mod clarify;
 pub mod data;
 pub mod planner;
 pub mod present;
+pub mod seeded;
 pub mod seeds;
 pub mod sentences;
 pub mod switching;
@@ -36,6 +37,7 @@ use clarify::{apply_recommended, elicitation, picks_from};
 use data::{Dataset, Indicator};
 use planner::{Picks, Query, Resolution, id};
 use present::Outcome;
+use seeded::{seed_frames, seeded};
 use seeds::{ResolveDefinition, SeedNode, SeedOutcome};
 use understand::{EditWords, Reference, Understanding, understand};
 
@@ -163,7 +165,13 @@ fn suggestions(items: Vec<String>) -> Frame {
 
 /// An `activity.step` frame; a failure carries its code and the code's
 /// sentence.
-fn activity(id: &str, status: StepStatus, tool: &str, label: &str, failure: Option<&str>) -> Frame {
+pub(super) fn activity(
+    id: &str,
+    status: StepStatus,
+    tool: &str,
+    label: &str,
+    failure: Option<&str>,
+) -> Frame {
     Frame::ActivityStep(ActivityStep {
         seq: 0,
         step_id: id!(ActivityStepId, "{id}"),
@@ -254,134 +262,6 @@ fn recall_places(mut u: Understanding, context: &TurnContext) -> Understanding {
         if !u.indicators.is_empty() {
             u.reference = None;
         }
-    }
-    u
-}
-
-/// A step of the seed node (`seed-<n>` or `seeds`).
-fn seed_step(id: &str, status: StepStatus, label: &str, failure: Option<&str>) -> Frame {
-    activity(id, status, "search.seed", label, failure)
-}
-
-/// The seed node's frames: a step per seed, the seeds step counting the
-/// kept ones, and the turn's first message listing them (delta 18).
-fn seed_frames(data: &Dataset, node: &SeedNode) -> Vec<Frame> {
-    let outcomes = match node {
-        SeedNode::Reference { spec_id } => {
-            let label = format!("Dataset {spec_id} from Search");
-            return vec![
-                seed_step("seed-1", StepStatus::Running, &label, None),
-                seed_step(
-                    "seed-1",
-                    StepStatus::Failed,
-                    &label,
-                    Some(seeds::SEED_REFERENCE_UNUSED),
-                ),
-            ];
-        }
-        SeedNode::Seeds(outcomes) => outcomes,
-    };
-    let mut frames = Vec::new();
-    let mut lines = Vec::new();
-    for outcome in outcomes {
-        match outcome {
-            SeedOutcome::Kept(seed) => {
-                let what = sentences::seed_reading(data, &seed.reading);
-                let label = format!("Dataset {} from Search: {what}", seed.n);
-                let id = format!("seed-{}", seed.n);
-                frames.push(seed_step(&id, StepStatus::Running, &label, None));
-                frames.push(seed_step(&id, StepStatus::Complete, &label, None));
-                let asked: Vec<&str> = seed.operations.iter().map(|o| o.phrase.as_str()).collect();
-                lines.push(if asked.is_empty() {
-                    format!("- dataset {}: {what}", seed.n)
-                } else {
-                    format!(
-                        "- dataset {}: {what} (you asked: {})",
-                        seed.n,
-                        asked.join("; ")
-                    )
-                });
-            }
-            SeedOutcome::Failed(failed) => {
-                let label = format!("Dataset {} from Search", failed.n);
-                let id = format!("seed-{}", failed.n);
-                frames.push(seed_step(&id, StepStatus::Running, &label, None));
-                frames.push(seed_step(
-                    &id,
-                    StepStatus::Failed,
-                    &label,
-                    Some(failed.code),
-                ));
-                lines.push(format!(
-                    "- dataset {} from Search was dropped: {}",
-                    failed.n, failed.reason
-                ));
-            }
-        }
-    }
-    let kept = node.kept().count();
-    let label = format!("Kept {kept} of {} datasets from Search", outcomes.len());
-    let failure = node
-        .seeds_step_fails()
-        .then_some(seeds::SERVICE_UNAVAILABLE);
-    frames.push(seed_step("seeds", StepStatus::Running, &label, None));
-    let status = if failure.is_some() {
-        StepStatus::Failed
-    } else {
-        StepStatus::Complete
-    };
-    frames.push(seed_step("seeds", status, &label, failure));
-    let lead = if kept == 0 {
-        "No dataset from Search could be used, so I work from your question alone:"
-    } else {
-        "From Search:"
-    };
-    frames.push(delta(format!("{lead}\n{}\n\n", lines.join("\n"))));
-    frames
-}
-
-/// The question as the kept seeds settle it: the first kept seed's
-/// dataset (no search), its places when the question names none, and the
-/// operation asked of it when the question names none.
-fn seeded(mut u: Understanding, node: Option<&SeedNode>) -> Understanding {
-    let Some(seed) = node.and_then(|node| node.kept().next()) else {
-        return u;
-    };
-    u.indicators = vec![understand::IndicatorMention {
-        phrase: seed.reading.spec_id.clone(),
-        indicators: vec![seed.reading.indicator],
-    }];
-    u.seed = Some(understand::SeedSource {
-        spec_id: seed.reading.spec_id.clone(),
-        seed: seed.n,
-    });
-    if u.places.is_empty() {
-        u.places = seed
-            .reading
-            .places
-            .iter()
-            .map(|code| understand::PlaceMention {
-                phrase: code.clone(),
-                codes: vec![code.clone()],
-            })
-            .collect();
-    }
-    if u.operation.is_none()
-        && let Some(operation) = seed.operations.first()
-    {
-        let phrase = understand(&operation.phrase);
-        u.operation = match (operation.verb.as_str(), operation.target_year) {
-            (seeds_verb, Some(year)) if seeds_verb == crate::studio::wire::seed::FORECAST_VERB => {
-                i32::try_from(year)
-                    .ok()
-                    .map(|target| understand::Operation::Forecast { target })
-            }
-            _ => phrase.operation,
-        };
-        if u.time == understand::Time::Unspecified {
-            u.time = phrase.time;
-        }
-        u.level = u.level.or(phrase.level);
     }
     u
 }
