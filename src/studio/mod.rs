@@ -9,7 +9,8 @@
 //! - [`service`]: decisions (fold, decide, append where decided); `segment`
 //!   streams a turn while it holds the lease, from the agent context
 //!   `turn_context` builds out of the fold.
-//! - [`routes`]: the HTTP routes and SSE framing.
+//! - [`routes`]: the HTTP routes and SSE framing; [`reads`]: the
+//!   read-only routes (a conversation's canvas and timeline).
 //! - [`rerun`]: recorded segments run through an agent again and compared
 //!   (`ledgerwire replay --check`).
 //!
@@ -19,6 +20,7 @@
 pub mod auth;
 pub mod canvas;
 pub mod conversation;
+pub mod reads;
 pub mod records;
 pub mod rerun;
 pub mod routes;

@@ -42,10 +42,18 @@ pub fn router(studio: Studio) -> Router {
         .route("/api/studio/cancel", post(cancel))
         .route("/api/studio/composition", post(composition))
         .route("/api/studio/stream", post(reconnect))
+        .route(
+            "/api/studio/conversations/{conversation_id}/composition",
+            axum::routing::get(super::reads::composition),
+        )
+        .route(
+            "/api/studio/conversations/{conversation_id}/timeline",
+            axum::routing::get(super::reads::timeline),
+        )
         .with_state(studio)
 }
 
-fn authenticate(studio: &Studio, headers: &HeaderMap) -> Result<Principal, WireError> {
+pub(super) fn authenticate(studio: &Studio, headers: &HeaderMap) -> Result<Principal, WireError> {
     let header = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
