@@ -3,57 +3,94 @@
 //! for an unusable store or bad arguments and 1 for a failed verification.
 
 use std::io::Write;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use ledgerwire::ledger::Durability;
 use ledgerwire::server::{
-    BoundServer, DEFAULT_ADDR, DEFAULT_DATA_DIR, ServerConfig, StatewireOptions,
+    BoundServer, DEFAULT_ADDR, DEFAULT_DATA_DIR, Operations, ServerConfig, StatewireOptions,
+    settings,
 };
 use ledgerwire::studio::auth::AuthPolicy;
 use ledgerwire::studio::service::StudioConfig;
 use ledgerwire::tools::{self, ProbeConfig, ToolError};
 
+/// Environment variables read beside the flags, for `--help`.
+const ENVIRONMENT_HELP: &str = "\
+Environment:
+  STUDIO_API_TOKEN        the bearer token both doors require (unset: any non-empty token, development only)
+  LEDGERWIRE_ADMIN_TOKEN  the operator token of the audit API (/api/admin/…; unset: the API is off);
+                          also what `log … --url` and `replay --url` send
+  RUST_LOG                log filter, e.g. `info` (the default), `ledgerwire=debug`
+  LEDGERWIRE_*            each flag of `serve`, as its help shows";
+
 #[derive(Parser)]
 #[command(
     name = "ledgerwire",
     version,
-    about = "Studio and Statewire server on a durable log"
+    about = "Studio and Statewire server on a durable log",
+    after_help = ENVIRONMENT_HELP
 )]
 struct Cli {
+    /// Log line format on stderr (colour only when stderr is a terminal).
+    #[arg(long, global = true, value_enum, env = "LEDGERWIRE_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Run the server.
+    #[command(after_help = ENVIRONMENT_HELP)]
     Serve {
-        /// Address to listen on.
-        #[arg(long, default_value = DEFAULT_ADDR)]
-        addr: SocketAddr,
-        /// Data directory (created if missing).
-        #[arg(long, default_value = DEFAULT_DATA_DIR)]
+        /// Address to listen on: host:port, the host a name or an IP address.
+        #[arg(long, env = "LEDGERWIRE_ADDR", default_value = DEFAULT_ADDR)]
+        addr: String,
+        /// Data directory (created if missing, once the address is bound).
+        #[arg(long, env = "LEDGERWIRE_DATA", default_value = DEFAULT_DATA_DIR)]
         data: PathBuf,
-        /// Segment lease, in milliseconds.
-        #[arg(long, default_value_t = ledgerwire::studio::service::LEASE_TTL_MS)]
+        /// Segment lease, in milliseconds: at least two heartbeats.
+        #[arg(long, env = "LEDGERWIRE_LEASE_TTL_MS", default_value_t = ledgerwire::studio::service::LEASE_TTL_MS)]
         lease_ttl: u64,
-        /// Heartbeat and lease-renewal interval, in milliseconds.
-        #[arg(long, default_value_t = ledgerwire::studio::service::HEARTBEAT_MS)]
+        /// Heartbeat and lease-renewal interval, in milliseconds (100 to 60000).
+        #[arg(long, env = "LEDGERWIRE_HEARTBEAT_MS", default_value_t = ledgerwire::studio::service::HEARTBEAT_MS)]
         heartbeat: u64,
+        /// At shutdown (SIGTERM, SIGINT), how long open streams may run on to
+        /// their next pause or end, in milliseconds; what is still open then
+        /// ends with a stream-fatal frame.
+        #[arg(long, env = "LEDGERWIRE_DRAIN_TIMEOUT_MS", default_value_t = settings::DEFAULT_DRAIN_TIMEOUT_MS)]
+        drain_timeout: u64,
+        /// A browser origin allowed to call the server (CORS), e.g.
+        /// https://studio.example; repeat for several, `*` for any. Off by default.
+        #[arg(
+            long = "cors-origin",
+            env = "LEDGERWIRE_CORS_ORIGIN",
+            value_delimiter = ','
+        )]
+        cors_origins: Vec<String>,
         /// The agent behind the Studio: `builtin` (real data, the default),
         /// `minimal` (the scripted test double) or `scenario` (plays the
         /// scripts in --scenarios).
-        #[arg(long, value_enum, default_value_t = AgentChoice::Builtin)]
+        #[arg(long, env = "LEDGERWIRE_AGENT", value_enum, default_value_t = AgentChoice::Builtin)]
         agent: AgentChoice,
         /// Directory of scenario scripts for `--agent scenario`.
-        #[arg(long, default_value = "fixtures/scenarios")]
+        #[arg(
+            long,
+            env = "LEDGERWIRE_SCENARIOS",
+            default_value = "fixtures/scenarios"
+        )]
         scenarios: PathBuf,
         /// Also serve the example Statewire protocols (`acme-chat`,
         /// `acme-status`) beside `harness-sdk`.
-        #[arg(long)]
+        #[arg(long, env = "LEDGERWIRE_STATEWIRE_EXAMPLES")]
         statewire_examples: bool,
     },
     /// Inspect a store.
@@ -78,8 +115,13 @@ enum Command {
     /// Print a Studio conversation (every frame, by segment) and its
     /// folded state, from the ledger alone.
     Replay {
+        /// The store (stopped server).
         #[arg(long, default_value = DEFAULT_DATA_DIR)]
         data: PathBuf,
+        /// Read a running server instead, through its audit API (sends
+        /// LEDGERWIRE_ADMIN_TOKEN); `--check` then runs the server's agent.
+        #[arg(long, conflicts_with = "data")]
+        url: Option<String>,
         /// The conversation id.
         #[arg(long)]
         conversation: String,
@@ -113,13 +155,23 @@ enum AgentChoice {
 enum LogCommand {
     /// Check every record's checksum, each stream's continuity and the global order.
     Verify {
+        /// The store (stopped server).
         #[arg(long, default_value = DEFAULT_DATA_DIR)]
         data: PathBuf,
+        /// Read a running server instead, through its audit API (sends
+        /// LEDGERWIRE_ADMIN_TOKEN).
+        #[arg(long, conflicts_with = "data")]
+        url: Option<String>,
     },
-    /// Print records as JSON lines (payload decoded).
+    /// Print records as JSON lines (payload decoded, JSON members nested).
     Dump {
+        /// The store (stopped server).
         #[arg(long, default_value = DEFAULT_DATA_DIR)]
         data: PathBuf,
+        /// Read a running server instead, through its audit API (sends
+        /// LEDGERWIRE_ADMIN_TOKEN).
+        #[arg(long, conflicts_with = "data")]
+        url: Option<String>,
         /// Only this stream (from position --from); otherwise every stream
         /// in global order (from global position --from).
         #[arg(long)]
@@ -129,18 +181,27 @@ enum LogCommand {
     },
     /// Print record counts, bytes and streams.
     Stats {
+        /// The store (stopped server).
         #[arg(long, default_value = DEFAULT_DATA_DIR)]
         data: PathBuf,
+        /// Read a running server instead, through its audit API (sends
+        /// LEDGERWIRE_ADMIN_TOKEN).
+        #[arg(long, conflicts_with = "data")]
+        url: Option<String>,
     },
     /// Append diagnostic records and print each acknowledged position
     /// (crash tests, benchmarks).
     Probe {
+        /// The store (created if missing; refused if it holds other streams).
         #[arg(long, default_value = DEFAULT_DATA_DIR)]
         data: PathBuf,
+        /// Concurrent writers (at most 256), each on its own stream.
         #[arg(long, default_value_t = 1)]
         writers: u32,
+        /// Records per writer.
         #[arg(long, default_value_t = 1000)]
         count: u64,
+        /// Filler bytes per record.
         #[arg(long, default_value_t = 300)]
         filler_bytes: usize,
         /// Acknowledge before the records are on disk.
@@ -150,24 +211,58 @@ enum LogCommand {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    init_logging(cli.log_format);
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
+        // `log dump | head`: a reader that has seen enough is not an error.
+        Err(ToolError::Output(error)) if error.kind() == std::io::ErrorKind::BrokenPipe => {
+            ExitCode::SUCCESS
+        }
         Err(error) => {
             eprintln!("ledgerwire: {error}");
             match error {
-                ToolError::Problems(_) | ToolError::Differs(_) => ExitCode::from(1),
+                ToolError::Problems(_) | ToolError::Differs(_) | ToolError::Remote(_) => {
+                    ExitCode::from(1)
+                }
                 _ => ExitCode::from(2),
             }
         }
     }
+}
+
+fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .init(),
+    }
+}
+
+/// A runtime for one command.
+fn runtime() -> Result<tokio::runtime::Runtime, ToolError> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// Prints what the running server at `url` answers on `path`.
+fn remote(
+    url: &str,
+    path: &str,
+    query: &[(&str, String)],
+    out: &mut impl Write,
+) -> Result<(), ToolError> {
+    runtime()?.block_on(ledgerwire::audit_client::fetch(url, path, query, out))
 }
 
 fn run(command: Command) -> Result<(), ToolError> {
@@ -178,26 +273,43 @@ fn run(command: Command) -> Result<(), ToolError> {
             data,
             lease_ttl,
             heartbeat,
+            drain_timeout,
+            cors_origins,
             agent,
             scenarios,
             statewire_examples,
-        } => serve(
-            ServerConfig {
-                addr,
-                data_dir: data,
-                studio: StudioConfig {
-                    lease_ttl_ms: lease_ttl,
-                    heartbeat_ms: heartbeat,
-                    auth: AuthPolicy::from_env(),
-                    instance: format!("ledgerwire/{}", std::process::id()),
+        } => {
+            let refuse = |error: settings::SettingsError| ToolError::Failed(error.to_string());
+            settings::check_timing(heartbeat, lease_ttl).map_err(refuse)?;
+            settings::check_drain_timeout(drain_timeout).map_err(refuse)?;
+            let cors = settings::cors_origins(&cors_origins).map_err(refuse)?;
+            let admin_token = settings::admin_token(std::env::var(settings::ADMIN_TOKEN_ENV).ok())
+                .map_err(refuse)?;
+            let addr = settings::resolve_addr(&addr).map_err(refuse)?;
+            let agent = load_agent(agent, &scenarios)?;
+            serve(
+                ServerConfig {
+                    addr,
+                    data_dir: data,
+                    studio: StudioConfig {
+                        lease_ttl_ms: lease_ttl,
+                        heartbeat_ms: heartbeat,
+                        auth: AuthPolicy::from_env(),
+                        instance: format!("ledgerwire/{}", std::process::id()),
+                    },
+                    statewire: StatewireOptions {
+                        examples: statewire_examples,
+                    },
+                    operations: Operations {
+                        drain_timeout_ms: drain_timeout,
+                        cors,
+                        admin_token,
+                        ..Operations::default()
+                    },
                 },
-                statewire: StatewireOptions {
-                    examples: statewire_examples,
-                },
-            },
-            agent,
-            &scenarios,
-        ),
+                agent,
+            )
+        }
         Command::Chat {
             url,
             token,
@@ -217,13 +329,51 @@ fn run(command: Command) -> Result<(), ToolError> {
                 },
             })
         }
-        Command::Log(LogCommand::Verify { data }) => tools::verify(&data, &mut out).map(drop),
-        Command::Log(LogCommand::Dump { data, stream, from }) => {
-            tools::dump(&data, stream.as_deref(), from, &mut out)
+        Command::Log(LogCommand::Verify { url: Some(url), .. }) => {
+            remote(&url, "/api/admin/log/verify", &[], &mut out)
         }
-        Command::Log(LogCommand::Stats { data }) => tools::stats(&data, &mut out),
+        Command::Log(LogCommand::Verify { data, url: None }) => {
+            tools::verify(&data, &mut out).map(drop)
+        }
+        Command::Log(LogCommand::Dump {
+            url: Some(url),
+            stream,
+            from,
+            ..
+        }) => {
+            let mut query = vec![("from", from.to_string())];
+            query.extend(stream.map(|stream| ("stream", stream)));
+            remote(&url, "/api/admin/log/dump", &query, &mut out)
+        }
+        Command::Log(LogCommand::Dump {
+            data,
+            url: None,
+            stream,
+            from,
+        }) => tools::dump(&data, stream.as_deref(), from, &mut out),
+        Command::Log(LogCommand::Stats { url: Some(url), .. }) => {
+            remote(&url, "/api/admin/log/stats", &[], &mut out)
+        }
+        Command::Log(LogCommand::Stats { data, url: None }) => tools::stats(&data, &mut out),
+        Command::Replay {
+            url: Some(url),
+            conversation,
+            principal,
+            check,
+            ..
+        } => {
+            let mut query = vec![("conversation", conversation)];
+            query.extend(principal.map(|principal| ("principal", principal)));
+            let path = if check {
+                "/api/admin/replay/check"
+            } else {
+                "/api/admin/replay"
+            };
+            remote(&url, path, &query, &mut out)
+        }
         Command::Replay {
             data,
+            url: None,
             conversation,
             principal,
             check: false,
@@ -231,6 +381,7 @@ fn run(command: Command) -> Result<(), ToolError> {
         } => tools::replay(&data, &conversation, principal.as_deref(), &mut out),
         Command::Replay {
             data,
+            url: None,
             conversation,
             principal,
             check: true,
@@ -308,24 +459,50 @@ fn load_agent(
     })
 }
 
-fn serve(config: ServerConfig, agent: AgentChoice, scenarios: &Path) -> Result<(), ToolError> {
-    let agent = load_agent(agent, scenarios)?;
-    let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(async {
+fn serve(
+    config: ServerConfig,
+    agent: std::sync::Arc<dyn ledgerwire::agent::Agent>,
+) -> Result<(), ToolError> {
+    let failed = |error: ledgerwire::server::ServeError| ToolError::Failed(error.to_string());
+    runtime()?.block_on(async {
         let server = BoundServer::bind_agent(&config, agent)
             .await
-            .map_err(|error| ToolError::Failed(error.to_string()))?;
-        let addr = server
-            .local_addr()
-            .map_err(|e| ToolError::Failed(e.to_string()))?;
+            .map_err(failed)?;
+        let addr = server.local_addr().map_err(failed)?;
         tracing::info!(%addr, "listening");
         // Tests and scripts read the bound address (with --addr …:0) here.
         println!("listening on {addr}");
-        server
-            .run(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await
-            .map_err(|error| ToolError::Failed(error.to_string()))
+        server.run(shutdown_signal()).await.map_err(failed)?;
+        tracing::info!("stopped");
+        Ok(())
     })
+}
+
+/// Resolves on the first SIGTERM (what process managers send) or SIGINT.
+async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+        "SIGINT"
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                terminate.recv().await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot watch SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+        "SIGTERM"
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<&str>();
+    let signal = tokio::select! {
+        name = interrupt => name,
+        name = terminate => name,
+    };
+    tracing::info!(signal, "shutdown requested");
 }

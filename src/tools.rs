@@ -6,6 +6,7 @@
 use std::io::Write;
 use std::path::Path;
 
+use itertools::Itertools;
 use serde_json::json;
 
 use crate::ledger::kinds::{self, RecordKind};
@@ -27,6 +28,15 @@ pub enum ToolError {
     /// `replay --check`: segments whose frames the agent no longer yields.
     #[error("{0} segment(s) differ from what was recorded; see the lines above")]
     Differs(usize),
+    /// What the command names (a stream, a conversation) is not in the store.
+    #[error("{0}")]
+    NotFound(String),
+    /// A conversation id several principals hold, given without one.
+    #[error("{0}")]
+    Ambiguous(String),
+    /// A running server's check failed (`--url`); its sentence.
+    #[error("{0}")]
+    Remote(String),
     /// A failure already worded for the operator (server start-up, a
     /// conversation not found, the chat client).
     #[error("{0}")]
@@ -41,6 +51,12 @@ fn open_existing(data: &Path) -> Result<(Ledger, VerifyReport), ToolError> {
 /// Prints the integrity report; fails if the store has any problem.
 pub fn verify(data: &Path, out: &mut impl Write) -> Result<VerifyReport, ToolError> {
     let (_ledger, report) = open_existing(data)?;
+    print_verify(report, out)
+}
+
+/// Prints a verification's report as `log verify` does; fails if it found
+/// any problem.
+pub fn print_verify(report: VerifyReport, out: &mut impl Write) -> Result<VerifyReport, ToolError> {
     for problem in &report.problems {
         writeln!(
             out,
@@ -100,7 +116,12 @@ pub fn dump(
     dump_ledger(&ledger, stream, from, out)
 }
 
-/// [`dump`] over an open ledger.
+/// Records a global-order dump holds per stream at once: the merge keeps
+/// one page of each stream, so its memory grows with the number of
+/// streams, never with the number of records.
+pub const DUMP_PAGE_RECORDS: usize = 16;
+
+/// [`dump`] over an open ledger (also what the audit API serves).
 pub fn dump_ledger(
     ledger: &Ledger,
     stream: Option<&str>,
@@ -109,31 +130,97 @@ pub fn dump_ledger(
 ) -> Result<(), ToolError> {
     if let Some(stream) = stream {
         let stream = StreamKey::new(stream)?;
+        if ledger.head(&stream)? == 0 {
+            return Err(ToolError::NotFound(format!(
+                "no stream {stream:?} in this store (`log stats` counts the streams it holds)"
+            )));
+        }
         for record in ledger.read(&stream, from)? {
             writeln!(out, "{}", record_json(&record?))?;
         }
         return Ok(());
     }
-    let mut records = Vec::new();
-    for stream in ledger.streams() {
-        for record in ledger.read(&stream?, 0)? {
-            let record = record?;
-            if record.global_position() >= from {
-                records.push(record);
-            }
-        }
-    }
-    records.sort_by_key(Record::global_position);
-    for record in &records {
-        writeln!(out, "{}", record_json(record))?;
+    for record in global_order(ledger, from)? {
+        writeln!(out, "{}", record_json(&record?))?;
     }
     Ok(())
+}
+
+/// Every record at global position `from` or later, in global order: a
+/// lazy k-way merge of the streams (each already in global order).
+pub fn global_order(
+    ledger: &Ledger,
+    from: u64,
+) -> Result<impl Iterator<Item = Result<Record, LedgerError>> + use<>, ToolError> {
+    let pages = ledger
+        .streams()
+        .map(|stream| stream.map(|stream| StreamPages::new(ledger.clone(), stream)))
+        .collect::<Result<Vec<_>, _>>()?;
+    // An error sorts first: it ends the dump as soon as it is met.
+    let global =
+        |item: &Result<Record, LedgerError>| item.as_ref().map_or(0, Record::global_position);
+    Ok(pages
+        .into_iter()
+        .kmerge_by(move |a, b| global(a) < global(b))
+        .filter(move |item| item.as_ref().map_or(true, |r| r.global_position() >= from)))
+}
+
+/// One stream read a page at a time, holding no sled iterator between
+/// pages (a merge over thousands of streams must not pin thousands of
+/// tree nodes).
+struct StreamPages {
+    ledger: Ledger,
+    stream: StreamKey,
+    next: u64,
+    page: std::collections::VecDeque<Result<Record, LedgerError>>,
+    ended: bool,
+}
+
+impl StreamPages {
+    fn new(ledger: Ledger, stream: StreamKey) -> Self {
+        Self {
+            ledger,
+            stream,
+            next: 0,
+            page: std::collections::VecDeque::new(),
+            ended: false,
+        }
+    }
+
+    fn refill(&mut self) {
+        match self.ledger.read(&self.stream, self.next) {
+            Ok(reader) => self.page.extend(reader.take(DUMP_PAGE_RECORDS)),
+            Err(error) => self.page.push_back(Err(error)),
+        }
+        match self.page.back() {
+            Some(Ok(record)) if self.page.len() == DUMP_PAGE_RECORDS => {
+                self.next = record.position() + 1;
+            }
+            _ => self.ended = true,
+        }
+    }
+}
+
+impl Iterator for StreamPages {
+    type Item = Result<Record, LedgerError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.page.is_empty() && !self.ended {
+            self.refill();
+        }
+        self.page.pop_front()
+    }
 }
 
 /// Prints record counts, bytes, streams and counts per kind.
 pub fn stats(data: &Path, out: &mut impl Write) -> Result<(), ToolError> {
     // The integrity scan of the open already counted every kind.
     let (_ledger, report) = open_existing(data)?;
+    print_stats(&report, out)
+}
+
+/// Prints a verification's counts as `log stats` does.
+pub fn print_stats(report: &VerifyReport, out: &mut impl Write) -> Result<(), ToolError> {
     writeln!(out, "records          {}", report.records)?;
     writeln!(out, "bytes            {}", report.bytes)?;
     writeln!(out, "streams          {}", report.streams)?;
@@ -167,6 +254,7 @@ pub const MAX_PROBE_WRITERS: u32 = 256;
 /// continue the streams where earlier runs left them.
 pub fn probe(data: &Path, config: &ProbeConfig) -> Result<(), ToolError> {
     let (ledger, _report) = Ledger::open(data, OpenMode::CreateIfMissing)?;
+    refuse_foreign_streams(&ledger)?;
     let writers = config.writers.clamp(1, MAX_PROBE_WRITERS);
     let stdout = std::sync::Mutex::new(std::io::stdout());
     std::thread::scope(|scope| {
@@ -181,6 +269,22 @@ pub fn probe(data: &Path, config: &ProbeConfig) -> Result<(), ToolError> {
             .map(|handle| handle.join().unwrap_or(Ok(())))
             .collect::<Result<Vec<()>, ToolError>>()
     })?;
+    Ok(())
+}
+
+/// `probe` writes only into a store of probe streams: its records would
+/// sit in an operator's audit trail among real conversations.
+fn refuse_foreign_streams(ledger: &Ledger) -> Result<(), ToolError> {
+    for stream in ledger.streams() {
+        let stream = stream?;
+        if !stream.as_str().starts_with("probe/") {
+            return Err(ToolError::Failed(format!(
+                "{} holds Studio or Statewire streams (e.g. {stream:?}); \
+                 probe writes only into a store of its own: pass another --data",
+                ledger.path().display()
+            )));
+        }
+    }
     Ok(())
 }
 
@@ -217,11 +321,30 @@ pub fn replay(
     principal: Option<&str>,
     out: &mut impl Write,
 ) -> Result<(), ToolError> {
+    let (ledger, _report) = open_existing(data)?;
+    replay_ledger(&ledger, conversation, principal, out)
+}
+
+/// Members of a conversation's folded state that hold JSON text, shown
+/// as the JSON they hold.
+const STATE_JSON_TEXT: &[&[&str]] = &[
+    &["turns", "*", "request"],
+    &["turns", "*", "pauses", "*", "frame"],
+    &["turns", "*", "pauses", "*", "answer"],
+    &["applied", "*", "1"],
+];
+
+/// [`replay`] over an open ledger (also what the audit API serves).
+pub fn replay_ledger(
+    ledger: &Ledger,
+    conversation: &str,
+    principal: Option<&str>,
+    out: &mut impl Write,
+) -> Result<(), ToolError> {
     use crate::studio::conversation::ConversationFold;
     use crate::studio::records::{FrameSent, SegmentClaimed, SegmentReleased};
 
-    let (ledger, _report) = open_existing(data)?;
-    let stream = find_conversation(&ledger, conversation, principal)?;
+    let stream = find_conversation(ledger, conversation, principal)?;
     for record in ledger.read(&stream, 0)? {
         let record = record?;
         if let Some(Ok(claim)) = SegmentClaimed::from_record(&record) {
@@ -241,7 +364,11 @@ pub fn replay(
         }
     }
     let folded = ledger.fold::<ConversationFold>(&stream)?;
-    let state = serde_json::to_string_pretty(&folded.state).unwrap_or_default();
+    let mut state = serde_json::to_value(&folded.state).unwrap_or_default();
+    for path in STATE_JSON_TEXT {
+        kinds::nest_json_text(&mut state, path);
+    }
+    let state = serde_json::to_string_pretty(&state).unwrap_or_default();
     writeln!(out, "# state after {} records\n{state}", folded.position)?;
     Ok(())
 }
@@ -256,10 +383,21 @@ pub async fn replay_check(
     agent: &dyn crate::agent::Agent,
     out: &mut impl Write,
 ) -> Result<(), ToolError> {
+    let (ledger, _report) = open_existing(data)?;
+    replay_check_ledger(&ledger, conversation, principal, agent, out).await
+}
+
+/// [`replay_check`] over an open ledger (also what the audit API serves).
+pub async fn replay_check_ledger(
+    ledger: &Ledger,
+    conversation: &str,
+    principal: Option<&str>,
+    agent: &dyn crate::agent::Agent,
+    out: &mut impl Write,
+) -> Result<(), ToolError> {
     use crate::studio::rerun::{CheckOutcome, check_segments};
 
-    let (ledger, _report) = open_existing(data)?;
-    let stream = find_conversation(&ledger, conversation, principal)?;
+    let stream = find_conversation(ledger, conversation, principal)?;
     let records = ledger.read(&stream, 0)?.collect::<Result<Vec<_>, _>>()?;
     let checks = check_segments(records, agent)
         .await
@@ -307,9 +445,13 @@ fn find_conversation(
     principal: Option<&str>,
 ) -> Result<StreamKey, ToolError> {
     if let Some(principal) = principal {
-        return Ok(StreamKey::new(format!(
-            "studio/{principal}/{conversation}"
-        ))?);
+        let stream = StreamKey::new(format!("studio/{principal}/{conversation}"))?;
+        if ledger.head(&stream)? == 0 {
+            return Err(ToolError::NotFound(format!(
+                "no conversation {conversation:?} of principal {principal:?} in this store"
+            )));
+        }
+        return Ok(stream);
     }
     let mut found = Vec::new();
     for stream in ledger.streams() {
@@ -326,10 +468,10 @@ fn find_conversation(
     }
     match found.len() {
         1 => Ok(found.remove(0)),
-        0 => Err(ToolError::Failed(format!(
+        0 => Err(ToolError::NotFound(format!(
             "no conversation {conversation:?} in this store"
         ))),
-        _ => Err(ToolError::Failed(format!(
+        _ => Err(ToolError::Ambiguous(format!(
             "conversation {conversation:?} exists for several principals ({}); pass --principal",
             found
                 .iter()

@@ -83,8 +83,13 @@ pub fn register(builder: HostBuilder, ledger: &Ledger, studio: &Studio) -> HostB
 
 /// The server's Statewire host: `harness-sdk`, and with `examples` the
 /// example protocols (`acme-chat`, `acme-status`) beside it.
-pub fn host(ledger: &Ledger, studio: &Studio, examples: bool) -> Result<Host, HostError> {
-    let mut builder = register(Host::builder(), ledger, studio);
+pub fn host(
+    ledger: &Ledger,
+    studio: &Studio,
+    examples: bool,
+    lifecycle: &crate::lifecycle::Lifecycle,
+) -> Result<Host, HostError> {
+    let mut builder = register(Host::builder().lifecycle(lifecycle.clone()), ledger, studio);
     if examples {
         builder = crate::statewire::example::register(builder);
     }

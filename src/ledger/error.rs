@@ -107,11 +107,20 @@ pub enum StoreProblem {
     )]
     NewerFormat { found: u32, supported: u32 },
     #[error(
-        "in use by another ledgerwire process; stop that process or choose another --data directory"
+        "in use by another ledgerwire process; stop that process, choose another --data directory, or read the running server with --url"
     )]
     Locked,
     #[error("not a directory")]
     NotADirectory,
+    /// The operating system refused what opening needed to do there.
+    #[error("cannot {action}: {error}")]
+    Io {
+        action: &'static str,
+        error: std::io::Error,
+    },
+    /// sled could not open its files there.
+    #[error("sled cannot open the store: {0}")]
+    Sled(sled::Error),
 }
 
 pub type Result<T, E = LedgerError> = std::result::Result<T, E>;

@@ -134,6 +134,9 @@ impl<F: Fold> FoldCache<F> {
     pub fn state(&self, stream: &StreamKey) -> Result<Arc<Folded<F::State>>> {
         let slot = self.slot(stream);
         let mut cached = slot.lock().unwrap_or_else(|p| p.into_inner());
+        let result = if cached.is_some() { "hit" } else { "miss" };
+        metrics::counter!(crate::telemetry::FOLD_CACHE, "fold" => F::NAME, "result" => result)
+            .increment(1);
         let start = match cached.take() {
             Some(folded) => folded,
             None => Arc::new(self.load_snapshot(stream)?.unwrap_or_default()),

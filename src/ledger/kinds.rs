@@ -126,10 +126,70 @@ pub enum DecodeError {
     },
 }
 
-/// Decodes a record's payload into JSON, by kind.
+/// Decodes a record's payload into JSON, by kind. Members the record
+/// keeps as JSON text (a frame, a request, an answer) are shown as the
+/// JSON they hold, not as strings.
 pub fn payload_json(record: &Record) -> Result<serde_json::Value, DecodeError> {
     let kind =
         RecordKind::from_code(record.kind()).ok_or(DecodeError::UnknownKind(record.kind()))?;
+    let mut payload = payload_as_stored(record, kind)?;
+    for path in json_text_members(kind) {
+        nest_json_text(&mut payload, path);
+    }
+    Ok(payload)
+}
+
+/// The members of a kind's payload that hold JSON text, as paths of
+/// member names (`*`: every element of an array).
+fn json_text_members(kind: RecordKind) -> &'static [&'static [&'static str]] {
+    match kind {
+        RecordKind::StudioTurnRequested => &[&["request"]],
+        RecordKind::StudioInterruptAnswered => &[&["response"]],
+        RecordKind::StudioFrameSent => &[&["frame"]],
+        RecordKind::StudioCompositionMutated => &[&["mutation"]],
+        RecordKind::StudioRequestApplied => &[&["outcome"]],
+        RecordKind::StatewireCommandAdmitted => &[&["params"]],
+        RecordKind::StatewireCommandAnswered | RecordKind::StatewireCommandAnsweredUnder => {
+            &[&["answer"]]
+        }
+        RecordKind::StatewireDocumentsCommitted => {
+            &[&["cause", "answer"], &["changes", "*", "value"]]
+        }
+        _ => &[],
+    }
+}
+
+/// Replaces the string at `path` in `value` by the JSON it holds; leaves
+/// it a string if it is not JSON (a record is shown, never refused).
+/// `path` names object members, array indexes, or `*` for every element.
+pub fn nest_json_text(value: &mut serde_json::Value, path: &[&str]) {
+    use serde_json::Value;
+    match path.split_first() {
+        None => {
+            if let Value::String(text) = value
+                && let Ok(nested) = serde_json::from_str::<Value>(text)
+            {
+                *value = nested;
+            }
+        }
+        Some((&"*", rest)) => {
+            if let Value::Array(items) = value {
+                items.iter_mut().for_each(|item| nest_json_text(item, rest));
+            }
+        }
+        Some((member, rest)) => {
+            let inner = match member.parse::<usize>() {
+                Ok(index) if value.is_array() => value.get_mut(index),
+                _ => value.get_mut(*member),
+            };
+            if let Some(inner) = inner {
+                nest_json_text(inner, rest);
+            }
+        }
+    }
+}
+
+fn payload_as_stored(record: &Record, kind: RecordKind) -> Result<serde_json::Value, DecodeError> {
     let to_json = |error| DecodeError::Payload {
         kind: kind.name(),
         error,

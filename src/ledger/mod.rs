@@ -345,6 +345,12 @@ impl Ledger {
             .clone()
     }
 
+    /// Why the ledger refuses writes, if a flush or a batch failed (only a
+    /// restart clears it).
+    pub fn poisoned(&self) -> Option<String> {
+        self.shared.poisoned()
+    }
+
     /// Blocks until the integrity scan has finished and returns its report.
     pub fn wait_for_scrub(&self) -> VerifyReport {
         let mut scrub = self.shared.scrub.lock().unwrap_or_else(|p| p.into_inner());
@@ -422,12 +428,18 @@ impl Ledger {
         records: Vec<NewRecord>,
         durability: Durability,
     ) -> Result<AppendOutcome> {
-        let (command, receiver) = self.request(stream, expected, records, durability)?;
-        self.commands()?
-            .send(command)
-            .await
-            .map_err(|_| LedgerError::Closed)?;
-        receiver.await.map_err(|_| LedgerError::Closed)?
+        let started = std::time::Instant::now();
+        let result = async {
+            let (command, receiver) = self.request(stream, expected, records, durability)?;
+            self.commands()?
+                .send(command)
+                .await
+                .map_err(|_| LedgerError::Closed)?;
+            receiver.await.map_err(|_| LedgerError::Closed)?
+        }
+        .await;
+        count_append(durability, &result, started);
+        result
     }
 
     /// [`Ledger::append`] for threads outside an async runtime.
@@ -438,11 +450,16 @@ impl Ledger {
         records: Vec<NewRecord>,
         durability: Durability,
     ) -> Result<AppendOutcome> {
-        let (command, receiver) = self.request(stream, expected, records, durability)?;
-        self.commands()?
-            .blocking_send(command)
-            .map_err(|_| LedgerError::Closed)?;
-        receiver.blocking_recv().map_err(|_| LedgerError::Closed)?
+        let started = std::time::Instant::now();
+        let result = (|| {
+            let (command, receiver) = self.request(stream, expected, records, durability)?;
+            self.commands()?
+                .blocking_send(command)
+                .map_err(|_| LedgerError::Closed)?;
+            receiver.blocking_recv().map_err(|_| LedgerError::Closed)?
+        })();
+        count_append(durability, &result, started);
+        result
     }
 
     /// Resolves once every append acknowledged before the call is durable.
@@ -566,6 +583,30 @@ impl Ledger {
 
     pub(crate) fn snapshots(&self) -> &sled::Tree {
         &self.shared.snapshots
+    }
+}
+
+/// Counts an append and, if it was acknowledged, how long that took.
+fn count_append(
+    durability: Durability,
+    result: &Result<AppendOutcome>,
+    started: std::time::Instant,
+) {
+    use crate::telemetry::{LEDGER_APPEND_SECONDS, LEDGER_APPENDS};
+    let durability = match durability {
+        Durability::Durable => "durable",
+        Durability::Buffered => "buffered",
+    };
+    let outcome = match result {
+        Ok(_) => "ok",
+        Err(LedgerError::Conflict { .. }) => "conflict",
+        Err(_) => "error",
+    };
+    metrics::counter!(LEDGER_APPENDS, "durability" => durability, "outcome" => outcome)
+        .increment(1);
+    if result.is_ok() {
+        metrics::histogram!(LEDGER_APPEND_SECONDS, "durability" => durability)
+            .record(started.elapsed().as_secs_f64());
     }
 }
 

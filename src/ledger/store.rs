@@ -54,9 +54,14 @@ pub fn open_sled(path: &Path, mode: OpenMode) -> Result<sled::Db> {
                 }
                 std::thread::sleep(std::time::Duration::from_millis(LOCK_RETRY_MS));
             }
-            Err(error) => return Err(LedgerError::Sled(error)),
+            Err(error) => return Err(problem(path, StoreProblem::Sled(error))),
         }
     }
+}
+
+/// An I/O failure of opening, naming the path and what was being done.
+fn io_problem(path: &Path, action: &'static str) -> impl FnOnce(std::io::Error) -> LedgerError {
+    move |error| problem(path, StoreProblem::Io { action, error })
 }
 
 fn prepare_directory(path: &Path, mode: OpenMode) -> Result<()> {
@@ -64,7 +69,7 @@ fn prepare_directory(path: &Path, mode: OpenMode) -> Result<()> {
         return match mode {
             OpenMode::MustExist => Err(problem(path, StoreProblem::Missing)),
             OpenMode::CreateIfMissing => {
-                fs::create_dir_all(path)?;
+                fs::create_dir_all(path).map_err(io_problem(path, "create the store directory"))?;
                 write_marker(path)
             }
         };
@@ -76,7 +81,10 @@ fn prepare_directory(path: &Path, mode: OpenMode) -> Result<()> {
     if marker.exists() {
         return check_marker(path, &marker);
     }
-    let empty = fs::read_dir(path)?.next().is_none();
+    let empty = fs::read_dir(path)
+        .map_err(io_problem(path, "list the directory"))?
+        .next()
+        .is_none();
     match (empty, mode) {
         (true, OpenMode::CreateIfMissing) => write_marker(path),
         (true, OpenMode::MustExist) => Err(problem(path, StoreProblem::Missing)),
@@ -90,10 +98,10 @@ fn marker_text() -> String {
 
 fn write_marker(path: &Path) -> Result<()> {
     let marker: PathBuf = path.join(MARKER_FILE);
-    let mut file = fs::File::create(&marker)?;
-    file.write_all(marker_text().as_bytes())?;
-    file.sync_all()?;
-    Ok(())
+    let mut file = fs::File::create(&marker).map_err(io_problem(path, "write the marker file"))?;
+    file.write_all(marker_text().as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(io_problem(path, "write the marker file"))
 }
 
 fn check_marker(path: &Path, marker: &Path) -> Result<()> {

@@ -148,7 +148,12 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
             );
         }
         previous_group = waiters.len();
+        let started = Instant::now();
         let result = shared.make_durable();
+        metrics::counter!(crate::telemetry::LEDGER_FLUSHES).increment(1);
+        metrics::histogram!(crate::telemetry::LEDGER_FLUSH_SECONDS)
+            .record(started.elapsed().as_secs_f64());
+        metrics::histogram!(crate::telemetry::LEDGER_GROUP_COMMIT).record(waiters.len() as f64);
         shared.stats.flushes.fetch_add(1, Ordering::Relaxed);
         shared
             .stats
@@ -232,6 +237,7 @@ impl Writer {
         let mut tentative: HashMap<StreamKey, u64> = HashMap::new();
         let mut next_global = self.next_global;
         let mut accepted: Vec<(Waiter, Durability)> = Vec::new();
+        let mut bytes = 0u64;
         for command in round {
             let request = match command {
                 Command::Flush(reply) => {
@@ -275,9 +281,11 @@ impl Writer {
                     global_position: next_global + offset as u64,
                     timestamp_ms,
                 };
+                let envelope = record::encode(&header, &request.stream, &new.payload);
+                bytes += envelope.len() as u64;
                 batch.insert(
                     record::record_key(&request.stream, header.position),
-                    record::encode(&header, &request.stream, &new.payload),
+                    envelope,
                 );
             }
             next_global += request.records.len() as u64;
@@ -305,6 +313,9 @@ impl Writer {
             .stats
             .records
             .fetch_add(next_global - self.next_global, Ordering::Relaxed);
+        metrics::counter!(crate::telemetry::LEDGER_RECORDS)
+            .increment(next_global - self.next_global);
+        metrics::counter!(crate::telemetry::LEDGER_BYTES).increment(bytes);
         self.next_global = next_global;
         shared.notify_watchers(&tentative);
         self.heads.extend(tentative);

@@ -175,6 +175,8 @@ pub enum FinCode {
     /// The attach's older contract could not be projected from the native
     /// state (an adapter failed); it never reads native state instead.
     ProjectionFailed,
+    /// The server is shutting down; attach again (elsewhere or later).
+    ShuttingDown,
     ServerError,
 }
 
@@ -210,6 +212,7 @@ impl FinCode {
             FinCode::TooManyAttaches
             | FinCode::SlowReader
             | FinCode::ProjectionFailed
+            | FinCode::ShuttingDown
             | FinCode::ServerError => FinReason::Unavailable,
         }
     }
@@ -225,7 +228,7 @@ impl FinCode {
             FinCode::Unauthorized => 401,
             FinCode::UnknownLease => 410,
             FinCode::Retired => 409,
-            FinCode::TooManyAttaches | FinCode::SlowReader => 503,
+            FinCode::TooManyAttaches | FinCode::SlowReader | FinCode::ShuttingDown => 503,
             FinCode::ServerError | FinCode::ProjectionFailed => 500,
         }
     }

@@ -139,21 +139,10 @@ pub async fn timeline(
     }
 }
 
-/// Members holding JSON text, parsed for the reader.
-const JSON_TEXT_MEMBERS: [&str; 5] = ["frame", "request", "response", "mutation", "outcome"];
-
 fn timeline_record(record: &Record) -> Value {
     let kind = RecordKind::from_code(record.kind()).map_or("unknown", RecordKind::name);
-    let mut payload = kinds::payload_json(record).unwrap_or(Value::Null);
-    if let Some(object) = payload.as_object_mut() {
-        for member in JSON_TEXT_MEMBERS {
-            if let Some(Value::String(text)) = object.get(member)
-                && let Ok(parsed) = serde_json::from_str::<Value>(text)
-            {
-                object.insert(member.to_owned(), parsed);
-            }
-        }
-    }
+    // JSON text members (frames, requests, answers) arrive parsed.
+    let payload = kinds::payload_json(record).unwrap_or(Value::Null);
     json!({
         "position": record.position(),
         "timestamp_ms": record.timestamp_ms(),

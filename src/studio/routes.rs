@@ -70,8 +70,43 @@ pub(super) fn authenticate(studio: &Studio, headers: &HeaderMap) -> Result<Princ
     })
 }
 
-/// Reads a body of at most `max_bytes`, refusing a larger one unread.
+/// Whether a `Content-Type` may carry a Studio request. The body is JSON
+/// whatever the header says; besides JSON types, the header `curl -d`
+/// sends (`application/x-www-form-urlencoded`) and the one of a browser's
+/// simple request (`text/plain`) are accepted, as is no header at all.
+pub fn accepts_content_type(value: Option<&str>) -> bool {
+    let Some(value) = value else { return true };
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    matches!(
+        essence.as_str(),
+        "application/json" | "application/x-www-form-urlencoded" | "text/plain"
+    ) || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// Reads a body of at most `max_bytes`, refusing a larger one unread and
+/// one whose `Content-Type` says it is not JSON.
 async fn read_body(headers: &HeaderMap, body: Body, max_bytes: usize) -> Result<Bytes, WireError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .map(|value| value.to_str().unwrap_or("(not text)"));
+    if !accepts_content_type(content_type) {
+        return Err(WireError {
+            code: ErrorCode::UnsupportedMediaType,
+            retry: Retry::CorrectAndRetry {
+                fix: "send the body as JSON with `Content-Type: application/json`".to_owned(),
+            },
+            detail: format!(
+                "The body is declared as {:?}; this route reads JSON.",
+                content_type.unwrap_or_default()
+            ),
+            pointer: None,
+        });
+    }
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -91,6 +126,7 @@ fn sse(mut receiver: tokio::sync::mpsc::Receiver<SseItem>) -> Response {
     // axum's keep-alive is off. Dropping this stream (the client left)
     // closes the channel, which the segment notices.
     let events = async_stream::stream! {
+        let _open = open_sse();
         while let Some(item) = receiver.recv().await {
             yield item;
         }
@@ -98,11 +134,17 @@ fn sse(mut receiver: tokio::sync::mpsc::Receiver<SseItem>) -> Response {
     Sse::new(events).into_response()
 }
 
+/// Counts an open Studio SSE response while the guard lives.
+fn open_sse() -> crate::telemetry::Open {
+    crate::telemetry::Open::new(metrics::gauge!(crate::telemetry::STUDIO_SSE_OPEN))
+}
+
 async fn turn(State(studio): State<Studio>, headers: HeaderMap, body: Body) -> Response {
     let result = async {
         let principal = authenticate(&studio, &headers)?;
         let body = read_body(&headers, body, MAX_TURN_REQUEST_BYTES).await?;
         let request = wire::parse_turn_request(&body)?;
+        crate::telemetry::note_conversation(request.conversation_id.as_str());
         studio.start_turn(&principal, request).await
     };
     match result.await {
@@ -116,6 +158,7 @@ async fn interrupt(State(studio): State<Studio>, headers: HeaderMap, body: Body)
         let principal = authenticate(&studio, &headers)?;
         let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
         let response = wire::parse_interrupt_response(&body)?;
+        crate::telemetry::note_conversation(response.conversation_id.as_str());
         studio.resume(&principal, response).await
     };
     match result.await {
@@ -129,6 +172,7 @@ async fn cancel(State(studio): State<Studio>, headers: HeaderMap, body: Body) ->
         let principal = authenticate(&studio, &headers)?;
         let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
         let request = wire::parse_cancel_request(&body)?;
+        crate::telemetry::note_conversation(request.conversation_id.as_str());
         studio.cancel(&principal, &request).await
     };
     match result.await {
@@ -142,6 +186,7 @@ async fn composition(State(studio): State<Studio>, headers: HeaderMap, body: Bod
         let principal = authenticate(&studio, &headers)?;
         let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
         let mutation = wire::parse_composition_mutation(&body)?;
+        crate::telemetry::note_conversation(mutation.conversation_id.as_str());
         studio.mutate(&principal, mutation).await
     };
     match result.await {
@@ -173,6 +218,7 @@ async fn reconnect(State(studio): State<Studio>, headers: HeaderMap, body: Body)
                 "send {\"conversation_id\": …, \"after_seq\": N}",
             )
         })?;
+        crate::telemetry::note_conversation(request.conversation_id.as_str());
         let last_event_id = headers
             .get("last-event-id")
             .and_then(|v| v.to_str().ok())
@@ -226,6 +272,7 @@ impl Studio {
         let principal = principal.clone();
         let conversation = conversation.clone();
         async_stream::stream! {
+            let _open = open_sse();
             let Ok(stream) = super::records::conversation_stream(&principal, &conversation) else { return };
             let ledger = studio.ledger().clone();
             let mut records = Box::pin(ledger.tail(&stream, from));

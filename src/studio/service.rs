@@ -99,6 +99,7 @@ fn ledger_failure(error: &LedgerError) -> WireError {
 }
 
 fn busy(remaining_ms: u64) -> WireError {
+    metrics::counter!(crate::telemetry::STUDIO_LEASE_CONFLICTS).increment(1);
     WireError::transient(
         seconds_ceil(remaining_ms),
         "Another response is streaming in this conversation; retry once it ends.",

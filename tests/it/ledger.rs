@@ -12,7 +12,7 @@ use ledgerwire::ledger::{
     StoreProblem,
 };
 
-use crate::support::{binary, open, scratch, stream};
+use crate::support::{binary, open, scratch, stream, tear_record};
 
 fn probe(n: u64) -> ledgerwire::ledger::NewRecord {
     Probe::new(0, n, 16).to_record()
@@ -317,16 +317,6 @@ fn a_snapshot_from_another_history_is_ignored() {
     );
     assert_eq!(state.state, ledger.fold::<ProbeFold>(&key).unwrap().state);
     assert!(!different.is_empty());
-}
-
-/// Cuts the stored bytes of one record short, as a torn write would.
-fn tear_record(dir: &std::path::Path, key: &ledgerwire::ledger::StreamKey, position: u64) {
-    let db = sled::open(dir).unwrap();
-    let log = db.open_tree("log").unwrap();
-    let full = log.get(record_key(key, position)).unwrap().unwrap();
-    log.insert(record_key(key, position), &full[..full.len() - 7])
-        .unwrap();
-    db.flush().unwrap();
 }
 
 #[test]

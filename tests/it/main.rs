@@ -10,6 +10,7 @@ mod golden;
 mod harness;
 mod keyed;
 mod ledger;
+mod operating;
 mod reads;
 mod replay;
 mod scenarios;

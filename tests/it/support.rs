@@ -264,12 +264,26 @@ impl ServerProcess {
     /// Runs `ledgerwire serve --addr 127.0.0.1:0 --data DATA ARGS…` and
     /// reads the address it prints once listening.
     pub fn start(data: &Path, args: &[&str]) -> Self {
-        use std::io::{BufRead, BufReader};
-        let mut child = binary()
+        Self::start_env(data, args, &[])
+    }
+
+    /// [`ServerProcess::start`] with these environment variables.
+    pub fn start_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut command = binary();
+        command
             .args(["serve", "--addr", "127.0.0.1:0"])
             .args(args)
             .arg("--data")
             .arg(data)
+            .envs(env.iter().copied());
+        Self::spawn(command)
+    }
+
+    /// Spawns a prepared `ledgerwire serve` command and reads the address
+    /// it prints once listening.
+    pub fn spawn(mut command: Command) -> Self {
+        use std::io::{BufRead, BufReader};
+        let mut child = command
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -287,6 +301,14 @@ impl ServerProcess {
         Self { child, addr }
     }
 
+    /// Sends SIGTERM (what process managers send) and waits for the exit.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("pid");
+        // SAFETY: kill(2) on our own child's pid, which is not yet reaped.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "SIGTERM");
+        self.child.wait().expect("reap")
+    }
+
     /// SIGKILLs the server and reaps it.
     pub fn kill(mut self) {
         self.child.kill().expect("SIGKILL");
@@ -299,4 +321,20 @@ impl Drop for ServerProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Cuts the stored bytes of one record short, as a torn write would.
+pub fn tear_record(dir: &std::path::Path, key: &ledgerwire::ledger::StreamKey, position: u64) {
+    let db = sled::open(dir).unwrap();
+    let log = db.open_tree("log").unwrap();
+    let full = log
+        .get(ledgerwire::ledger::record::record_key(key, position))
+        .unwrap()
+        .unwrap();
+    log.insert(
+        ledgerwire::ledger::record::record_key(key, position),
+        &full[..full.len() - 7],
+    )
+    .unwrap();
+    db.flush().unwrap();
 }

@@ -43,6 +43,15 @@ impl Drop for AttachHandle {
 }
 
 impl Host {
+    /// Ends every open attach with `fin` (a shutdown): each transport sends
+    /// it and closes.
+    pub fn close_all(&self, fin: &Fin) {
+        let attaches: Vec<Arc<Attach>> = lock(&self.inner.leases).values().cloned().collect();
+        for attach in attaches {
+            attach.outbox.close_with(fin.clone());
+        }
+    }
+
     /// Negotiates, installs lease context, runs ephemeral initial
     /// statements, retires the attacher's earlier attaches (2026-11-02)
     /// and queues the hello. Every failure is a `fin` and changes nothing.
@@ -86,6 +95,12 @@ impl Host {
             self.check_context(&selection, entry)
                 .map_err(|v| fin_violation(&v))?;
         }
+        if self.inner.lifecycle.is_draining() {
+            return Err(Fin::new(
+                FinCode::ShuttingDown,
+                "the server is shutting down; attach again later",
+            ));
+        }
         let thread = self.thread(&ThreadScope::new(principal.clone(), thread_id))?;
         if lock(&thread.attaches).len() >= MAX_ATTACHES_PER_THREAD {
             return Err(Fin::new(
@@ -106,6 +121,14 @@ impl Host {
             views,
             outbox,
             state: Mutex::new(AttachState::default()),
+            _open: (
+                self.inner
+                    .lifecycle
+                    .track(crate::lifecycle::StreamKind::StatewireAttach),
+                crate::telemetry::Open::new(metrics::gauge!(
+                    crate::telemetry::STATEWIRE_ATTACHES_OPEN
+                )),
+            ),
         });
         for entry in &request.initial.ctx {
             self.install_context(&attach, entry);

@@ -73,6 +73,7 @@ pub struct HostBuilder {
     authenticator: Option<Authenticator>,
     queue: QueueLimits,
     compositions: Vec<Vec<String>>,
+    lifecycle: crate::lifecycle::Lifecycle,
 }
 
 impl Default for HostBuilder {
@@ -88,6 +89,7 @@ impl Default for HostBuilder {
             authenticator: None,
             queue: QueueLimits::default(),
             compositions: Vec::new(),
+            lifecycle: crate::lifecycle::Lifecycle::default(),
         }
     }
 }
@@ -210,6 +212,13 @@ impl HostBuilder {
     /// slow (defaults: [`MAX_QUEUED_PACKETS`], [`MAX_QUEUED_BYTES`]).
     pub fn attach_queue(mut self, limits: QueueLimits) -> Self {
         self.queue = limits;
+        self
+    }
+
+    /// The server's shutdown phases: attaches are counted in it, and none
+    /// starts once it drains (default: a lifecycle of the host's own).
+    pub fn lifecycle(mut self, lifecycle: crate::lifecycle::Lifecycle) -> Self {
+        self.lifecycle = lifecycle;
         self
     }
 
@@ -367,6 +376,7 @@ impl HostBuilder {
                 threads: Mutex::new(HashMap::new()),
                 leases: Mutex::new(HashMap::new()),
                 next_attach: AtomicU64::new(1),
+                lifecycle: self.lifecycle,
             }),
         })
     }

@@ -247,6 +247,7 @@ impl Host {
                 }
             }
             if !duplicates.is_empty() {
+                count_admissions("duplicate", duplicates.len());
                 self.send(
                     attach,
                     Packet {
@@ -287,7 +288,7 @@ impl Host {
                 )
                 .await;
             match admitted {
-                Ok(_) => {}
+                Ok(_) => count_admissions("admitted", fresh.len()),
                 Err(LedgerError::Conflict { .. }) if attempt + 1 < MAX_ADMIT_ATTEMPTS => {
                     // Another host admitted on this lane: look again.
                     violation = None;
@@ -341,7 +342,10 @@ impl Host {
         }
         drop(lane_guard);
         match violation {
-            Some(v) => Err(v),
+            Some(v) => {
+                count_admissions("refused", 1);
+                Err(v)
+            }
             None => Ok(()),
         }
     }
@@ -617,4 +621,10 @@ impl Host {
         self.flush_thread(&thread, None);
         Ok(())
     }
+}
+
+/// Counts commands by what admission did with them.
+fn count_admissions(outcome: &'static str, commands: usize) {
+    metrics::counter!(crate::telemetry::STATEWIRE_ADMISSIONS, "outcome" => outcome)
+        .increment(commands as u64);
 }

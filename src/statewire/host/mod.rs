@@ -190,6 +190,8 @@ struct Inner {
     threads: Mutex<HashMap<ThreadScope, Arc<Thread>>>,
     leases: Mutex<HashMap<String, Arc<Attach>>>,
     next_attach: AtomicU64,
+    /// The server's shutdown phase: no attach starts once it drains.
+    lifecycle: crate::lifecycle::Lifecycle,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -230,6 +232,8 @@ pub struct Attach {
     views: Vec<ViewKey>,
     outbox: Outbox,
     state: Mutex<AttachState>,
+    /// Counted as open (for the drain and the metrics) while it lives.
+    _open: (crate::lifecycle::Tracked, crate::telemetry::Open),
 }
 
 impl Attach {

@@ -37,11 +37,16 @@ pub enum ErrorCode {
     /// The request carries no usable bearer token (server-side addition for
     /// the contract's 401).
     Unauthorized,
+    /// The path exists but not with this method (server-side addition).
+    MethodNotAllowed,
+    /// The body's `Content-Type` is not one the route reads (server-side
+    /// addition).
+    UnsupportedMediaType,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 9] = [
+    pub const ALL: [ErrorCode; 11] = [
         ErrorCode::BindingInvalid,
         ErrorCode::NotFound,
         ErrorCode::EditConflict,
@@ -51,6 +56,8 @@ impl ErrorCode {
         ErrorCode::MalformedRequest,
         ErrorCode::PayloadTooLarge,
         ErrorCode::Unauthorized,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::UnsupportedMediaType,
     ];
 
     /// The code as it appears on the wire.
@@ -65,6 +72,8 @@ impl ErrorCode {
             ErrorCode::MalformedRequest => "malformed_request",
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
         }
     }
 
@@ -85,7 +94,9 @@ impl ErrorCode {
             ErrorCode::NotFound => 404,
             // The contract answers both a stale revision and a live segment with 409.
             ErrorCode::EditConflict | ErrorCode::TransientUnavailable | ErrorCode::Cancelled => 409,
+            ErrorCode::MethodNotAllowed => 405,
             ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::BindingInvalid => 422,
             ErrorCode::CapabilityUnavailable => 503,
         }

@@ -1,0 +1,531 @@
+//! The live audit API under `/api/admin/`: read-only views of the running
+//! server's log for an operator holding `LEDGERWIRE_ADMIN_TOKEN`.
+//!
+//! Owns: the operator token check, listing streams and conversations,
+//! and serving what `ledgerwire log …` and `replay` print, produced by
+//! the same functions (so `--url` prints exactly what the offline
+//! command prints on the same store).
+//! Must never: write to the ledger, answer without the operator token, or
+//! show a bearer token (stream keys hold principal digests only).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
+
+use crate::agent::Agent;
+use crate::ledger::{Ledger, LedgerError, StreamKey};
+use crate::studio::wire::WireError;
+use crate::studio::wire::error::{ErrorCode, Retry};
+use crate::tools::{self, ToolError};
+
+/// Response header carrying the exit code the offline command would end
+/// with (0, or 1 for a failed verification or a differing replay check).
+pub const EXIT_CODE_HEADER: &str = "ledgerwire-exit-code";
+
+/// Response header carrying, when the exit code is 1, the sentence the
+/// offline command ends with.
+pub const FAILURE_HEADER: &str = "ledgerwire-failure";
+
+/// Most streams or conversations one listing page holds.
+pub const MAX_LIST_PAGE: usize = 1_000;
+
+/// Chunks of a dump in flight between the reader thread and the socket;
+/// a slow client stalls the reader, never grows memory.
+const DUMP_CHUNKS_IN_FLIGHT: usize = 8;
+
+/// Bytes gathered into one chunk of a dump.
+const DUMP_CHUNK_BYTES: usize = 64 * 1024;
+
+#[derive(Clone)]
+struct Audit {
+    ledger: Ledger,
+    agent: Arc<dyn Agent>,
+    token: Arc<str>,
+}
+
+/// The audit routes, guarded by `token`.
+pub fn router(ledger: Ledger, agent: Arc<dyn Agent>, token: String) -> Router {
+    Router::new()
+        .route("/api/admin/streams", get(streams))
+        .route("/api/admin/conversations", get(conversations))
+        .route("/api/admin/integrity", get(integrity))
+        .route("/api/admin/log/dump", get(dump))
+        .route("/api/admin/log/stats", get(stats))
+        .route("/api/admin/log/verify", get(verify))
+        .route("/api/admin/replay", get(replay))
+        .route("/api/admin/replay/check", get(replay_check))
+        .with_state(Audit {
+            ledger,
+            agent,
+            token: token.into(),
+        })
+}
+
+/// The audit routes when no operator token is set: each says how to turn
+/// the API on.
+pub fn off() -> Router {
+    Router::new().route(
+        "/api/admin/{*rest}",
+        axum::routing::any(|| async {
+            WireError::not_found(
+                "",
+                format!(
+                    "The audit API is off; start the server with {} set to turn it on.",
+                    super::settings::ADMIN_TOKEN_ENV
+                ),
+            )
+            .into_response()
+        }),
+    )
+}
+
+fn check_operator(audit: &Audit, headers: &HeaderMap) -> Result<(), WireError> {
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| {
+            let (scheme, token) = value.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+        });
+    let Some(presented) = presented else {
+        return Err(unauthorized(Retry::CorrectAndRetry {
+            fix: "send `Authorization: Bearer <the operator token>`".to_owned(),
+        }));
+    };
+    if bool::from(presented.as_bytes().ct_eq(audit.token.as_bytes())) {
+        Ok(())
+    } else {
+        Err(unauthorized(Retry::DoNotRetry))
+    }
+}
+
+fn unauthorized(retry: Retry) -> WireError {
+    WireError {
+        code: ErrorCode::Unauthorized,
+        retry,
+        detail: "The audit API needs the operator token (not a Studio token).".to_owned(),
+        pointer: None,
+    }
+}
+
+/// A tool's failure in the error grammar, its sentence unchanged (the
+/// `--url` client prints it as the offline command would).
+fn tool_error(error: ToolError) -> WireError {
+    let (code, retry) = match &error {
+        ToolError::NotFound(_) => (ErrorCode::NotFound, Retry::DoNotRetry),
+        ToolError::Ambiguous(_) => (
+            ErrorCode::BindingInvalid,
+            Retry::CorrectAndRetry {
+                fix: "pass principal=<digest>".to_owned(),
+            },
+        ),
+        ToolError::Ledger(LedgerError::InvalidStreamKey { .. }) => (
+            ErrorCode::BindingInvalid,
+            Retry::CorrectAndRetry {
+                fix: "pass a stream key as `log stats` and /api/admin/streams list them".to_owned(),
+            },
+        ),
+        _ => (
+            ErrorCode::TransientUnavailable,
+            Retry::RetryAfterDelay {
+                retry_after_seconds: 1,
+            },
+        ),
+    };
+    WireError {
+        code,
+        retry,
+        detail: error.to_string(),
+        pointer: None,
+    }
+}
+
+/// A command's printed output with the exit code it implies.
+fn printed(text: Vec<u8>, outcome: Result<(), ToolError>) -> Response {
+    let failure = match outcome {
+        Ok(()) => None,
+        Err(error @ (ToolError::Problems(_) | ToolError::Differs(_))) => Some(error.to_string()),
+        Err(error) => return tool_error(error).into_response(),
+    };
+    let mut response = (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        text,
+    )
+        .into_response();
+    let headers = response.headers_mut();
+    let exit = if failure.is_some() { "1" } else { "0" };
+    headers.insert(EXIT_CODE_HEADER, header::HeaderValue::from_static(exit));
+    if let Some(sentence) = failure
+        && let Ok(value) = header::HeaderValue::from_str(&sentence)
+    {
+        headers.insert(FAILURE_HEADER, value);
+    }
+    response
+}
+
+/// Runs a blocking read of the ledger off the async workers.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, WireError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|_| WireError {
+            code: ErrorCode::TransientUnavailable,
+            retry: Retry::RetryAfterDelay {
+                retry_after_seconds: 1,
+            },
+            detail: "The read stopped unexpectedly.".to_owned(),
+            pointer: None,
+        })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Page {
+    after: Option<String>,
+    limit: Option<usize>,
+}
+
+/// One stream as a listing shows it.
+fn stream_entry(ledger: &Ledger, stream: &StreamKey) -> Result<Value, LedgerError> {
+    let records = ledger.head(stream)?;
+    let last_activity_ms = match records {
+        0 => None,
+        head => ledger
+            .read(stream, head - 1)?
+            .next()
+            .transpose()?
+            .map(|record| record.timestamp_ms()),
+    };
+    let key = stream.as_str();
+    let (door, principal, id) = describe_key(key);
+    Ok(json!({
+        "stream": key,
+        "door": door,
+        "principal": principal,
+        "id": id,
+        "records": records,
+        "last_activity_ms": last_activity_ms,
+    }))
+}
+
+/// Which door a stream belongs to, and its principal digest and id.
+fn describe_key(key: &str) -> (&str, Option<&str>, &str) {
+    if let Some(rest) = key.strip_prefix("studio/")
+        && let Some((principal, id)) = rest.split_once('/')
+    {
+        return ("studio", Some(principal), id);
+    }
+    if let Some(rest) = key.strip_prefix("statewire/") {
+        if let Some(scoped) = rest.strip_prefix('@')
+            && let Some((principal, id)) = scoped.split_once('/')
+        {
+            return ("statewire", Some(principal), id);
+        }
+        return ("statewire", None, rest);
+    }
+    match key.split_once('/') {
+        Some((door, id)) => (door, None, id),
+        None => ("other", None, key),
+    }
+}
+
+/// A page of streams (those `keep` accepts), in store order.
+fn list(
+    ledger: &Ledger,
+    page: &Page,
+    keep: impl Fn(&StreamKey) -> bool,
+) -> Result<Value, LedgerError> {
+    let limit = page.limit.unwrap_or(MAX_LIST_PAGE).clamp(1, MAX_LIST_PAGE);
+    let mut streams = ledger.streams().filter(|s| s.as_ref().map_or(true, &keep));
+    if let Some(after) = &page.after {
+        for stream in streams.by_ref() {
+            if stream?.as_str() == after {
+                break;
+            }
+        }
+    }
+    let mut entries = Vec::new();
+    let mut next = None;
+    for stream in streams {
+        let stream = stream?;
+        if entries.len() == limit {
+            next = entries
+                .last()
+                .and_then(|entry: &Value| entry["stream"].as_str().map(str::to_owned));
+            break;
+        }
+        entries.push(stream_entry(ledger, &stream)?);
+    }
+    Ok(json!({ "entries": entries, "next": next }))
+}
+
+async fn listing(
+    audit: Audit,
+    headers: HeaderMap,
+    page: Page,
+    keep: fn(&StreamKey) -> bool,
+) -> Response {
+    let result = async {
+        check_operator(&audit, &headers)?;
+        let ledger = audit.ledger.clone();
+        blocking(move || list(&ledger, &page, keep))
+            .await?
+            .map_err(|error| tool_error(error.into()))
+    };
+    match result.await {
+        Ok(body) => axum::Json(body).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+/// `GET /api/admin/streams`: every stream with its record count and last
+/// activity.
+async fn streams(
+    State(audit): State<Audit>,
+    headers: HeaderMap,
+    Query(page): Query<Page>,
+) -> Response {
+    listing(audit, headers, page, |_| true).await
+}
+
+/// `GET /api/admin/conversations`: the Studio's conversations only.
+async fn conversations(
+    State(audit): State<Audit>,
+    headers: HeaderMap,
+    Query(page): Query<Page>,
+) -> Response {
+    listing(audit, headers, page, |s| s.as_str().starts_with("studio/")).await
+}
+
+/// `GET /api/admin/integrity`: the start-up scan's report, the streams
+/// refused since, and whether the ledger still accepts writes.
+async fn integrity(State(audit): State<Audit>, headers: HeaderMap) -> Response {
+    if let Err(error) = check_operator(&audit, &headers) {
+        return error.into_response();
+    }
+    let ledger = &audit.ledger;
+    let scan = ledger.scrub_report().map(|report| {
+        json!({
+            "clean": report.is_clean(),
+            "records": report.records,
+            "bytes": report.bytes,
+            "streams": report.streams,
+            "problems": report.problems,
+        })
+    });
+    let corrupt: Vec<Value> = ledger
+        .corrupt_streams()
+        .into_iter()
+        .map(|(stream, position)| json!({"stream": stream, "position": position}))
+        .collect();
+    axum::Json(json!({
+        "scan_finished": scan.is_some(),
+        "scan": scan,
+        "refused_streams": corrupt,
+        "poisoned": ledger.poisoned(),
+        "write_path": ledger.stats(),
+    }))
+    .into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DumpQuery {
+    stream: Option<String>,
+    #[serde(default)]
+    from: u64,
+}
+
+/// `GET /api/admin/log/dump`: `log dump` as JSON lines, streamed as it is
+/// read.
+async fn dump(
+    State(audit): State<Audit>,
+    headers: HeaderMap,
+    Query(query): Query<DumpQuery>,
+) -> Response {
+    if let Err(error) = check_operator(&audit, &headers) {
+        return error.into_response();
+    }
+    // A stream that does not exist is refused before the body starts.
+    if let Some(stream) = &query.stream {
+        let missing = StreamKey::new(stream.as_str())
+            .map_err(ToolError::from)
+            .and_then(|key| Ok(audit.ledger.head(&key)? == 0));
+        match missing {
+            Ok(false) => {}
+            Ok(true) => {
+                let mut sink = Vec::new();
+                let error = tools::dump_ledger(&audit.ledger, Some(stream), query.from, &mut sink);
+                return printed(sink, error);
+            }
+            Err(error) => return tool_error(error).into_response(),
+        }
+    }
+    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Bytes>(DUMP_CHUNKS_IN_FLIGHT);
+    let ledger = audit.ledger.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut out = ChunkWriter {
+            sender,
+            chunk: Vec::with_capacity(DUMP_CHUNK_BYTES),
+        };
+        // A failure mid-dump (a damaged record) ends the body early; the
+        // record before it was the last line sent, as offline.
+        if let Err(error) =
+            tools::dump_ledger(&ledger, query.stream.as_deref(), query.from, &mut out)
+        {
+            tracing::warn!(%error, "audit dump ended early");
+        }
+        let _ = std::io::Write::flush(&mut out);
+    });
+    let body = async_stream::stream! {
+        while let Some(chunk) = receiver.recv().await {
+            yield Ok::<_, std::convert::Infallible>(chunk);
+        }
+    };
+    (
+        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        Body::from_stream(body),
+    )
+        .into_response()
+}
+
+/// Lines of a dump, handed to the response in chunks.
+struct ChunkWriter {
+    sender: tokio::sync::mpsc::Sender<Bytes>,
+    chunk: Vec<u8>,
+}
+
+impl std::io::Write for ChunkWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.chunk.extend_from_slice(bytes);
+        if self.chunk.len() >= DUMP_CHUNK_BYTES {
+            self.flush()?;
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.chunk.is_empty() {
+            return Ok(());
+        }
+        let chunk = Bytes::from(std::mem::replace(
+            &mut self.chunk,
+            Vec::with_capacity(DUMP_CHUNK_BYTES),
+        ));
+        // The client left: stop reading the log.
+        self.sender
+            .blocking_send(chunk)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+    }
+}
+
+/// `GET /api/admin/log/stats`: `log stats` of the store as it is now.
+async fn stats(State(audit): State<Audit>, headers: HeaderMap) -> Response {
+    run_printing(audit, headers, |ledger, out| {
+        let report = ledger.verify()?;
+        tools::print_stats(&report, out)
+    })
+    .await
+}
+
+/// `GET /api/admin/log/verify`: `log verify` of the store as it is now.
+async fn verify(State(audit): State<Audit>, headers: HeaderMap) -> Response {
+    run_printing(audit, headers, |ledger, out| {
+        let report = ledger.verify()?;
+        tools::print_verify(report, out).map(drop)
+    })
+    .await
+}
+
+/// Runs a printing command over the ledger on a blocking thread.
+async fn run_printing(
+    audit: Audit,
+    headers: HeaderMap,
+    command: impl FnOnce(&Ledger, &mut Vec<u8>) -> Result<(), ToolError> + Send + 'static,
+) -> Response {
+    if let Err(error) = check_operator(&audit, &headers) {
+        return error.into_response();
+    }
+    let ledger = audit.ledger.clone();
+    match blocking(move || {
+        let mut out = Vec::new();
+        let outcome = command(&ledger, &mut out);
+        (out, outcome)
+    })
+    .await
+    {
+        Ok((out, outcome)) => printed(out, outcome),
+        Err(error) => error.into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplayQuery {
+    conversation: String,
+    principal: Option<String>,
+}
+
+/// `GET /api/admin/replay`: what `ledgerwire replay` prints.
+async fn replay(
+    State(audit): State<Audit>,
+    headers: HeaderMap,
+    Query(query): Query<ReplayQuery>,
+) -> Response {
+    run_printing(audit, headers, move |ledger, out| {
+        tools::replay_ledger(ledger, &query.conversation, query.principal.as_deref(), out)
+    })
+    .await
+}
+
+/// `GET /api/admin/replay/check`: `replay --check` against the agent this
+/// server runs.
+async fn replay_check(
+    State(audit): State<Audit>,
+    headers: HeaderMap,
+    Query(query): Query<ReplayQuery>,
+) -> Response {
+    if let Err(error) = check_operator(&audit, &headers) {
+        return error.into_response();
+    }
+    let mut out = Vec::new();
+    let outcome = tools::replay_check_ledger(
+        &audit.ledger,
+        &query.conversation,
+        query.principal.as_deref(),
+        audit.agent.as_ref(),
+        &mut out,
+    )
+    .await;
+    printed(out, outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe_key;
+
+    #[test]
+    fn stream_keys_name_door_principal_and_id() {
+        assert_eq!(
+            describe_key("studio/ab12/c1"),
+            ("studio", Some("ab12"), "c1")
+        );
+        assert_eq!(
+            describe_key("statewire/@ab12/t/x"),
+            ("statewire", Some("ab12"), "t/x")
+        );
+        assert_eq!(describe_key("statewire/t1"), ("statewire", None, "t1"));
+        assert_eq!(describe_key("probe/3"), ("probe", None, "3"));
+        assert_eq!(describe_key("solo"), ("other", None, "solo"));
+    }
+}

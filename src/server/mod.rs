@@ -1,0 +1,352 @@
+//! The HTTP server: binds the address, opens the ledger and mounts the
+//! routes. Owns process-level wiring only; protocol logic lives in the
+//! modules behind each route. Must never: hold state that is not a fold of
+//! the ledger.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::serve::ListenerExt;
+use tokio::net::TcpListener;
+
+use crate::agent::Agent;
+use crate::agent::builtin::BuiltinAgent;
+use crate::ledger::{Ledger, LedgerError, OpenMode};
+use crate::lifecycle::Lifecycle;
+use crate::statewire::host::Host;
+use crate::statewire::packet::{Fin, FinCode};
+use crate::studio::auth::AuthPolicy;
+use crate::studio::service::{Studio, StudioConfig};
+
+pub mod audit;
+pub mod edges;
+pub mod health;
+pub mod settings;
+
+/// Default address of `ledgerwire serve`.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
+
+/// Default data directory of `ledgerwire serve`.
+pub const DEFAULT_DATA_DIR: &str = "./ledgerwire-data";
+
+/// What `serve` needs to start.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+    pub studio: StudioConfig,
+    pub statewire: StatewireOptions,
+    pub operations: Operations,
+}
+
+/// What the Statewire door serves beside `harness-sdk`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StatewireOptions {
+    /// The example protocols (`acme-chat`, `acme-status`), for tests and
+    /// for trying the door out (`serve --statewire-examples`).
+    pub examples: bool,
+}
+
+/// How the server is operated: shutdown, CORS, the audit API and what it
+/// reports about itself.
+#[derive(Clone, Debug)]
+pub struct Operations {
+    /// How long a shutdown lets open streams finish, in milliseconds.
+    pub drain_timeout_ms: u64,
+    pub cors: settings::CorsOrigins,
+    /// The operator token of the audit API (`None`: the API is off).
+    pub admin_token: Option<String>,
+    /// One log line per request.
+    pub request_log: bool,
+    /// Record metrics and serve them on `/metrics`.
+    pub metrics: bool,
+}
+
+impl Default for Operations {
+    fn default() -> Self {
+        Self {
+            drain_timeout_ms: settings::DEFAULT_DRAIN_TIMEOUT_MS,
+            cors: settings::CorsOrigins::Off,
+            admin_token: None,
+            request_log: true,
+            metrics: true,
+        }
+    }
+}
+
+/// Errors that stop the server from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error("cannot listen on {addr}: {source}; choose another --addr")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("server error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the Statewire host cannot start: {0}")]
+    Statewire(#[from] crate::statewire::host::HostError),
+}
+
+/// The application's routes over an open ledger: the Studio's, and the
+/// Statewire door serving the Studio's conversations (`harness-sdk`)
+/// behind the same authentication, with default operations.
+pub fn router(
+    ledger: Ledger,
+    studio: StudioConfig,
+    agent: Arc<dyn Agent>,
+    statewire: StatewireOptions,
+) -> Result<Router, ServeError> {
+    let parts = Parts {
+        ledger,
+        studio,
+        agent,
+        statewire,
+        operations: Operations::default(),
+        lifecycle: Lifecycle::default(),
+    };
+    Ok(parts.build()?.0)
+}
+
+/// Everything a router is built from.
+struct Parts {
+    ledger: Ledger,
+    studio: StudioConfig,
+    agent: Arc<dyn Agent>,
+    statewire: StatewireOptions,
+    operations: Operations,
+    lifecycle: Lifecycle,
+}
+
+impl Parts {
+    /// The router, and the Statewire host behind it (a shutdown closes
+    /// its attaches).
+    fn build(self) -> Result<(Router, Host), ServeError> {
+        if matches!(self.studio.auth, AuthPolicy::AnyToken) {
+            tracing::warn!(
+                "{} is not set: any non-empty bearer token is accepted (development only)",
+                crate::studio::auth::TOKEN_ENV
+            );
+        }
+        let ledger = self.ledger;
+        let studio = Studio::new(ledger.clone(), self.agent.clone(), self.studio);
+        let host =
+            crate::harness::host(&ledger, &studio, self.statewire.examples, &self.lifecycle)?;
+        let statewire_host = host.clone();
+        let health = health::HealthState {
+            ledger: ledger.clone(),
+            lifecycle: self.lifecycle,
+        };
+        let audit = match self.operations.admin_token {
+            Some(token) => audit::router(ledger, self.agent, token),
+            None => audit::off(),
+        };
+        let mut router = Router::new()
+            .route("/healthz", get(health::healthz))
+            .route("/readyz", get(health::readyz))
+            .with_state(health)
+            .merge(metrics_route(self.operations.metrics))
+            .merge(audit)
+            .merge(crate::studio::routes::router(studio))
+            .merge(crate::statewire::http::router(host))
+            .fallback(edges::no_route)
+            .method_not_allowed_fallback(edges::wrong_method);
+        if self.operations.metrics {
+            router = router.layer(axum::middleware::from_fn(edges::count_requests));
+        }
+        if self.operations.request_log {
+            router = router.layer(edges::request_log());
+        }
+        if let Some(cors) = edges::cors(&self.operations.cors) {
+            router = router.layer(cors);
+        }
+        Ok((router, statewire_host))
+    }
+}
+
+/// `GET /metrics` in the Prometheus text format, or a 404 saying metrics
+/// are off.
+fn metrics_route(enabled: bool) -> Router {
+    let handle = enabled.then(crate::telemetry::install).flatten();
+    Router::new().route(
+        "/metrics",
+        get(move || async move {
+            match &handle {
+                Some(handle) => (
+                    [(
+                        header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                    )],
+                    handle.render(),
+                )
+                    .into_response(),
+                None => {
+                    crate::studio::wire::WireError::not_found("", "Metrics are off in this server.")
+                        .into_response()
+                }
+            }
+        }),
+    )
+}
+
+/// A server bound to its address, ready to run.
+pub struct BoundServer {
+    listener: TcpListener,
+    router: Router,
+    pub ledger: Ledger,
+    lifecycle: Lifecycle,
+    host: Host,
+    drain_timeout_ms: u64,
+}
+
+/// Binds `addr`, saying which address when it cannot.
+async fn listen(addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })
+}
+
+impl BoundServer {
+    /// Binds the address, then opens the store (creating it if missing):
+    /// a server that cannot listen leaves no store behind. The integrity
+    /// scan runs in the background (see [`Ledger::open_scrubbing`]); it
+    /// logs every problem it finds. The Studio answers with the built-in
+    /// data agent.
+    pub async fn bind(config: &ServerConfig) -> Result<Self, ServeError> {
+        Self::bind_agent(config, Arc::new(BuiltinAgent::default())).await
+    }
+
+    /// Like [`BoundServer::bind`], with another agent (`serve --agent`).
+    pub async fn bind_agent(
+        config: &ServerConfig,
+        agent: Arc<dyn Agent>,
+    ) -> Result<Self, ServeError> {
+        let listener = listen(config.addr).await?;
+        let ledger = Ledger::open_scrubbing(&config.data_dir, OpenMode::CreateIfMissing)?;
+        tracing::info!(path = %config.data_dir.display(), "ledger open");
+        Self::serve_on(
+            listener,
+            ledger,
+            agent,
+            config.studio.clone(),
+            config.statewire,
+            config.operations.clone(),
+        )
+    }
+
+    /// Binds `addr` serving an already open ledger (several servers may
+    /// share one ledger in one process), with default operations.
+    pub async fn bind_with(
+        addr: SocketAddr,
+        ledger: Ledger,
+        studio: StudioConfig,
+        agent: Arc<dyn Agent>,
+        statewire: StatewireOptions,
+    ) -> Result<Self, ServeError> {
+        Self::bind_operated(
+            addr,
+            ledger,
+            studio,
+            agent,
+            statewire,
+            Operations::default(),
+        )
+        .await
+    }
+
+    /// [`BoundServer::bind_with`] with these operations.
+    pub async fn bind_operated(
+        addr: SocketAddr,
+        ledger: Ledger,
+        studio: StudioConfig,
+        agent: Arc<dyn Agent>,
+        statewire: StatewireOptions,
+        operations: Operations,
+    ) -> Result<Self, ServeError> {
+        let listener = listen(addr).await?;
+        Self::serve_on(listener, ledger, agent, studio, statewire, operations)
+    }
+
+    fn serve_on(
+        listener: TcpListener,
+        ledger: Ledger,
+        agent: Arc<dyn Agent>,
+        studio: StudioConfig,
+        statewire: StatewireOptions,
+        operations: Operations,
+    ) -> Result<Self, ServeError> {
+        let lifecycle = Lifecycle::default();
+        let drain_timeout_ms = operations.drain_timeout_ms;
+        let (router, host) = Parts {
+            ledger: ledger.clone(),
+            studio,
+            agent,
+            statewire,
+            operations,
+            lifecycle: lifecycle.clone(),
+        }
+        .build()?;
+        Ok(Self {
+            listener,
+            router,
+            ledger,
+            lifecycle,
+            host,
+            drain_timeout_ms,
+        })
+    }
+
+    pub fn local_addr(&self) -> Result<SocketAddr, ServeError> {
+        Ok(self.listener.local_addr()?)
+    }
+
+    /// Serves until `shutdown` resolves, then drains: stops accepting,
+    /// lets open streams finish for up to the drain timeout, cuts the
+    /// rest, and returns once the ledger is flushed.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServeError> {
+        // Frames are small writes that must leave at once: without
+        // TCP_NODELAY, Nagle's algorithm holds each one until the client's
+        // delayed ACK (tens of milliseconds per frame).
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::warn!(%error, "cannot set TCP_NODELAY");
+            }
+        });
+        let lifecycle = self.lifecycle.clone();
+        let timeout = std::time::Duration::from_millis(self.drain_timeout_ms);
+        let (started, draining) = tokio::sync::oneshot::channel::<()>();
+        let host = self.host.clone();
+        let drain = tokio::spawn(async move {
+            if draining.await.is_ok() {
+                crate::lifecycle::drain(&lifecycle, timeout, || {
+                    host.close_all(&Fin::new(
+                        FinCode::ShuttingDown,
+                        "the server is shutting down; attach again later",
+                    ));
+                })
+                .await;
+            }
+        });
+        axum::serve(listener, self.router)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                let _ = started.send(());
+            })
+            .await?;
+        // Streams outlive their connections' accounting (a WebSocket is
+        // upgraded away from it): wait for the drain to see them end.
+        let _ = drain.await;
+        self.ledger.flush().await?;
+        Ok(())
+    }
+}
