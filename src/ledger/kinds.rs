@@ -189,6 +189,14 @@ pub fn nest_json_text(value: &mut serde_json::Value, path: &[&str]) {
     }
 }
 
+/// Decodes a record's payload into JSON with its JSON text members kept
+/// as the exact text the log holds.
+pub fn payload_json_as_stored(record: &Record) -> Result<serde_json::Value, DecodeError> {
+    let kind =
+        RecordKind::from_code(record.kind()).ok_or(DecodeError::UnknownKind(record.kind()))?;
+    payload_as_stored(record, kind)
+}
+
 fn payload_as_stored(record: &Record, kind: RecordKind) -> Result<serde_json::Value, DecodeError> {
     let to_json = |error| DecodeError::Payload {
         kind: kind.name(),

@@ -154,6 +154,7 @@ impl Parts {
             .with_state(health)
             .merge(metrics_route(self.operations.metrics))
             .merge(audit)
+            .merge(crate::studio::reads::check_router(studio.clone()))
             .merge(crate::studio::routes::router(studio))
             .merge(crate::statewire::http::router(host))
             .fallback(edges::no_route)

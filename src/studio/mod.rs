@@ -10,7 +10,8 @@
 //!   streams a turn while it holds the lease, from the agent context
 //!   `turn_context` builds out of the fold.
 //! - [`routes`]: the HTTP routes and SSE framing; [`reads`]: the
-//!   read-only routes (a conversation's canvas and timeline).
+//!   read-only routes (a conversation's canvas, its timeline and the
+//!   replay check of its segments).
 //! - [`rerun`]: recorded segments run through an agent again and compared
 //!   (`ledgerwire replay --check`).
 //!

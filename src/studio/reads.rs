@@ -1,23 +1,29 @@
 //! Read-only Studio routes (our extension beyond contract v1): a
-//! conversation's canvas as it stands, and its timeline, every record of
-//! its stream as the log holds it, for audit views and tools.
+//! conversation's canvas as it stands, its timeline, every record of its
+//! stream as the log holds it, and the replay check of its segments, for
+//! audit views (the web Studio's) and tools.
 //!
-//! Owns: `GET /api/studio/conversations/{id}/composition` and
-//! `GET /api/studio/conversations/{id}/timeline?from=&limit=`.
+//! Owns: `GET /api/studio/conversations/{id}/composition`,
+//! `GET /api/studio/conversations/{id}/timeline?from=&limit=&raw=` and
+//! `GET /api/studio/conversations/{id}/check`.
 //! Must never: change anything, or show a conversation to another
 //! principal than its own.
 
-use axum::Json;
+use std::time::Duration;
+
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::records::conversation_stream;
+use super::rerun::{CheckOutcome, check_segments};
 use super::routes::authenticate;
-use super::service::Studio;
+use super::service::{Studio, now_ms};
 use super::wire::WireError;
+use super::wire::error::{ErrorCode, Retry};
 use super::wire::ids::ConversationId;
 use crate::ledger::{Record, RecordKind, kinds};
 
@@ -25,6 +31,25 @@ use crate::ledger::{Record, RecordKind, kinds};
 pub const MAX_TIMELINE_RECORDS: u64 = 1000;
 /// Records a timeline page holds when `limit` is not given.
 pub const DEFAULT_TIMELINE_RECORDS: u64 = 200;
+/// Records a replay check reads at most; a longer conversation is not
+/// checked over HTTP (`ledgerwire replay --check` has no such bound).
+pub const MAX_CHECK_RECORDS: usize = 200_000;
+/// Longest one replay check may run, in milliseconds.
+pub const MAX_CHECK_MS: u64 = 30_000;
+/// Replay checks one server runs at once; another is refused until one ends.
+pub const CHECKS_AT_ONCE: usize = 2;
+
+static CHECKS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(CHECKS_AT_ONCE);
+
+/// The route of the replay check, mounted beside the Studio's routes.
+pub fn check_router(studio: Studio) -> Router {
+    Router::new()
+        .route(
+            "/api/studio/conversations/{conversation_id}/check",
+            axum::routing::get(check),
+        )
+        .with_state(studio)
+}
 
 fn conversation_id(id: String) -> Result<ConversationId, WireError> {
     ConversationId::new(id).map_err(|error| {
@@ -76,6 +101,11 @@ pub struct Page {
     from: u64,
     #[serde(default)]
     limit: Option<u64>,
+    /// Keep JSON-text members (frames, requests, answers) as the exact
+    /// text the log holds, byte for byte as a client received it, instead
+    /// of parsing them.
+    #[serde(default)]
+    raw: bool,
 }
 
 /// `GET …/timeline`: `{conversation_id, head, records, next}`, where
@@ -94,7 +124,7 @@ pub async fn timeline(
             WireError::malformed(
                 None,
                 format!("The query is not a timeline page: {error}."),
-                "ask ?from=<position>&limit=<1 to 1000>",
+                "ask ?from=<position>&limit=<1 to 1000>&raw=<true|false>",
             )
         })?;
         let limit = page.limit.unwrap_or(DEFAULT_TIMELINE_RECORDS);
@@ -129,7 +159,7 @@ pub async fn timeline(
         Ok(json!({
             "conversation_id": id.as_str(),
             "head": head,
-            "records": records.iter().map(timeline_record).collect::<Vec<_>>(),
+            "records": records.iter().map(|r| timeline_record(r, page.raw)).collect::<Vec<_>>(),
             "next": next,
         }))
     })();
@@ -139,14 +169,135 @@ pub async fn timeline(
     }
 }
 
-fn timeline_record(record: &Record) -> Value {
+fn timeline_record(record: &Record, raw: bool) -> Value {
     let kind = RecordKind::from_code(record.kind()).map_or("unknown", RecordKind::name);
-    // JSON text members (frames, requests, answers) arrive parsed.
-    let payload = kinds::payload_json(record).unwrap_or(Value::Null);
+    // JSON text members (frames, requests, answers) arrive parsed, or as
+    // the exact text the log holds with `raw`.
+    let payload = if raw {
+        kinds::payload_json_as_stored(record)
+    } else {
+        kinds::payload_json(record)
+    }
+    .unwrap_or(Value::Null);
     json!({
         "position": record.position(),
         "timestamp_ms": record.timestamp_ms(),
         "kind": kind,
         "payload": payload,
     })
+}
+
+/// `GET …/check`: every recorded segment run through the server's agent
+/// again and compared with what was sent (as `ledgerwire replay --check`
+/// does): `{conversation_id, segments: [{segment, turn, agent_frames,
+/// verdict, live, differs?}], same, differ, skipped}`. `verdict` is
+/// `same`, `differs` (with the first differing agent frame, recorded and
+/// now) or `skipped` (the server, not the agent, chose the segment's
+/// frames); `live` marks the segment still streaming, compared as far as
+/// it got.
+pub async fn check(
+    State(studio): State<Studio>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let result = async {
+        let principal = authenticate(&studio, &headers)?;
+        let id = conversation_id(id)?;
+        let folded = studio.conversation(&principal, &id)?;
+        if !folded.state.exists() {
+            return Err(unknown());
+        }
+        let live = folded
+            .state
+            .live_lease(now_ms())
+            .map(|(lease, _)| lease.segment);
+        drop(folded);
+        let Ok(_permit) = CHECKS.try_acquire() else {
+            return Err(WireError::transient(
+                1,
+                "Other replay checks are running on this server; retry in a moment.",
+            ));
+        };
+        let stream = conversation_stream(&principal, &id).map_err(|_| unknown())?;
+        let failed = |error: crate::ledger::LedgerError| {
+            tracing::error!(%error, "a replay check's read failed");
+            WireError::transient(5, "The conversation's records could not be read; retry.")
+        };
+        let records = studio
+            .ledger()
+            .read(&stream, 0)
+            .map_err(failed)?
+            .take(MAX_CHECK_RECORDS + 1)
+            .collect::<Result<Vec<Record>, _>>()
+            .map_err(failed)?;
+        if records.len() > MAX_CHECK_RECORDS {
+            return Err(WireError {
+                code: ErrorCode::CapabilityUnavailable,
+                retry: Retry::DoNotRetry,
+                detail: format!(
+                    "The conversation holds more than {MAX_CHECK_RECORDS} records; check it with `ledgerwire replay --check`."
+                ),
+                pointer: None,
+            });
+        }
+        let agent = studio.inner.agent.clone();
+        let checks = tokio::time::timeout(
+            Duration::from_millis(MAX_CHECK_MS),
+            check_segments(records, agent.as_ref()),
+        )
+        .await
+        .map_err(|_| {
+            WireError::transient(
+                5,
+                "The replay check took too long; retry, or use `ledgerwire replay --check`.",
+            )
+        })?
+        .map_err(|error| {
+            tracing::error!(%error, "a conversation did not fold for its replay check");
+            WireError::transient(
+                3600,
+                "This conversation's record does not fold and cannot be checked; an operator must restore it.",
+            )
+        })?;
+        let count = |wanted: fn(&CheckOutcome) -> bool| {
+            checks.iter().filter(|c| wanted(&c.outcome)).count()
+        };
+        let segments: Vec<Value> = checks
+            .iter()
+            .map(|check| {
+                let mut entry = json!({
+                    "segment": check.segment,
+                    "turn": check.turn,
+                    "agent_frames": check.recorded,
+                    "live": live == Some(check.segment),
+                });
+                let verdict = match &check.outcome {
+                    CheckOutcome::Same => "same",
+                    CheckOutcome::Skipped => "skipped",
+                    CheckOutcome::Differs {
+                        index,
+                        recorded,
+                        now,
+                    } => {
+                        entry["differs"] =
+                            json!({"index": index, "recorded": recorded, "now": now});
+                        "differs"
+                    }
+                };
+                entry["verdict"] = json!(verdict);
+                entry
+            })
+            .collect();
+        Ok(json!({
+            "conversation_id": id.as_str(),
+            "segments": segments,
+            "same": count(|o| matches!(o, CheckOutcome::Same)),
+            "differ": count(|o| matches!(o, CheckOutcome::Differs { .. })),
+            "skipped": count(|o| matches!(o, CheckOutcome::Skipped)),
+        }))
+    };
+    match result.await {
+        Ok(body) => Json(body).into_response(),
+        Err(error) => error.into_response(),
+    }
 }

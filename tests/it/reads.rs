@@ -88,3 +88,77 @@ async fn a_conversation_reads_its_canvas_and_timeline_and_no_one_elses() {
         assert_eq!(get(&anonymous, path).await.0, 401, "{path}");
     }
 }
+
+#[tokio::test]
+async fn the_timeline_keeps_frames_as_sent_on_request_and_the_check_replays_each_segment() {
+    let dir = scratch();
+    let (ledger, _) = open(dir.path());
+    let addr = start_studio(ledger, quick_studio()).await;
+    let client = StudioClient::new(addr, "checker");
+    let first = client
+        .stream(
+            "/api/studio/turn",
+            &json!({"kind": "turn.request", "conversation_id": "k1", "message": "Population of Chad"}),
+        )
+        .await;
+    let resumed = client
+        .stream(
+            "/api/studio/interrupt",
+            &json!({"kind": "interrupt.response", "conversation_id": "k1",
+                    "interrupt_id": first[1]["interrupt_id"], "decision": "approve"}),
+        )
+        .await;
+
+    // raw=true: frames are the text the log holds, byte for byte.
+    let (status, raw) = get(&client, "/api/studio/conversations/k1/timeline?raw=true").await;
+    assert_eq!(status, 200);
+    let texts: Vec<&str> = raw["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "studio.frame_sent")
+        .map(|r| r["payload"]["frame"].as_str().expect("frame text"))
+        .collect();
+    assert_eq!(texts.len(), first.len() + resumed.len());
+    assert!(
+        texts[0].starts_with(r#"{"event":"message.delta","seq":1,"#),
+        "{}",
+        texts[0]
+    );
+
+    // The check: both segments replay the same through the server's agent.
+    let (status, check) = get(&client, "/api/studio/conversations/k1/check").await;
+    assert_eq!(status, 200, "{check}");
+    assert_eq!(check["same"], 2);
+    assert_eq!(check["differ"], 0);
+    let verdicts: Vec<(u64, &str, bool)> = check["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["segment"].as_u64().unwrap(),
+                s["verdict"].as_str().unwrap(),
+                s["live"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(verdicts, vec![(1, "same", false), (2, "same", false)]);
+
+    // Another principal, or nobody, learns nothing.
+    let stranger = StudioClient::new(addr, "stranger");
+    assert_eq!(
+        get(&stranger, "/api/studio/conversations/k1/check").await.0,
+        404
+    );
+    let anonymous = StudioClient {
+        token: None,
+        ..stranger.clone()
+    };
+    assert_eq!(
+        get(&anonymous, "/api/studio/conversations/k1/check")
+            .await
+            .0,
+        401
+    );
+}
