@@ -16,6 +16,7 @@
 //!   and synced documents, on the ledger.
 //! - [`telemetry`]: the metrics every layer records, and their export.
 //! - [`tools`]: the operator commands behind `ledgerwire log …`.
+//! - [`web`]: the web Studio, a page at `/` compiled into the binary.
 
 pub mod agent;
 pub mod audit_client;
@@ -28,3 +29,4 @@ pub mod statewire;
 pub mod studio;
 pub mod telemetry;
 pub mod tools;
+pub mod web;

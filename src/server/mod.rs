@@ -97,7 +97,8 @@ pub enum ServeError {
 
 /// The application's routes over an open ledger: the Studio's, and the
 /// Statewire door serving the Studio's conversations (`harness-sdk`)
-/// behind the same authentication, with default operations.
+/// behind the same authentication, and the web Studio's page at `/`,
+/// with default operations.
 pub fn router(
     ledger: Ledger,
     studio: StudioConfig,
@@ -157,6 +158,7 @@ impl Parts {
             .merge(crate::studio::reads::check_router(studio.clone()))
             .merge(crate::studio::routes::router(studio))
             .merge(crate::statewire::http::router(host))
+            .merge(crate::web::router())
             .fallback(edges::no_route)
             .method_not_allowed_fallback(edges::wrong_method);
         if self.operations.metrics {

@@ -1,0 +1,152 @@
+//! The web Studio: the page at `/` and its assets under `/web/`, compiled
+//! into the binary from the repository's `web/` folder, so `serve` alone
+//! serves a working page with no network and no other server.
+//!
+//! Owns: the list of embedded files, their content types, caching
+//! validators and the page's security headers (a content security policy
+//! that lets the page load only its own files and talk only to its own
+//! origin). Must never: read a file at run time, serve a file that is not
+//! in [`ASSETS`], or let the page load code from anywhere else.
+
+use std::sync::OnceLock;
+
+use axum::Router;
+use axum::extract::Path;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+/// One embedded file of `web/`.
+pub struct Asset {
+    /// Its path under `web/` (and under `/web/` on the wire).
+    pub path: &'static str,
+    pub content_type: &'static str,
+    pub body: &'static [u8],
+}
+
+macro_rules! asset {
+    ($path:literal, $type:expr) => {
+        Asset {
+            path: $path,
+            content_type: $type,
+            body: include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/web/", $path)),
+        }
+    };
+}
+
+const JS: &str = "text/javascript; charset=utf-8";
+
+/// Every file the page is made of. A test checks that this list and the
+/// `web/` folder name the same files.
+pub const ASSETS: &[Asset] = &[
+    asset!("index.html", "text/html; charset=utf-8"),
+    asset!("studio.css", "text/css; charset=utf-8"),
+    asset!("icon.svg", "image/svg+xml"),
+    asset!("js/app.js", JS),
+    asset!("js/api.js", JS),
+    asset!("js/audit.js", JS),
+    asset!("js/canvas.js", JS),
+    asset!("js/cards.js", JS),
+    asset!("js/charts.js", JS),
+    asset!("js/chat.js", JS),
+    asset!("js/dom.js", JS),
+    asset!("js/elicit.js", JS),
+    asset!("js/errors.js", JS),
+    asset!("js/format.js", JS),
+    asset!("js/markdown.js", JS),
+    asset!("js/plan.js", JS),
+    asset!("js/restore.js", JS),
+    asset!("js/session.js", JS),
+    asset!("js/sse.js", JS),
+    asset!("js/store.js", JS),
+];
+
+/// The page's content security policy: its own scripts, styles and images
+/// only, requests to its own origin only, no plugins, no framing.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
+     form-action 'none'; frame-ancestors 'none'";
+
+/// The routes of the page: `GET /` and `GET /web/{path}`.
+pub fn router() -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/web/{*path}", get(file))
+}
+
+/// The embedded file at `path` under `web/`.
+pub fn asset(path: &str) -> Option<&'static Asset> {
+    ASSETS.iter().find(|asset| asset.path == path)
+}
+
+/// Bytes of the whole page (every embedded file), as served uncompressed.
+pub fn page_bytes() -> usize {
+    ASSETS.iter().map(|asset| asset.body.len()).sum()
+}
+
+async fn index(headers: HeaderMap) -> Response {
+    serve("index.html", &headers)
+}
+
+async fn file(Path(path): Path<String>, headers: HeaderMap) -> Response {
+    serve(&path, &headers)
+}
+
+/// Strong validators, one per asset (a CRC32C of its bytes), computed once.
+fn etags() -> &'static [String] {
+    static ETAGS: OnceLock<Vec<String>> = OnceLock::new();
+    ETAGS.get_or_init(|| {
+        ASSETS
+            .iter()
+            .map(|asset| {
+                format!(
+                    "\"{:08x}-{}\"",
+                    crc32c::crc32c(asset.body),
+                    asset.body.len()
+                )
+            })
+            .collect()
+    })
+}
+
+fn serve(path: &str, headers: &HeaderMap) -> Response {
+    let Some(index) = ASSETS.iter().position(|asset| asset.path == path) else {
+        return (StatusCode::NOT_FOUND, "no such file in the web Studio\n").into_response();
+    };
+    let asset = &ASSETS[index];
+    let etag = etags().get(index).cloned().unwrap_or_default();
+    let fresh = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|tags| tags.split(',').any(|tag| tag.trim() == etag));
+    let mut response = if fresh {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        asset.body.into_response()
+    };
+    let out = response.headers_mut();
+    out.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(asset.content_type),
+    );
+    // Revalidate every load: a new binary serves new files at once.
+    out.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if let Ok(value) = HeaderValue::from_str(&etag) {
+        out.insert(header::ETAG, value);
+    }
+    out.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    out.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    if asset.content_type.starts_with("text/html") {
+        out.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+        );
+    }
+    response
+}
