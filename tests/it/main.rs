@@ -22,3 +22,4 @@ mod studio_crash;
 mod studio_wire;
 mod support;
 mod switches;
+mod web;

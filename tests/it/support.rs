@@ -267,6 +267,18 @@ impl ServerProcess {
         Self::start_env(data, args, &[])
     }
 
+    /// Like [`ServerProcess::start`], on `addr` (to restart a server where
+    /// its clients know it).
+    pub fn start_at(data: &Path, addr: &str, args: &[&str]) -> Self {
+        let mut command = binary();
+        command
+            .args(["serve", "--addr", addr])
+            .args(args)
+            .arg("--data")
+            .arg(data);
+        Self::spawn(command)
+    }
+
     /// [`ServerProcess::start`] with these environment variables.
     pub fn start_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut command = binary();
