@@ -8,16 +8,16 @@
 // Must never: hold layout of its own (the manifest is the order, the
 // pins and the meta), or apply a change the server has not answered.
 
-import { h, replace } from './dom.js';
+import { h } from './dom.js';
 import { refusal } from './api.js';
 import { cardElement } from './cards.js';
 
 /** Components one canvas remembers (the frames their cards are drawn from). */
 export const MAX_COMPONENTS = 2000;
 
-function signature(block, component, index, count, flipped) {
+function signature(block, component, flipped) {
   return JSON.stringify([block.revision, block.pinned, block.title, block.type, block.meta ?? null, component?.revision ?? null,
-    component?.seq ?? null, index === 0, index === count - 1, flipped]);
+    component?.seq ?? null, flipped]);
 }
 
 /** Resolves after the frame that shows the current DOM has been painted. */
@@ -122,7 +122,7 @@ export class Canvas {
     const elements = blocks.map((block, index) => {
       const component = this.components.get(block.component_id);
       const flipped = this.flipped.has(block.component_id);
-      const sig = signature(block, component, index, blocks.length, flipped);
+      const sig = signature(block, component, flipped);
       const old = this.rendered.get(block.component_id);
       if (old && old.sig === sig) { next.set(block.component_id, old); return old.el; }
       const el = cardElement(block, component, {
@@ -152,7 +152,24 @@ export class Canvas {
       return el;
     });
     this.rendered = next;
-    replace(this.cards, elements);
+    // Keyed: a card that did not change stays where it is in the DOM (no
+    // detach, so the rest of the canvas is not laid out again).
+    let cursor = this.cards.firstChild;
+    for (const el of elements) {
+      if (el === cursor) { cursor = cursor.nextSibling; continue; }
+      this.cards.insertBefore(el, cursor);
+    }
+    while (cursor) {
+      const following = cursor.nextSibling;
+      cursor.remove();
+      cursor = following;
+    }
+    elements.forEach((el, index) => {
+      const up = el.querySelector('button.move-up');
+      const down = el.querySelector('button.move-down');
+      if (up) up.disabled = index === 0;
+      if (down) down.disabled = index === elements.length - 1;
+    });
     if (focusCard && focusClass) {
       const card = [...this.cards.children].find((c) => c.dataset.componentId === focusCard);
       const target = card?.querySelector(`button.${CSS.escape(focusClass)}:not(:disabled)`) ?? card?.querySelector('button:not(:disabled)');

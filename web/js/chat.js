@@ -122,10 +122,15 @@ export class ChatView {
     this.replaying = false;
   }
 
+  /** Keeps the newest part in view, once per frame (scrolling forces a layout). */
   scrolled() {
-    if (this.replaying) return;
-    const box = this.el.parentElement;
-    if (box) box.scrollTop = box.scrollHeight;
+    if (this.replaying || this.scrollPending) return;
+    this.scrollPending = true;
+    requestAnimationFrame(() => {
+      this.scrollPending = false;
+      const box = this.el.parentElement;
+      if (box) box.scrollTop = box.scrollHeight;
+    });
   }
 
   /** A new turn with the user's `message` (`request`: its turn.request). */
