@@ -377,7 +377,7 @@ async fn paths_methods_and_media_types_off_the_routes_answer_in_the_grammar() {
         assert!(body["detail"].as_str().is_some_and(|d| !d.is_empty()));
         assert!(body["retry"].is_string());
     };
-    expect(http.get(format!("http://{addr}/")), 404, "not_found").await;
+    expect(http.get(format!("http://{addr}/nope")), 404, "not_found").await;
     expect(
         http.get(format!("http://{addr}/api/studio/nope")),
         404,
