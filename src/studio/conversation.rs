@@ -56,6 +56,10 @@ pub struct Turn {
     pub auto_add: bool,
     /// The highest seq any segment of the turn recorded.
     pub last_seq: u64,
+    /// The highest first seq any segment of the turn claimed (claims are
+    /// durable, so this survives every crash; see `studio::seq`).
+    #[serde(default)]
+    pub claimed_seq: u64,
     pub status: TurnStatus,
     /// Every pause of the turn, oldest first.
     pub pauses: Vec<Pause>,
@@ -106,6 +110,19 @@ impl Turn {
     /// The parsed request.
     pub fn request(&self) -> Option<TurnRequest> {
         serde_json::from_str(&self.request).ok()
+    }
+
+    /// The first seq no segment of the turn can have sent, even one that
+    /// died with frames the log lost (`studio::seq`).
+    pub fn unsent_seq(&self) -> u64 {
+        super::seq::unsent_seq(self.claimed_seq, self.last_seq)
+    }
+
+    /// The first seq of a segment resuming the turn after its last segment
+    /// died: past [`Turn::unsent_seq`], which a reconnect's closing frame
+    /// for the dead segment carries.
+    pub fn resume_seq_after_dead_segment(&self) -> u64 {
+        self.unsent_seq().saturating_add(1)
     }
 
     /// Accepted answers of the turn's pauses, oldest first.
@@ -252,7 +269,8 @@ impl Fold for ConversationFold {
     /// 3: a turn keeps its closing text, its cards (the digest's) and
     /// the position of its request.
     /// 4: keyed requests' outcomes.
-    const VERSION: u32 = 4;
+    /// 5: a turn keeps the highest first seq its segments claimed.
+    const VERSION: u32 = 5;
 
     fn apply(state: &mut Conversation, record: &Record) -> Result<(), FoldError> {
         let kind =
@@ -310,6 +328,7 @@ fn turn_requested(
         auto_add: request.auto_add(),
         request: record.request,
         last_seq: 0,
+        claimed_seq: 0,
         status: TurnStatus::Streaming,
         pauses: Vec::new(),
         close: None,
@@ -323,6 +342,7 @@ fn segment_claimed(state: &mut Conversation, record: SegmentClaimed) -> Result<(
     state.segments = record.segment;
     if let Some(turn) = state.turn_mut(record.turn) {
         turn.status = TurnStatus::Streaming;
+        turn.claimed_seq = turn.claimed_seq.max(record.first_seq);
         if let Some(pause) = turn.pauses.last_mut()
             && pause.answer.is_some()
         {

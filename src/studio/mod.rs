@@ -9,6 +9,7 @@
 //! - [`service`]: decisions (fold, decide, append where decided); `segment`
 //!   streams a turn while it holds the lease, from the agent context
 //!   `turn_context` builds out of the fold.
+//! - [`seq`]: why a seq never repeats within a turn, across crashes.
 //! - [`routes`]: the HTTP routes and SSE framing; [`reads`]: the
 //!   read-only routes (a conversation's canvas, its timeline and the
 //!   replay check of its segments).
@@ -26,6 +27,7 @@ pub mod records;
 pub mod rerun;
 pub mod routes;
 mod segment;
+pub mod seq;
 pub mod service;
 mod turn_context;
 pub mod wire;

@@ -25,6 +25,7 @@ use super::wire::frame::{CompositionUpdated, ErrorFrame, Frame};
 use super::wire::ids::{InterruptId, PlanVersionId, TraceId};
 use super::wire::plan::{PlanProposed, PlanVersioned};
 
+use super::seq::SeqGuard;
 use super::service::{MAX_DECISION_ATTEMPTS, SseItem, Studio, json, now_ms, seconds_ceil};
 use super::turn_context::{REPLAN_NOTICE, Recovery};
 
@@ -65,6 +66,9 @@ pub(super) struct Segment {
     pub(super) segment: u32,
     pub(super) turn: u32,
     pub(super) next_seq: u64,
+    /// Which frames must be durable before they are sent, so a seq sent
+    /// is never reused after a crash (`studio::seq`).
+    pub(super) seq_guard: SeqGuard,
     pub(super) listener: Listener,
     /// Set while the segment carries out a switch: what a `/cancel`
     /// answers with instead of the cancelled error.
@@ -338,8 +342,12 @@ impl Segment {
     }
 
     /// Records a frame; a closing frame is recorded durably together with
-    /// the lease release.
-    async fn record(&self, frame: &Frame, ends: bool) -> Result<Arc<Folded<Conversation>>, Lost> {
+    /// the lease release, and so is one the seq guard asks for.
+    async fn record(
+        &mut self,
+        frame: &Frame,
+        ends: bool,
+    ) -> Result<Arc<Folded<Conversation>>, Lost> {
         let frame_json = json(frame);
         let mut records = vec![
             FrameSent {
@@ -365,10 +373,16 @@ impl Segment {
                 .to_record(),
             );
             Durability::Durable
+        } else if self.seq_guard.must_be_durable(frame.seq()) {
+            Durability::Durable
         } else {
             Durability::Buffered
         };
-        self.append(records, durability).await
+        let state = self.append(records, durability).await?;
+        if durability == Durability::Durable {
+            self.seq_guard.durable(frame.seq());
+        }
+        Ok(state)
     }
 
     async fn send(&self, frame: &Frame) -> Result<(), ()> {

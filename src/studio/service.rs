@@ -48,9 +48,7 @@ pub use super::turn_context::{
 pub const LEASE_TTL_MS: u64 = 45_000;
 /// Default interval between heartbeats and lease renewals (the contract's 5 s).
 pub const HEARTBEAT_MS: u64 = 5_000;
-/// How far a re-resumed segment's seq jumps past the turn's recorded seq,
-/// so it never repeats one a dead segment sent but did not record.
-pub const RESUME_SEQ_JUMP: u64 = 1_000;
+pub use super::seq::RESUME_SEQ_JUMP;
 /// Most times a decision is re-folded after losing a race for the stream.
 pub const MAX_DECISION_ATTEMPTS: usize = 64;
 /// Frames buffered between a segment and a slow client before the segment waits.
@@ -536,9 +534,10 @@ impl Studio {
                 ));
             }
             // The segment this answer resumed died before finishing: resume
-            // again past every seq it may have sent.
+            // again past every seq any segment of the turn may have sent,
+            // recorded or not.
             let segment = conversation.segments + 1;
-            let first_seq = turn.last_seq + RESUME_SEQ_JUMP;
+            let first_seq = turn.resume_seq_after_dead_segment();
             let records = vec![self.claim(segment, turn.turn, first_seq, now)];
             let start = SegmentStart {
                 started: Started {
@@ -705,6 +704,7 @@ impl Studio {
             segment: start.segment,
             turn: start.turn,
             next_seq: start.first_seq,
+            seq_guard: super::seq::SeqGuard::new(start.first_seq),
             listener,
             switch_reoffer: switch_reoffer(&context),
         };

@@ -12,6 +12,7 @@ mod keyed;
 mod ledger;
 mod operating;
 mod reads;
+mod recovery;
 mod replay;
 mod scenarios;
 mod seeds;
