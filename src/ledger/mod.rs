@@ -124,7 +124,7 @@ impl Shared {
     /// The scrubber: a full integrity scan that marks corrupt streams.
     fn scrub(&self) {
         let started = std::time::Instant::now();
-        let report = match verify::verify_until(&self.log, &self.stopping) {
+        let report = match verify::verify_live(&self.log, &self.stopping) {
             Ok(Some(report)) => report,
             Ok(None) => return,
             Err(error) => {

@@ -95,32 +95,48 @@ struct StreamScan {
     last_global: Option<u64>,
     /// Set once a problem is found: later records are not judged again.
     broken: bool,
+    /// Set at the first record appended after a live scan began: it and
+    /// the stream's later records are not judged.
+    beyond_horizon: bool,
 }
 
 /// Scans the whole log tree.
 pub fn verify(log: &sled::Tree) -> Result<VerifyReport> {
     let never = AtomicBool::new(false);
-    Ok(verify_until(log, &never)?.unwrap_or_default())
+    Ok(scan(log, &never, None)?.unwrap_or_default())
 }
 
 /// Records scanned between two looks at the stop flag.
 const STOP_CHECK_RECORDS: u64 = 4096;
 
-/// [`verify`], giving up (`None`) once `stop` is set.
-pub fn verify_until(log: &sled::Tree, stop: &AtomicBool) -> Result<Option<VerifyReport>> {
+/// [`verify`] while appends go on (the scrubber), giving up (`None`) once
+/// `stop` is set. It judges only the records that existed when it began,
+/// those below the global position stored then: a round's records and
+/// that position are one atomic batch, so every record below it is
+/// visible, while records appended during the scan may be seen in part
+/// (one stream's but not another's) and would look like a hole.
+pub fn verify_live(log: &sled::Tree, stop: &AtomicBool) -> Result<Option<VerifyReport>> {
+    let horizon = super::stored_next_global(log)?;
+    scan(log, stop, Some(horizon))
+}
+
+/// The scan: every record, or with a `horizon` every record whose global
+/// position is below it.
+fn scan(log: &sled::Tree, stop: &AtomicBool, horizon: Option<u64>) -> Result<Option<VerifyReport>> {
     let stored_next_global = super::stored_next_global(log)?;
     let mut report = VerifyReport::default();
     let mut globals = GlobalSet::default();
     let mut max_global: Option<u64> = None;
     let mut current: Option<StreamScan> = None;
+    let mut seen: u64 = 0;
     for entry in log.scan_prefix([RECORD_KEY_TAG]) {
         let (key, value) = entry?;
-        report.records += 1;
-        if report.records % STOP_CHECK_RECORDS == 0 && stop.load(Ordering::Relaxed) {
+        seen += 1;
+        if seen.is_multiple_of(STOP_CHECK_RECORDS) && stop.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        report.bytes += value.len() as u64;
         let Some((stream, position)) = record::parse_record_key(&key) else {
+            report.records += 1;
             report
                 .problems
                 .push(problem(None, None, Corruption::BadKey));
@@ -133,13 +149,22 @@ pub fn verify_until(log: &sled::Tree, stop: &AtomicBool) -> Result<Option<Verify
                 expected_position: 0,
                 last_global: None,
                 broken: false,
+                beyond_horizon: false,
             });
         }
         let Some(scan) = current.as_mut() else {
             continue;
         };
+        if scan.beyond_horizon {
+            continue;
+        }
+        let value_len = value.len() as u64;
         let record = Record::decode(value, stream, position);
         if let Ok(record) = &record {
+            if horizon.is_some_and(|horizon| record.global_position() >= horizon) {
+                scan.beyond_horizon = true;
+                continue;
+            }
             let count = report.kinds.entry(record.kind()).or_default();
             count.0 += 1;
             count.1 += record.encoded_len() as u64;
@@ -153,6 +178,8 @@ pub fn verify_until(log: &sled::Tree, stop: &AtomicBool) -> Result<Option<Verify
                     .push(problem(Some(stream), Some(position), corruption));
             }
         }
+        report.records += 1;
+        report.bytes += value_len;
         if scan.broken {
             continue;
         }
@@ -195,7 +222,8 @@ pub fn verify_until(log: &sled::Tree, stop: &AtomicBool) -> Result<Option<Verify
     // Every global position below the end was handed to exactly one record;
     // a hole means a record vanished from a stream we cannot name. Torn
     // streams lose their later records' positions too, so only look when
-    // nothing else was found.
+    // nothing else was found. A live scan looks below its horizon only.
+    let end = horizon.unwrap_or(end);
     if report.problems.is_empty()
         && let Some(global) = globals.first_missing_below(end)
     {

@@ -5,4 +5,5 @@
 //! racing appends.
 
 mod crashes;
+mod scrub;
 mod seq_model;
