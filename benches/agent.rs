@@ -65,6 +65,7 @@ fn context(message: &str, answers: Vec<AnsweredPause>) -> TurnContext {
         components: BTreeMap::new(),
         history: Vec::new(),
         recall: Default::default(),
+        retried: false,
     }
 }
 

@@ -92,6 +92,11 @@ enum Command {
         /// `acme-status`) beside `harness-sdk`.
         #[arg(long, env = "LEDGERWIRE_STATEWIRE_EXAMPLES")]
         statewire_examples: bool,
+        /// A client that disconnects does not abort its segment: the
+        /// segment runs on, and `POST /api/studio/stream` picks it up live
+        /// (`/cancel` still stops it). Off by default, as the contract says.
+        #[arg(long, env = "LEDGERWIRE_KEEP_ON_DISCONNECT")]
+        keep_on_disconnect: bool,
     },
     /// Inspect a store.
     #[command(subcommand)]
@@ -278,6 +283,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             agent,
             scenarios,
             statewire_examples,
+            keep_on_disconnect,
         } => {
             let refuse = |error: settings::SettingsError| ToolError::Failed(error.to_string());
             settings::check_timing(heartbeat, lease_ttl).map_err(refuse)?;
@@ -296,6 +302,8 @@ fn run(command: Command) -> Result<(), ToolError> {
                         heartbeat_ms: heartbeat,
                         auth: AuthPolicy::from_env(),
                         instance: format!("ledgerwire/{}", std::process::id()),
+                        keep_on_disconnect,
+                        exit_on_fault: true,
                     },
                     statewire: StatewireOptions {
                         examples: statewire_examples,

@@ -18,7 +18,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 
 use crate::studio::conversation::StreamedComponent;
 use crate::studio::wire::composition::CompositionManifest;
@@ -192,6 +192,10 @@ pub struct TurnContext {
     pub history: Vec<PastTurn>,
     /// The recall tool, for what lies past the digest.
     pub recall: Recall,
+    /// An earlier segment already started from this same answer and died
+    /// before it ended (the client re-posted the answer after a crash or a
+    /// lost stream). Only scripted faults read it: they play once.
+    pub retried: bool,
 }
 
 /// The frames of one segment, in order. Time between two frames is time
@@ -199,11 +203,38 @@ pub struct TurnContext {
 /// ids in the frames are placeholders the server replaces.
 pub type SegmentFrames = Pin<Box<dyn Stream<Item = Frame> + Send>>;
 
-/// One step of a scripted segment: a frame to send, or time spent working.
+/// A failure a scripted segment asks the server to act out at that point,
+/// so a client team can test its recovery against it (scenario scripts;
+/// see `docs/agent.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The client's stream closes here, as a dropped connection would;
+    /// the segment then goes on as for a client that left.
+    Cut,
+    /// Nothing leaves for this long, not even a heartbeat, and the lease
+    /// is not renewed: a stalled server.
+    Stall(std::time::Duration),
+    /// The server stops here, as a crash would.
+    Exit,
+}
+
+/// What a segment yields: a frame, or a fault to act out.
+#[derive(Clone, Debug)]
+pub enum Beat {
+    Frame(Box<Frame>),
+    Fault(Fault),
+}
+
+/// A segment's frames with the faults between them.
+pub type SegmentBeats = Pin<Box<dyn Stream<Item = Beat> + Send>>;
+
+/// One step of a scripted segment: a frame to send, time spent working,
+/// or a fault.
 #[derive(Clone, Debug)]
 pub enum Step {
     Frame(Box<Frame>),
     Work(std::time::Duration),
+    Fault(Fault),
 }
 
 impl Step {
@@ -212,13 +243,25 @@ impl Step {
     }
 }
 
-/// Plays scripted steps as a segment: frames in order, pauses for work.
+/// Plays scripted steps as a segment: frames in order, pauses for work;
+/// faults are left out (see [`play_beats`]).
 pub fn play(steps: Vec<Step>) -> SegmentFrames {
+    Box::pin(play_beats(steps).filter_map(|beat| async move {
+        match beat {
+            Beat::Frame(frame) => Some(*frame),
+            Beat::Fault(_) => None,
+        }
+    }))
+}
+
+/// Plays scripted steps as a segment, faults included.
+pub fn play_beats(steps: Vec<Step>) -> SegmentBeats {
     Box::pin(async_stream::stream! {
         for step in steps {
             match step {
-                Step::Frame(frame) => yield *frame,
+                Step::Frame(frame) => yield Beat::Frame(frame),
                 Step::Work(duration) => tokio::time::sleep(duration).await,
+                Step::Fault(fault) => yield Beat::Fault(fault),
             }
         }
     })
@@ -230,6 +273,15 @@ pub trait Agent: Send + Sync + 'static {
     /// resumption after the latest answer. A segment ends with a pause
     /// (`plan.proposed`, `elicitation.request`), `done` or `error`.
     fn segment(&self, context: TurnContext) -> SegmentFrames;
+
+    /// The segment's frames with any faults it asks the server to act out
+    /// (what the server runs; only scripted agents have faults).
+    fn beats(&self, context: TurnContext) -> SegmentBeats {
+        Box::pin(
+            self.segment(context)
+                .map(|frame| Beat::Frame(Box::new(frame))),
+        )
+    }
 
     /// The `plan.approved` frame for the approval of `plan`, the last of
     /// the turn's answered pauses `answers`.

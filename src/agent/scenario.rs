@@ -7,8 +7,10 @@
 //! `fixtures/scenarios`). A file holds `segments`: the turn's first
 //! segment, then one segment per answered pause, each a list of steps,
 //! `{"frame": {…}}` (a frame without `seq`; pause and trace ids are
-//! minted by the server) or `{"work_ms": N}` (time spent working, during
-//! which heartbeats flow). See `docs/agent.md`.
+//! minted by the server), `{"work_ms": N}` (time spent working, during
+//! which heartbeats flow) or a fault for the server to act out there:
+//! `{"fault": "cut"}`, `{"fault": "stall", "stall_ms": N}` or
+//! `{"fault": "exit"}`. See `docs/agent.md`.
 //! Must never: read anything at run time but the scripts loaded at start.
 
 use std::collections::BTreeMap;
@@ -19,7 +21,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::frames::{done, message_complete};
-use super::{Agent, SegmentFrames, Step, TurnContext, play};
+use super::{Agent, Fault, SegmentBeats, SegmentFrames, Step, TurnContext, play, play_beats};
 use crate::studio::wire::WireError;
 use crate::studio::wire::frame::{ErrorFrame, Frame};
 
@@ -59,8 +61,40 @@ struct ScenarioFile {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, untagged)]
 enum StepFile {
-    Frame { frame: Value },
-    Work { work_ms: u64 },
+    Frame {
+        frame: Value,
+    },
+    Work {
+        work_ms: u64,
+    },
+    Fault {
+        fault: FaultName,
+        #[serde(default)]
+        stall_ms: Option<u64>,
+    },
+}
+
+/// The faults a script may ask for (see [`Fault`]).
+#[derive(Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum FaultName {
+    Cut,
+    Stall,
+    Exit,
+}
+
+/// A script's fault step as the server acts it out.
+fn fault(name: FaultName, stall_ms: Option<u64>) -> Result<Fault, String> {
+    match (name, stall_ms) {
+        (FaultName::Cut, None) => Ok(Fault::Cut),
+        (FaultName::Exit, None) => Ok(Fault::Exit),
+        (FaultName::Stall, Some(ms)) if ms <= MAX_WORK_MS => {
+            Ok(Fault::Stall(Duration::from_millis(ms)))
+        }
+        (FaultName::Stall, Some(ms)) => Err(format!("stall_ms {ms} is over {MAX_WORK_MS}")),
+        (FaultName::Stall, None) => Err("a stall needs stall_ms".to_owned()),
+        (_, Some(_)) => Err("only a stall takes stall_ms".to_owned()),
+    }
 }
 
 /// Fills the members the server owns with placeholders so a scripted
@@ -101,6 +135,12 @@ fn parse_scenario(path: &str, text: &str) -> Result<Scenario, ScenarioError> {
                 StepFile::Work { work_ms } => {
                     return Err(invalid(format!("work_ms {work_ms} is over {MAX_WORK_MS}")));
                 }
+                StepFile::Fault {
+                    fault: name,
+                    stall_ms,
+                } => Step::Fault(
+                    fault(name, stall_ms).map_err(|e| invalid(format!("segment {index}: {e}")))?,
+                ),
                 StepFile::Frame { frame } => {
                     let frame: Frame = serde_json::from_value(complete_frame(frame))
                         .map_err(|e| invalid(format!("segment {index}: {e}")))?;
@@ -201,5 +241,21 @@ impl Agent for ScenarioAgent {
     fn segment(&self, context: TurnContext) -> SegmentFrames {
         let steps = self.steps(&context);
         play(steps)
+    }
+
+    /// A segment's faults play once: a segment resumed again from the
+    /// same answer (the client re-posted it) plays without them, so a
+    /// client can recover.
+    fn beats(&self, context: TurnContext) -> SegmentBeats {
+        let steps = self.steps(&context);
+        if context.retried {
+            return play_beats(
+                steps
+                    .into_iter()
+                    .filter(|s| !matches!(s, Step::Fault(_)))
+                    .collect(),
+            );
+        }
+        play_beats(steps)
     }
 }

@@ -10,6 +10,7 @@
 //!   streams a turn while it holds the lease, from the agent context
 //!   `turn_context` builds out of the fold.
 //! - [`seq`]: why a seq never repeats within a turn, across crashes.
+//! - [`follow`]: the reconnect extension, and what a reconnect ends with.
 //! - [`routes`]: the HTTP routes and SSE framing; [`reads`]: the
 //!   read-only routes (a conversation's canvas, its timeline and the
 //!   replay check of its segments).
@@ -22,6 +23,7 @@
 pub mod auth;
 pub mod canvas;
 pub mod conversation;
+pub mod follow;
 pub mod reads;
 pub mod records;
 pub mod rerun;

@@ -5,27 +5,21 @@
 //! Must never: decide anything about a conversation (the service does),
 //! or answer an error outside the wire error grammar.
 
-use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use futures_util::StreamExt;
-use serde::Deserialize;
 
 use super::auth::{self, AuthError, Principal};
-use super::records::FrameSent;
 use super::service::{SseItem, Studio};
 use super::wire::error::{ErrorCode, Retry};
-use super::wire::ids::ConversationId;
 use super::wire::limits::{MAX_REQUEST_BYTES, MAX_TURN_REQUEST_BYTES};
 use super::wire::{self, WireError};
-use crate::ledger::Payload;
 
 impl IntoResponse for WireError {
     fn into_response(self) -> Response {
@@ -135,7 +129,7 @@ fn sse(mut receiver: tokio::sync::mpsc::Receiver<SseItem>) -> Response {
 }
 
 /// Counts an open Studio SSE response while the guard lives.
-fn open_sse() -> crate::telemetry::Open {
+pub(super) fn open_sse() -> crate::telemetry::Open {
     crate::telemetry::Open::new(metrics::gauge!(crate::telemetry::STUDIO_SSE_OPEN))
 }
 
@@ -195,29 +189,20 @@ async fn composition(State(studio): State<Studio>, headers: HeaderMap, body: Bod
     }
 }
 
-/// The reconnect request (an extension beyond contract v1).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReconnectRequest {
-    #[serde(alias = "session_id")]
-    conversation_id: ConversationId,
-    #[serde(default)]
-    after_seq: Option<u64>,
-}
-
 /// `POST /api/studio/stream`: the current turn's frames after `after_seq`
 /// (or `Last-Event-ID`) from the ledger, then the live segment's.
 async fn reconnect(State(studio): State<Studio>, headers: HeaderMap, body: Body) -> Response {
     let result = async {
         let principal = authenticate(&studio, &headers)?;
         let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
-        let request: ReconnectRequest = serde_json::from_slice(&body).map_err(|error| {
-            WireError::malformed(
-                None,
-                format!("The body is not a reconnect request: {error}."),
-                "send {\"conversation_id\": …, \"after_seq\": N}",
-            )
-        })?;
+        let request: wire::request::ReconnectRequest =
+            serde_json::from_slice(&body).map_err(|error| {
+                WireError::malformed(
+                    None,
+                    format!("The body is not a reconnect request: {error}."),
+                    "send {\"conversation_id\": …, \"after_seq\": N}",
+                )
+            })?;
         crate::telemetry::note_conversation(request.conversation_id.as_str());
         let last_event_id = headers
             .get("last-event-id")
@@ -246,76 +231,5 @@ async fn reconnect(State(studio): State<Studio>, headers: HeaderMap, body: Body)
             )
             .into_response(),
         Err(error) => error.into_response(),
-    }
-}
-
-/// An SSE event for a recorded frame.
-pub(crate) fn frame_event(frame: &FrameSent) -> Event {
-    Event::default()
-        .id(frame.seq.to_string())
-        .data(frame.frame.clone())
-}
-
-impl Studio {
-    /// Replays `turn`'s recorded frames after `after_seq`, reading from the
-    /// turn's first record at `from`, and follows the live segment until a
-    /// frame ends the stream or no segment holds the lease.
-    fn follow(
-        &self,
-        principal: &Principal,
-        conversation: &ConversationId,
-        turn: u32,
-        from: u64,
-        after_seq: u64,
-    ) -> impl futures_util::Stream<Item = Result<Event, Infallible>> + use<> {
-        let studio = self.clone();
-        let principal = principal.clone();
-        let conversation = conversation.clone();
-        async_stream::stream! {
-            let _open = open_sse();
-            let Ok(stream) = super::records::conversation_stream(&principal, &conversation) else { return };
-            let ledger = studio.ledger().clone();
-            let mut records = Box::pin(ledger.tail(&stream, from));
-            let heartbeat = Duration::from_millis(studio.config().heartbeat_ms.max(1));
-            let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
-            // Position of the next record the tail will yield.
-            let mut next_position = from;
-            loop {
-                tokio::select! {
-                    record = records.next() => {
-                        let Some(Ok(record)) = record else { return };
-                        next_position = record.position() + 1;
-                        let Some(Ok(frame)) = FrameSent::from_record(&record) else { continue };
-                        if frame.turn != turn || frame.seq <= after_seq {
-                            continue;
-                        }
-                        let ends = serde_json::from_str::<wire::Frame>(&frame.frame)
-                            .map(|f| f.ends_stream())
-                            .unwrap_or(false);
-                        yield Ok(frame_event(&frame));
-                        // A pause or an end closes the stream unless the turn
-                        // already went on past it (an earlier pause).
-                        let caught_up = ledger.head(&stream).is_ok_and(|head| next_position >= head);
-                        if ends && caught_up {
-                            return;
-                        }
-                    }
-                    _ = ticker.tick() => {
-                        // Once every recorded frame is out, stop when no
-                        // live segment of this turn can add more.
-                        let live = studio
-                            .conversation(&principal, &conversation)
-                            .map(|folded| {
-                                folded.state.live_lease(super::service::now_ms()).is_some_and(|(lease, _)| lease.turn == turn)
-                            })
-                            .unwrap_or(false);
-                        let caught_up = ledger.head(&stream).is_ok_and(|head| next_position >= head);
-                        if !live && caught_up {
-                            return;
-                        }
-                    }
-                }
-            }
-        }
     }
 }

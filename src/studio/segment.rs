@@ -12,7 +12,7 @@ use axum::response::sse::Event;
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
-use crate::agent::{TurnContext, frames};
+use crate::agent::{Beat, Fault, TurnContext, frames};
 use crate::ledger::{
     Durability, ExpectedPosition, Folded, LedgerError, NewRecord, Payload, Record, RecordKind,
     StreamKey,
@@ -26,8 +26,16 @@ use super::wire::ids::{InterruptId, PlanVersionId, TraceId};
 use super::wire::plan::{PlanProposed, PlanVersioned};
 
 use super::seq::SeqGuard;
-use super::service::{MAX_DECISION_ATTEMPTS, SseItem, Studio, json, now_ms, seconds_ceil};
+use super::service::{
+    FAULT_EXIT_CODE, MAX_DECISION_ATTEMPTS, SseItem, Studio, json, now_ms, seconds_ceil,
+};
 use super::turn_context::{REPLAN_NOTICE, Recovery};
+
+/// Longest an exit fault waits for the frames before it to leave, in
+/// milliseconds.
+const EXIT_DRAIN_MS: u64 = 1_000;
+/// How often it looks, in milliseconds.
+const EXIT_DRAIN_POLL_MS: u64 = 20;
 
 /// A segment can no longer write: the lease now belongs to another
 /// segment, or the ledger failed.
@@ -48,6 +56,20 @@ impl Listener {
             Listener::Sse(sender) => sender.send(item).await.map_err(drop),
             Listener::Detached => Ok(()),
         }
+    }
+
+    /// Resolves once the response has taken every frame sent to it (or
+    /// after [`EXIT_DRAIN_MS`]): what an exit fault waits for, so the
+    /// frames before it reach the client as a crash just after them would
+    /// let them.
+    async fn drained(&self) {
+        let Listener::Sse(sender) = self else { return };
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(EXIT_DRAIN_MS);
+        while sender.capacity() < sender.max_capacity() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(EXIT_DRAIN_POLL_MS)).await;
+        }
+        // The last frame taken is on its way to the socket.
+        tokio::time::sleep(Duration::from_millis(EXIT_DRAIN_POLL_MS)).await;
     }
 
     /// Resolves when the client left; never for a detached segment.
@@ -104,7 +126,7 @@ impl Segment {
                 Some(supersedes)
             }
         };
-        let mut frames = self.studio.inner.agent.segment(context);
+        let mut beats = self.studio.inner.agent.beats(context);
         if let Some(frame) = approved
             && !self.emit(frame).await
         {
@@ -131,7 +153,17 @@ impl Segment {
                         _ => watching = false,
                     }
                 }
-                frame = frames.next() => {
+                beat = beats.next() => {
+                    let frame = match beat {
+                        Some(Beat::Frame(frame)) => Some(*frame),
+                        Some(Beat::Fault(fault)) => {
+                            if !self.act_out(fault, &mut ticker).await {
+                                return;
+                            }
+                            continue;
+                        }
+                        None => None,
+                    };
                     let Some(frame) = frame else {
                         // An agent that ends without a closing frame: close honestly.
                         let error = WireError::transient(1, "The answer ended unexpectedly; ask again.");
@@ -169,8 +201,9 @@ impl Segment {
                     }
                 }
                 _ = self.listener.closed() => {
-                    self.release(SegmentEnd::Disconnected).await;
-                    return;
+                    if !self.client_left().await {
+                        return;
+                    }
                 }
             }
         }
@@ -178,13 +211,8 @@ impl Segment {
 
     /// Sends `: ka`, renews the lease and looks for a cancel.
     async fn heartbeat(&mut self) -> bool {
-        if self
-            .listener
-            .send(Ok(Event::default().comment("ka")))
-            .await
-            .is_err()
-        {
-            self.release(SegmentEnd::Disconnected).await;
+        let sent = self.listener.send(Ok(Event::default().comment("ka"))).await;
+        if sent.is_err() && !self.client_left().await {
             return false;
         }
         let renewal = SegmentRenewed {
@@ -205,6 +233,47 @@ impl Segment {
             }
             Ok(_) => true,
             Err(_) => false,
+        }
+    }
+
+    /// The client is gone (it closed the stream, or a scripted cut closed
+    /// it). By default the segment stops, as the contract says (delta 14);
+    /// with `keep_on_disconnect` it runs on with nobody listening, still
+    /// recording every frame and renewing its lease, and a reconnect
+    /// follows it from the log. False when the segment has ended.
+    async fn client_left(&mut self) -> bool {
+        self.listener = Listener::Detached;
+        if self.studio.inner.config.keep_on_disconnect {
+            return true;
+        }
+        self.release(SegmentEnd::Disconnected).await;
+        false
+    }
+
+    /// Acts out a fault a script asked for. False when the segment has
+    /// ended.
+    async fn act_out(&mut self, fault: Fault, ticker: &mut tokio::time::Interval) -> bool {
+        tracing::warn!(stream = %self.stream, segment = self.segment, ?fault, "acting out a scripted fault");
+        match fault {
+            Fault::Cut => self.client_left().await,
+            Fault::Stall(duration) => {
+                // Nothing at all meanwhile: no frame, heartbeat or renewal.
+                tokio::time::sleep(duration).await;
+                ticker.reset();
+                true
+            }
+            Fault::Exit if self.studio.inner.config.exit_on_fault => {
+                self.listener.drained().await;
+                // As a crash: nothing more is written or flushed.
+                std::process::exit(FAULT_EXIT_CODE)
+            }
+            Fault::Exit => {
+                // A server sharing its process (tests) cannot exit: the
+                // segment dies as its owner would, the lease left to lapse.
+                self.listener.drained().await;
+                self.listener = Listener::Detached;
+                false
+            }
         }
     }
 
@@ -231,11 +300,10 @@ impl Segment {
         let studio = &self.studio.inner;
         for _ in 0..MAX_DECISION_ATTEMPTS {
             let folded = studio.folds.state(&self.stream).map_err(|_| Lost)?;
-            let owns = folded
-                .state
-                .lease
-                .as_ref()
-                .is_some_and(|lease| lease.segment == self.segment && lease.released.is_none());
+            // A lapsed lease is lost too: anyone may claim the turn now.
+            let owns = folded.state.lease.as_ref().is_some_and(|lease| {
+                lease.segment == self.segment && lease.remaining_ms(now_ms()).is_some()
+            });
             let position = folded.position;
             // Holding the state across the next fold would make it copy.
             drop(folded);
@@ -315,13 +383,11 @@ impl Segment {
                 return false;
             }
         };
-        if self.send(&frame).await.is_err() {
-            if !ends {
-                self.release(SegmentEnd::Disconnected).await;
-            }
+        if ends {
+            let _ = self.send(&frame).await;
             return false;
         }
-        if ends {
+        if self.send(&frame).await.is_err() && !self.client_left().await {
             return false;
         }
         // A component frame can change the canvas (auto-add, a revised

@@ -53,6 +53,8 @@ pub use super::seq::RESUME_SEQ_JUMP;
 pub const MAX_DECISION_ATTEMPTS: usize = 64;
 /// Frames buffered between a segment and a slow client before the segment waits.
 pub const SSE_BUFFER_FRAMES: usize = 64;
+/// The exit status of a server a scripted `exit` fault stopped.
+pub const FAULT_EXIT_CODE: i32 = 70;
 /// Conversations whose folded state stays in memory.
 pub const CACHED_CONVERSATIONS: usize = 10_000;
 
@@ -64,6 +66,14 @@ pub struct StudioConfig {
     pub auth: AuthPolicy,
     /// Names this server in lease records (audit only).
     pub instance: String,
+    /// A client that leaves does not stop its segment: it runs on, and a
+    /// reconnect follows it (`serve --keep-on-disconnect`). Off by
+    /// default: the contract aborts the segment (delta 14).
+    pub keep_on_disconnect: bool,
+    /// A scripted `exit` fault stops the process (the `serve` binary);
+    /// off, it only ends the segment as its owner's crash would (a server
+    /// sharing a process, as in tests).
+    pub exit_on_fault: bool,
 }
 
 impl Default for StudioConfig {
@@ -73,6 +83,8 @@ impl Default for StudioConfig {
             heartbeat_ms: HEARTBEAT_MS,
             auth: AuthPolicy::AnyToken,
             instance: String::from("ledgerwire"),
+            keep_on_disconnect: false,
+            exit_on_fault: false,
         }
     }
 }
@@ -94,6 +106,32 @@ fn ledger_failure(error: &LedgerError) -> WireError {
         seconds_ceil(HEARTBEAT_MS),
         "The server could not record this request; nothing was applied. Retry shortly.",
     )
+}
+
+/// What a client is answered when the ledger cannot give a conversation:
+/// damage is named and never retryable; anything else is transient.
+pub(super) fn refusal(error: &LedgerError) -> WireError {
+    match error {
+        LedgerError::Corrupt {
+            position,
+            corruption,
+            ..
+        } => {
+            tracing::error!(%error, "refusing a damaged conversation");
+            WireError::damaged(format!(
+                "This conversation's records are damaged from position {position} ({corruption}), so it cannot be served; an operator must restore the store from a backup (`ledgerwire log verify` names the damage)."
+            ))
+        }
+        LedgerError::Fold {
+            position, reason, ..
+        } => {
+            tracing::error!(%error, "refusing a conversation that does not fold");
+            WireError::damaged(format!(
+                "This conversation's record at position {position} cannot be read ({reason}), so it cannot be served; an operator must look at it (`ledgerwire replay` shows it)."
+            ))
+        }
+        other => ledger_failure(other),
+    }
 }
 
 fn busy(remaining_ms: u64) -> WireError {
@@ -126,6 +164,8 @@ struct SegmentStart {
     started: Started,
     /// Send `plan.approved` for this plan first (the approve answer).
     approved_plan: Option<String>,
+    /// It resumes again after a segment that died (see `TurnContext`).
+    retried: bool,
 }
 
 impl SegmentStart {
@@ -253,16 +293,10 @@ impl Studio {
     }
 
     pub(super) fn fold(&self, stream: &StreamKey) -> Result<Arc<Folded<Conversation>>, WireError> {
-        self.inner.folds.state(stream).map_err(|error| match error {
-            LedgerError::Corrupt { .. } | LedgerError::Fold { .. } => {
-                tracing::error!(%error, "refusing a corrupt conversation");
-                WireError::transient(
-                    3600,
-                    "This conversation's record is damaged and cannot be served; an operator must restore it.",
-                )
-            }
-            other => ledger_failure(&other),
-        })
+        self.inner
+            .folds
+            .state(stream)
+            .map_err(|error| refusal(&error))
     }
 
     /// The folded conversation (for replay and reconnects).
@@ -443,6 +477,7 @@ impl Studio {
                 interrupt_id: None,
             },
             approved_plan: None,
+            retried: false,
         };
         Ok((records, start))
     }
@@ -547,6 +582,7 @@ impl Studio {
                     interrupt_id: Some(id.to_owned()),
                 },
                 approved_plan: None,
+                retried: true,
             };
             return Ok((records, start));
         }
@@ -591,6 +627,7 @@ impl Studio {
                 interrupt_id: Some(id.to_owned()),
             },
             approved_plan: approve_now.then(|| pause.frame.clone()),
+            retried: false,
         };
         Ok((records, start))
     }
@@ -687,6 +724,7 @@ impl Studio {
         let SegmentStart {
             started: start,
             approved_plan,
+            retried,
         } = start;
         let folded = self.fold(&stream)?;
         let recall = Recall::new(Arc::new(LiveRecall {
@@ -694,8 +732,9 @@ impl Studio {
             stream: stream.clone(),
             turn: start.turn,
         }));
-        let context = turn_context(&folded.state, start.turn, recall)
+        let mut context = turn_context(&folded.state, start.turn, recall)
             .ok_or_else(|| WireError::transient(1, "The turn could not be read back; retry."))?;
+        context.retried = retried;
         let recovery = unreadable_plan(&folded.state, start.turn);
         drop(folded);
         let segment = Segment {

@@ -116,6 +116,7 @@ pub fn turn_context(conversation: &Conversation, turn: u32, recall: Recall) -> O
         components: conversation.components.clone(),
         history: digest(conversation, turn),
         recall,
+        retried: false,
     })
 }
 

@@ -169,7 +169,8 @@ impl SseReader {
             let chunk = tokio::time::timeout(EVENT_TIMEOUT, self.body.next())
                 .await
                 .expect("an SSE event within the timeout")?;
-            let bytes = chunk.expect("SSE body chunk");
+            // A connection the server dropped (it died) ends the stream.
+            let Ok(bytes) = chunk else { return None };
             self.buffer
                 .push_str(&String::from_utf8(bytes).expect("UTF-8 SSE"));
         }
@@ -318,6 +319,11 @@ impl ServerProcess {
         let pid = libc::pid_t::try_from(self.child.id()).expect("pid");
         // SAFETY: kill(2) on our own child's pid, which is not yet reaped.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "SIGTERM");
+        self.child.wait().expect("reap")
+    }
+
+    /// Waits for the server to exit by itself; its status.
+    pub fn wait(mut self) -> std::process::ExitStatus {
         self.child.wait().expect("reap")
     }
 

@@ -42,11 +42,15 @@ pub enum ErrorCode {
     /// The body's `Content-Type` is not one the route reads (server-side
     /// addition).
     UnsupportedMediaType,
+    /// The conversation's records are damaged in the store, so it cannot
+    /// be served until an operator restores it (server-side addition; never
+    /// retryable).
+    ConversationDamaged,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 11] = [
+    pub const ALL: [ErrorCode; 12] = [
         ErrorCode::BindingInvalid,
         ErrorCode::NotFound,
         ErrorCode::EditConflict,
@@ -58,6 +62,7 @@ impl ErrorCode {
         ErrorCode::Unauthorized,
         ErrorCode::MethodNotAllowed,
         ErrorCode::UnsupportedMediaType,
+        ErrorCode::ConversationDamaged,
     ];
 
     /// The code as it appears on the wire.
@@ -74,6 +79,7 @@ impl ErrorCode {
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ErrorCode::ConversationDamaged => "conversation_damaged",
         }
     }
 
@@ -99,6 +105,7 @@ impl ErrorCode {
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::BindingInvalid => 422,
             ErrorCode::CapabilityUnavailable => 503,
+            ErrorCode::ConversationDamaged => 500,
         }
     }
 }
@@ -301,6 +308,17 @@ impl WireError {
             retry: Retry::RetryAfterDelay {
                 retry_after_seconds,
             },
+            detail: detail.into(),
+            pointer: None,
+        }
+    }
+
+    /// The conversation cannot be served: its records are damaged. Never
+    /// retryable; `detail` names the damage and what the operator does.
+    pub fn damaged(detail: impl Into<String>) -> WireError {
+        WireError {
+            code: ErrorCode::ConversationDamaged,
+            retry: Retry::DoNotRetry,
             detail: detail.into(),
             pointer: None,
         }

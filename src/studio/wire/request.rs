@@ -241,3 +241,19 @@ impl RequestKind {
         }
     }
 }
+
+/// The body of `POST /api/studio/stream`, the reconnect extension (not a
+/// contract request: it has no `kind`). It reads the conversation's
+/// current turn: its recorded frames after `after_seq` (or the
+/// `Last-Event-ID` header), then the live segment's, ending on a frame
+/// that ends a stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReconnectRequest {
+    #[serde(alias = "session_id")]
+    pub conversation_id: ConversationId,
+    /// The last seq the client holds; frames after it are sent. Omitted:
+    /// `Last-Event-ID`, or every frame of the turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_seq: Option<u64>,
+}

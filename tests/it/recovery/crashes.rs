@@ -96,3 +96,61 @@ async fn two_kills_in_one_turn_never_repeat_a_seq() {
     let verify = ledgerwire_ok(&["log", "verify"], dir.path());
     assert!(verify.starts_with("ok:"), "{verify}");
 }
+
+/// The shipped `server-exit` scenario against the real binary: the server
+/// exits mid-segment as a crash would; restarted, a reconnect carries
+/// heartbeats until the dead lease lapses and then ends on an error frame
+/// saying to re-post, and the re-posted answer finishes the turn.
+#[tokio::test]
+async fn after_the_server_died_mid_segment_a_reconnect_ends_and_the_repost_finishes() {
+    let dir = scratch();
+    let scenarios = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/scenarios");
+    let args = [
+        "--heartbeat",
+        "100",
+        "--lease-ttl",
+        "2000",
+        "--agent",
+        "scenario",
+        "--scenarios",
+        scenarios,
+    ];
+    let server = ServerProcess::start(dir.path(), &args);
+    let client = StudioClient::new(server.addr, "front-end");
+    let request = json!({"kind": "turn.request", "conversation_id": "exit", "message": "scenario server-exit"});
+    let frames = client.stream("/api/studio/turn", &request).await;
+    let plan = frames.last().unwrap().clone();
+    let approve = json!({"kind": "interrupt.response", "conversation_id": "exit",
+        "interrupt_id": plan["interrupt_id"], "decision": "approve"});
+    let seen = client.stream("/api/studio/interrupt", &approve).await;
+    assert_eq!(seen.last().unwrap()["event"], "activity.step", "{seen:?}");
+    let status = server.wait();
+    assert_eq!(status.code(), Some(70), "the scripted exit");
+
+    let server = ServerProcess::start(dir.path(), &args);
+    let client = StudioClient::new(server.addr, "front-end");
+    let reconnect = json!({"conversation_id": "exit", "after_seq": plan["seq"]});
+    let mut reader = SseReader::new(client.post("/api/studio/stream", &reconnect).await);
+    let (mut heartbeats, mut replayed) = (0, Vec::new());
+    while let Some(event) = reader.next().await {
+        match event {
+            SseEvent::Comment(_) => heartbeats += 1,
+            SseEvent::Frame { frame, .. } => replayed.push(frame),
+        }
+    }
+    assert!(heartbeats >= 1, "heartbeats while the dead lease ran");
+    let closing = replayed.last().expect("a closing frame");
+    assert_eq!(closing["error"]["retry"], "retry_after_delay", "{closing}");
+    let resumed = client.stream("/api/studio/interrupt", &approve).await;
+    assert_eq!(resumed.last().unwrap()["event"], "done");
+    let mut seqs: Vec<u64> = replayed
+        .iter()
+        .chain(&resumed)
+        .map(|f| f["seq"].as_u64().unwrap())
+        .collect();
+    let count = seqs.len();
+    seqs.sort_unstable();
+    seqs.dedup();
+    assert_eq!(seqs.len(), count, "no seq twice");
+    server.kill();
+}

@@ -5,5 +5,6 @@
 //! racing appends.
 
 mod crashes;
+mod endings;
 mod scrub;
 mod seq_model;
