@@ -50,7 +50,15 @@ fn open_existing(data: &Path) -> Result<(Ledger, VerifyReport), ToolError> {
 
 /// Prints the integrity report; fails if the store has any problem.
 pub fn verify(data: &Path, out: &mut impl Write) -> Result<VerifyReport, ToolError> {
-    let (_ledger, report) = open_existing(data)?;
+    let (_ledger, report) = match open_existing(data) {
+        // Damage sled meets before a record can be read is a finding too.
+        Err(ToolError::Ledger(LedgerError::Damaged(damage))) => {
+            writeln!(out, "DAMAGED: {damage}")?;
+            writeln!(out, "FAILED: the store cannot be opened")?;
+            return Err(ToolError::Problems(1));
+        }
+        opened => opened?,
+    };
     print_verify(report, out)
 }
 
@@ -80,6 +88,10 @@ pub fn print_verify(report: VerifyReport, out: &mut impl Write) -> Result<Verify
     if report.is_clean() {
         Ok(report)
     } else {
+        writeln!(
+            out,
+            "what to do: restore the store from a backup; until then `serve` refuses the damaged streams and serves the others"
+        )?;
         Err(ToolError::Problems(report.problems.len()))
     }
 }

@@ -26,6 +26,8 @@ pub enum Corruption {
     GlobalMissing { global: u64 },
     #[error("an unreadable key in the log tree")]
     BadKey,
+    #[error("the storage engine cannot read this part of its data file ({detail})")]
+    Storage { detail: String },
 }
 
 /// Errors of the ledger.
@@ -78,6 +80,9 @@ pub enum LedgerError {
         path: PathBuf,
         problem: StoreProblem,
     },
+
+    #[error("the store is damaged: {0}")]
+    Damaged(crate::ledger::damage::Damage),
 
     #[error("storage error: {0}")]
     Sled(#[from] sled::Error),

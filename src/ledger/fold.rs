@@ -227,8 +227,15 @@ impl<F: Fold> FoldCache<F> {
 
     /// The stream's snapshot, if there is one that passes every check.
     fn load_snapshot(&self, stream: &StreamKey) -> Result<Option<Folded<F::State>>> {
-        let Some(value) = self.ledger.snapshots().get(Self::snapshot_key(stream))? else {
-            return Ok(None);
+        let value = match self.ledger.snapshots().get(Self::snapshot_key(stream)) {
+            Ok(Some(value)) => value,
+            Ok(None) => return Ok(None),
+            // A snapshot sled cannot read is only a shortcut lost: fold
+            // from the records, and the next snapshot replaces it.
+            Err(error) => {
+                tracing::warn!(%stream, fold = F::NAME, %error, "ignoring a snapshot sled cannot read");
+                return Ok(None);
+            }
         };
         let Some(folded) = decode_snapshot::<F>(&value) else {
             tracing::warn!(%stream, fold = F::NAME, "ignoring an unreadable or outdated snapshot");

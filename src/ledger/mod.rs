@@ -9,6 +9,7 @@
 //! check, acknowledge a durable append before it is on disk, or let two
 //! appends extend the same position of a stream.
 
+pub mod damage;
 pub mod error;
 pub mod fold;
 pub mod kinds;
@@ -16,6 +17,7 @@ pub mod probe;
 pub mod record;
 pub mod store;
 pub mod verify;
+pub mod watermark;
 mod writer;
 
 use std::collections::HashMap;
@@ -96,6 +98,10 @@ pub(crate) struct Shared {
     /// Set when the last handle goes: the scrubber stops early.
     stopping: AtomicBool,
     stats: Counters,
+    /// The global position after the writer's latest applied round.
+    applied_next_global: AtomicU64,
+    /// The durable watermark's file (`None` if it could not be opened).
+    watermark: Mutex<Option<watermark::Watermark>>,
 }
 
 /// Write-path counters (see [`LedgerStats`]).
@@ -162,6 +168,18 @@ impl Shared {
         Ok(())
     }
 
+    /// Records that every record below `position` is durable (the caller
+    /// has just flushed them). A watermark that cannot be written only
+    /// weakens the check at the next open.
+    fn advance_watermark(&self, position: u64) {
+        let mut watermark = self.watermark.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(file) = watermark.as_mut()
+            && let Err(error) = file.advance(position)
+        {
+            tracing::warn!(%error, "the durable watermark could not be written");
+        }
+    }
+
     fn poison(&self, reason: String) {
         tracing::error!(%reason, "ledger refuses further writes");
         let mut poisoned = self.poisoned.lock().unwrap_or_else(|p| p.into_inner());
@@ -192,6 +210,20 @@ impl Shared {
         let last = self.log.scan_prefix(stream_prefix(stream)).next_back();
         match last {
             None => Ok(0),
+            Some(Err(error)) if damage::is_damage(&error) => {
+                let corruption = Corruption::Storage {
+                    detail: error.to_string(),
+                };
+                let mut corrupt = self.corrupt.write().unwrap_or_else(|p| p.into_inner());
+                corrupt
+                    .entry(stream.to_string())
+                    .or_insert((0, corruption.clone()));
+                Err(LedgerError::Corrupt {
+                    stream: stream.to_string(),
+                    position: 0,
+                    corruption,
+                })
+            }
             Some(entry) => {
                 let (key, _) = entry?;
                 let (_, position) =
@@ -237,6 +269,11 @@ impl Drop for Threads {
         for handle in self.handles.drain(..) {
             let _ = handle.join();
         }
+        // A clean close: everything applied is made durable and marked so.
+        let shared = &self.shared;
+        if shared.poisoned().is_none() && shared.make_durable().is_ok() {
+            shared.advance_watermark(shared.applied_next_global.load(Ordering::Acquire));
+        }
     }
 }
 
@@ -254,9 +291,11 @@ impl Ledger {
     /// and refused by every later read and append.
     pub fn open(path: impl AsRef<Path>, mode: OpenMode) -> Result<(Self, VerifyReport)> {
         let path = path.as_ref().to_path_buf();
+        store::refuse_damaged_snapshots(&path)?;
         let db = store::open_sled(&path, mode)?;
         let log = db.open_tree("log")?;
         let report = verify::verify(&log)?;
+        check_watermark(&path, report.next_global)?;
         let corrupt = report.corrupt_streams();
         let shared = Self::shared(path, db, log, report.next_global, corrupt)?;
         *shared.scrub.lock().unwrap_or_else(|p| p.into_inner()) = Some(report.clone());
@@ -270,10 +309,21 @@ impl Ledger {
     /// scrubber finds corrupt is refused from then on.
     pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        let db = store::open_sled(&path, mode)?;
+        let db = store::open_sled_setting_aside(&path, mode)?;
         let log = db.open_tree("log")?;
-        let next_global = stored_next_global(&log)?;
-        let shared = Self::shared(path, db, log, next_global, HashMap::new())?;
+        let (next_global, corrupt) = match stored_next_global(&log) {
+            Ok(next_global) => (next_global, HashMap::new()),
+            // The page holding it is damaged: find it the slow way, and
+            // the damaged streams with it.
+            Err(LedgerError::Sled(error)) if damage::is_damage(&error) => {
+                tracing::error!(%error, "the stored next global position cannot be read; scanning the whole store");
+                let report = verify::verify(&log)?;
+                (report.next_global, report.corrupt_streams())
+            }
+            Err(error) => return Err(error),
+        };
+        check_watermark(&path, next_global)?;
+        let shared = Self::shared(path, db, log, next_global, corrupt)?;
         Self::start(shared, true)
     }
 
@@ -286,6 +336,9 @@ impl Ledger {
     ) -> Result<Arc<Shared>> {
         let snapshots = db.open_tree("snapshots")?;
         let data_file = File::open(path.join("db"))?;
+        let watermark = watermark::Watermark::open(&path)
+            .inspect_err(|error| tracing::warn!(%error, "no durable watermark"))
+            .ok();
         Ok(Arc::new(Shared {
             path,
             db,
@@ -300,6 +353,8 @@ impl Ledger {
             scrub_done: Condvar::new(),
             stopping: AtomicBool::new(false),
             stats: Counters::default(),
+            applied_next_global: AtomicU64::new(next_global),
+            watermark: Mutex::new(watermark),
         }))
     }
 
@@ -650,6 +705,12 @@ impl Iterator for StreamReader {
         }
         let (key, value) = match self.iter.next()? {
             Ok(entry) => entry,
+            Err(error) if damage::is_damage(&error) => {
+                // sled cannot read the rest of the stream: refused whole,
+                // named where it stops.
+                let detail = error.to_string();
+                return Some(Err(self.corrupt(Corruption::Storage { detail })));
+            }
             Err(error) => {
                 self.failed = true;
                 return Some(Err(error.into()));
@@ -672,6 +733,20 @@ impl Iterator for StreamReader {
             }
             Err(corruption) => Some(Err(self.corrupt(corruption))),
         }
+    }
+}
+
+/// Refuses a store that holds fewer records than its watermark says were
+/// durable: damage made sled's recovery stop early.
+fn check_watermark(path: &Path, next_global: u64) -> Result<()> {
+    match watermark::read(path) {
+        Some(durable) if durable > next_global => {
+            Err(LedgerError::Damaged(damage::Damage::LostRecords {
+                durable,
+                found: next_global,
+            }))
+        }
+        _ => Ok(()),
     }
 }
 

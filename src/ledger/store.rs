@@ -6,6 +6,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::ledger::damage;
 use crate::ledger::error::{LedgerError, Result, StoreProblem};
 
 /// Version of the store as a whole (marker file, tree names, key layout).
@@ -46,15 +47,38 @@ pub fn open_sled(path: &Path, mode: OpenMode) -> Result<sled::Db> {
     prepare_directory(path, mode)?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(LOCK_WAIT_MS);
     loop {
-        match sled::Config::new().path(path).open() {
-            Ok(db) => return Ok(db),
-            Err(sled::Error::Io(io)) if io.to_string().contains("could not acquire lock") => {
+        // sled panics on some damage it meets while recovering (a page
+        // state it cannot serialise again): that is damage, not a bug of
+        // ours to crash on.
+        let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            sled::Config::new().path(path).open()
+        }));
+        match opened {
+            Ok(Ok(db)) => return Ok(db),
+            Ok(Err(sled::Error::Io(io))) if io.to_string().contains("could not acquire lock") => {
                 if std::time::Instant::now() >= deadline {
                     return Err(problem(path, StoreProblem::Locked));
                 }
                 std::thread::sleep(std::time::Duration::from_millis(LOCK_RETRY_MS));
             }
-            Err(error) => return Err(problem(path, StoreProblem::Sled(error))),
+            Ok(Err(error)) if damage::is_damage(&error) => {
+                return Err(LedgerError::Damaged(damage::of_failed_open(
+                    path,
+                    error.to_string(),
+                )));
+            }
+            Ok(Err(error)) => return Err(problem(path, StoreProblem::Sled(error))),
+            Err(panic) => {
+                let detail = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "it stopped while recovering".to_owned());
+                return Err(LedgerError::Damaged(damage::of_failed_open(
+                    path,
+                    format!("recovery failed: {detail}"),
+                )));
+            }
         }
     }
 }
@@ -62,6 +86,34 @@ pub fn open_sled(path: &Path, mode: OpenMode) -> Result<sled::Db> {
 /// An I/O failure of opening, naming the path and what was being done.
 fn io_problem(path: &Path, action: &'static str) -> impl FnOnce(std::io::Error) -> LedgerError {
     move |error| problem(path, StoreProblem::Io { action, error })
+}
+
+/// Opens sled in `path` as [`open_sled`] does, after setting aside any
+/// damaged sled snapshot file (sled rebuilds its index from the data file
+/// without it): what `serve` opens with, so a damaged derivable file never
+/// stops a server.
+pub fn open_sled_setting_aside(path: &Path, mode: OpenMode) -> Result<sled::Db> {
+    prepare_directory(path, mode)?;
+    let moved = damage::set_aside_damaged_snapshots(path)?;
+    for file in &moved {
+        tracing::warn!(
+            file = %file.display(),
+            "sled's snapshot file was damaged; set aside (sled rebuilds its index from the data file)"
+        );
+    }
+    open_sled(path, mode)
+}
+
+/// Refuses a store whose sled snapshot file is damaged, naming the file
+/// and the fix, before sled trips over it (what read-only tools open with).
+pub fn refuse_damaged_snapshots(path: &Path) -> Result<()> {
+    if !path.is_dir() {
+        return Ok(());
+    }
+    match damage::damaged_snapshots(path)?.pop() {
+        Some(file) => Err(LedgerError::Damaged(damage::Damage::Snapshot { file })),
+        None => Ok(()),
+    }
 }
 
 fn prepare_directory(path: &Path, mode: OpenMode) -> Result<()> {

@@ -139,6 +139,8 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
     // the flush lingers briefly for them (as PostgreSQL's commit_delay
     // does); a lone writer (a group of one) never waits.
     let mut previous_group = 1;
+    let interval = Duration::from_millis(crate::ledger::watermark::WATERMARK_INTERVAL_MS);
+    let mut watermark_at: Option<Instant> = None;
     while let Some(mut waiters) = queue.take() {
         if waiters.len() * 2 < previous_group {
             queue.gather(
@@ -149,6 +151,8 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
         }
         previous_group = waiters.len();
         let started = Instant::now();
+        // Read before the flush: every record below it is covered by it.
+        let covered = shared.applied_next_global.load(Ordering::Acquire);
         let result = shared.make_durable();
         metrics::counter!(crate::telemetry::LEDGER_FLUSHES).increment(1);
         metrics::histogram!(crate::telemetry::LEDGER_FLUSH_SECONDS)
@@ -170,6 +174,11 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
                 }),
             };
             waiter.resolve(result);
+        }
+        // After the waiters: the watermark never delays an acknowledgement.
+        if result.is_ok() && watermark_at.is_none_or(|at| at.elapsed() >= interval) {
+            shared.advance_watermark(covered);
+            watermark_at = Some(Instant::now());
         }
     }
 }
@@ -317,6 +326,9 @@ impl Writer {
             .increment(next_global - self.next_global);
         metrics::counter!(crate::telemetry::LEDGER_BYTES).increment(bytes);
         self.next_global = next_global;
+        shared
+            .applied_next_global
+            .store(next_global, Ordering::Release);
         shared.notify_watchers(&tentative);
         self.heads.extend(tentative);
         let mut durable = Vec::new();

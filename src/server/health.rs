@@ -37,12 +37,6 @@ pub enum Concern {
 }
 
 impl Concern {
-    /// Whether the concern means the process itself is unfit (liveness),
-    /// rather than only not ready for new traffic.
-    fn fails_liveness(&self) -> bool {
-        matches!(self, Concern::Poisoned(_) | Concern::Damaged { .. })
-    }
-
     fn sentence(&self) -> String {
         match self {
             Concern::Poisoned(reason) => format!(
@@ -81,35 +75,73 @@ pub fn concerns(ledger: &Ledger, draining: bool) -> Vec<Concern> {
     concerns
 }
 
-fn answer(state: &HealthState, counts: impl Fn(&Concern) -> bool) -> Response {
-    let concerns = concerns(&state.ledger, state.lifecycle.is_draining());
-    let failing: Vec<String> = concerns
+/// Damaged streams the health routes list by name, at most.
+pub const MAX_LISTED_DAMAGED_STREAMS: usize = 100;
+
+/// How the store stands: damaged streams by name, damage the scan could
+/// not pin on a stream, whether writes are refused, and what to do.
+fn store_health(ledger: &Ledger) -> serde_json::Value {
+    let corrupt = ledger.corrupt_streams();
+    let report = ledger.scrub_report();
+    let unplaced: Vec<String> = report
         .iter()
-        .filter(|c| counts(c))
-        .map(Concern::sentence)
+        .flat_map(|report| &report.problems)
+        .filter(|problem| problem.stream.is_none())
+        .map(|problem| problem.problem.clone())
+        .take(MAX_LISTED_DAMAGED_STREAMS)
         .collect();
-    let status = if failing.is_empty() {
-        StatusCode::OK
-    } else {
+    let damaged = !corrupt.is_empty() || !unplaced.is_empty();
+    let listed: Vec<serde_json::Value> = corrupt
+        .iter()
+        .take(MAX_LISTED_DAMAGED_STREAMS)
+        .map(|(stream, position)| json!({"stream": stream, "position": position}))
+        .collect();
+    json!({
+        "store": if damaged { "damaged" } else { "intact" },
+        "integrity_scan_finished": report.is_some(),
+        "corrupt_streams": corrupt.len(),
+        "damaged_streams": listed,
+        "damage_elsewhere": unplaced,
+        "writes_refused": ledger.poisoned(),
+        "action": damaged.then_some(
+            "the damaged conversations and threads are refused, the others served; run `ledgerwire log verify` on a copy of the store and restore it from a backup"
+        ),
+    })
+}
+
+/// Answers with every concern as a reason; those `fatal` picks make it 503.
+fn answer(state: &HealthState, fatal: impl Fn(&Concern) -> bool) -> Response {
+    let concerns = concerns(&state.ledger, state.lifecycle.is_draining());
+    let failing = concerns.iter().any(&fatal);
+    let status = if failing {
         StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
     };
-    let body = json!({
-        "status": if failing.is_empty() { "ok" } else { "unavailable" },
-        "reasons": failing,
-        "integrity_scan_finished": state.ledger.scrub_report().is_some(),
-        "corrupt_streams": state.ledger.corrupt_streams().len(),
-        "draining": state.lifecycle.is_draining(),
-        "ledger": state.ledger.stats(),
-    });
+    let word = match (failing, concerns.is_empty()) {
+        (true, _) => "unavailable",
+        (false, true) => "ok",
+        // Served, but not everything is well (a damaged stream is refused
+        // on its own): never `ok`.
+        (false, false) => "degraded",
+    };
+    let mut body = store_health(&state.ledger);
+    body["status"] = json!(word);
+    body["reasons"] = json!(concerns.iter().map(Concern::sentence).collect::<Vec<_>>());
+    body["draining"] = json!(state.lifecycle.is_draining());
+    body["ledger"] = json!(state.ledger.stats());
     (status, Json(body)).into_response()
 }
 
-/// Liveness: 503 when the ledger cannot work (poisoned or damaged).
+/// Liveness: 503 when the process cannot work until it restarts (the
+/// ledger refuses writes); a damaged store is reported (`degraded`), not
+/// fatal, since a restart would not mend it.
 pub async fn healthz(State(state): State<HealthState>) -> Response {
-    answer(&state, Concern::fails_liveness)
+    answer(&state, |concern| matches!(concern, Concern::Poisoned(_)))
 }
 
-/// Readiness: 503 also while the integrity scan runs and while draining.
+/// Readiness: 503 for any concern: writes refused, damage, the scan still
+/// running, or a drain.
 pub async fn readyz(State(state): State<HealthState>) -> Response {
     answer(&state, |_| true)
 }

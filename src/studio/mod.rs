@@ -26,6 +26,7 @@ pub mod conversation;
 pub mod follow;
 pub mod reads;
 pub mod records;
+mod refusals;
 pub mod rerun;
 pub mod routes;
 mod segment;

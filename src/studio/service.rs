@@ -38,6 +38,8 @@ use super::wire::frame::Frame;
 use super::wire::ids::ConversationId;
 use super::wire::request::{CancelRequest, Decision, InterruptResponse, TurnRequest};
 
+use super::refusals::{busy, ledger_failure};
+pub(super) use super::refusals::{refusal, seconds_ceil};
 use super::segment::{Listener, Segment};
 use super::turn_context::{LiveRecall, switch_reoffer, unreadable_plan};
 pub use super::turn_context::{
@@ -94,52 +96,6 @@ pub(crate) fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|elapsed| elapsed.as_millis() as u64)
         .unwrap_or(0)
-}
-
-pub(super) fn seconds_ceil(ms: u64) -> u64 {
-    ms.div_ceil(1000).max(1)
-}
-
-fn ledger_failure(error: &LedgerError) -> WireError {
-    tracing::error!(%error, "ledger refused a studio append");
-    WireError::transient(
-        seconds_ceil(HEARTBEAT_MS),
-        "The server could not record this request; nothing was applied. Retry shortly.",
-    )
-}
-
-/// What a client is answered when the ledger cannot give a conversation:
-/// damage is named and never retryable; anything else is transient.
-pub(super) fn refusal(error: &LedgerError) -> WireError {
-    match error {
-        LedgerError::Corrupt {
-            position,
-            corruption,
-            ..
-        } => {
-            tracing::error!(%error, "refusing a damaged conversation");
-            WireError::damaged(format!(
-                "This conversation's records are damaged from position {position} ({corruption}), so it cannot be served; an operator must restore the store from a backup (`ledgerwire log verify` names the damage)."
-            ))
-        }
-        LedgerError::Fold {
-            position, reason, ..
-        } => {
-            tracing::error!(%error, "refusing a conversation that does not fold");
-            WireError::damaged(format!(
-                "This conversation's record at position {position} cannot be read ({reason}), so it cannot be served; an operator must look at it (`ledgerwire replay` shows it)."
-            ))
-        }
-        other => ledger_failure(other),
-    }
-}
-
-fn busy(remaining_ms: u64) -> WireError {
-    metrics::counter!(crate::telemetry::STUDIO_LEASE_CONFLICTS).increment(1);
-    WireError::transient(
-        seconds_ceil(remaining_ms),
-        "Another response is streaming in this conversation; retry once it ends.",
-    )
 }
 
 pub(super) fn json<T: serde::Serialize>(value: &T) -> String {

@@ -156,12 +156,16 @@ async fn health_and_readiness_say_a_damaged_store_is_damaged() {
 
     tear_record(dir.path(), &stream("probe/0"), 1);
     let server = ServerProcess::start(dir.path(), &["--agent", "minimal"]);
-    for path in ["/readyz", "/healthz"] {
-        let (status, body) = after_scan(server.addr, path).await;
-        assert_eq!(status, 503, "{path}: {body}");
-        assert_eq!(body["status"], "unavailable");
-        let reasons = body["reasons"].to_string();
-        assert!(reasons.contains("damaged"), "{path}: {reasons}");
+    let (status, ready) = after_scan(server.addr, "/readyz").await;
+    assert_eq!(status, 503, "{ready}");
+    assert_eq!(ready["status"], "unavailable");
+    let (status, live) = after_scan(server.addr, "/healthz").await;
+    assert_eq!(status, 200, "a restart would not mend it: {live}");
+    assert_eq!(live["status"], "degraded", "never ok");
+    for body in [&ready, &live] {
+        assert_eq!(body["store"], "damaged");
+        assert!(body["reasons"].to_string().contains("damaged"), "{body}");
+        assert_eq!(body["damaged_streams"][0]["stream"], "probe/0");
     }
 }
 

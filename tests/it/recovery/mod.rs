@@ -5,6 +5,7 @@
 //! racing appends.
 
 mod crashes;
+mod damage;
 mod endings;
 mod scrub;
 mod seq_model;
