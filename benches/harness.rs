@@ -45,6 +45,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use eventsource_stream::Eventsource;
 use futures_util::{FutureExt, StreamExt};
 use ledgerwire::agent::minimal::MinimalAgent;
 use ledgerwire::harness::client::{HarnessClient, config};
@@ -122,17 +123,11 @@ async fn sse(client: &reqwest::Client, url: String, body: &Value) -> Vec<Value> 
             .await
             .expect("send");
         assert_eq!(response.status(), 200);
-        let mut bytes = response.bytes_stream();
-        let mut buffer = String::new();
+        let mut events = response.bytes_stream().eventsource();
         let mut frames = Vec::new();
-        while let Some(chunk) = bytes.next().await {
-            buffer.push_str(std::str::from_utf8(&chunk.expect("chunk")).expect("utf-8"));
-            while let Some(end) = buffer.find("\n\n") {
-                let block: String = buffer.drain(..end + 2).collect();
-                if let Some(data) = block.lines().find_map(|l| l.strip_prefix("data: ")) {
-                    frames.push(serde_json::from_str(data).expect("frame"));
-                }
-            }
+        while let Some(event) = events.next().await {
+            let event = event.expect("an SSE event");
+            frames.push(serde_json::from_str(&event.data).expect("frame"));
         }
         frames
     };

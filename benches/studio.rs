@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use axum::response::sse::{Event, Sse};
 use axum::routing::post;
 use criterion::{Criterion, criterion_group, criterion_main};
+use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use ledgerwire::agent::minimal::MinimalAgent;
 use ledgerwire::ledger::{Ledger, OpenMode};
@@ -118,19 +119,13 @@ async fn sse(
         .await
         .expect("send");
     assert_eq!(response.status(), 200);
-    let mut bytes = response.bytes_stream();
-    let mut buffer = String::new();
+    let mut events = response.bytes_stream().eventsource();
     let mut first = None;
     let mut frames = Vec::new();
-    while let Some(chunk) = bytes.next().await {
-        buffer.push_str(std::str::from_utf8(&chunk.expect("chunk")).expect("utf-8"));
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            if let Some(data) = block.lines().find_map(|l| l.strip_prefix("data: ")) {
-                first.get_or_insert_with(|| start.elapsed());
-                frames.push(serde_json::from_str(data).expect("frame"));
-            }
-        }
+    while let Some(event) = events.next().await {
+        let event = event.expect("an SSE event");
+        first.get_or_insert_with(|| start.elapsed());
+        frames.push(serde_json::from_str(&event.data).expect("frame"));
     }
     (first.unwrap_or_default(), start.elapsed(), frames)
 }

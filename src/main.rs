@@ -438,10 +438,23 @@ fn run(command: Command) -> Result<(), ToolError> {
 }
 
 fn chat(config: ledgerwire::chat::ChatConfig) -> Result<(), ToolError> {
+    use ledgerwire::chat::{Chat, Editor, LineSource, Piped, Screen};
+    use std::io::IsTerminal;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let input = tokio::io::BufReader::new(tokio::io::stdin());
-        ledgerwire::chat::Chat::new(config, input, std::io::stdout())
+        // A person at a terminal gets line editing and history, and a
+        // screen redrawn in place; a pipe gets plain lines.
+        let input: Box<dyn LineSource> = if std::io::stdin().is_terminal() {
+            Box::new(Editor::new()?)
+        } else {
+            Box::new(Piped(tokio::io::BufReader::new(tokio::io::stdin())))
+        };
+        let screen = if std::io::stdout().is_terminal() {
+            Screen::Terminal
+        } else {
+            Screen::Plain
+        };
+        Chat::with_input(config, input, std::io::stdout(), screen)
             .run()
             .await
             .map_err(|error| ToolError::Failed(error.to_string()))

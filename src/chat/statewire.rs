@@ -20,7 +20,6 @@ use std::io::Write;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::AsyncBufRead;
 
 use crate::harness::HARNESS_SDK;
 use crate::harness::client::{self, HarnessClient};
@@ -244,7 +243,7 @@ fn reply_id(message: &Value) -> Option<&str> {
         .filter(|_| message["kind"] == "reply")
 }
 
-impl<R: AsyncBufRead + Unpin, W: Write> Chat<R, W> {
+impl<W: Write> Chat<W> {
     /// Asks `question`, renders the reply as it changes, then every
     /// resume the user answers.
     pub(super) async fn converse_statewire(

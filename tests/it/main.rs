@@ -4,6 +4,7 @@
 mod agent;
 mod caveats;
 mod chat;
+mod chat_recovery;
 mod crash;
 mod digest;
 mod golden;

@@ -141,39 +141,110 @@ pub enum SseEvent {
     Comment(String),
 }
 
-/// Reads SSE events from a streaming response as they arrive.
+type Events = std::pin::Pin<
+    Box<
+        dyn futures_util::Stream<
+                Item = Result<
+                    eventsource_stream::Event,
+                    eventsource_stream::EventStreamError<reqwest::Error>,
+                >,
+            > + Send,
+    >,
+>;
+
+/// Reads SSE events from a streaming response as they arrive, through
+/// `eventsource-stream` (the chat's parser). It drops comment lines, so a
+/// tap in front of it keeps them (heartbeats), in the order read.
 pub struct SseReader {
-    body: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>,
-    buffer: String,
+    events: Events,
+    comments: Arc<std::sync::Mutex<std::collections::VecDeque<String>>>,
+}
+
+/// Collects the comment lines (`: …`) of an SSE byte stream.
+#[derive(Default)]
+struct CommentTap {
+    at_line_start: bool,
+    comment: Option<Vec<u8>>,
+}
+
+impl CommentTap {
+    fn feed(&mut self, bytes: &[u8], found: &mut Vec<String>) {
+        for &byte in bytes {
+            let end = byte == b'\n' || byte == b'\r';
+            if let Some(comment) = self.comment.as_mut() {
+                if end {
+                    let text = String::from_utf8_lossy(comment).trim().to_owned();
+                    found.push(text);
+                    self.comment = None;
+                } else {
+                    comment.push(byte);
+                }
+            } else if self.at_line_start && byte == b':' {
+                self.comment = Some(Vec::new());
+            }
+            self.at_line_start = end;
+        }
+    }
 }
 
 impl SseReader {
     pub fn new(response: reqwest::Response) -> Self {
+        use eventsource_stream::Eventsource;
+        let comments: Arc<std::sync::Mutex<std::collections::VecDeque<String>>> = Arc::default();
+        let mut tap = CommentTap {
+            at_line_start: true,
+            comment: None,
+        };
+        let seen = Arc::clone(&comments);
+        let bytes = response.bytes_stream().map(move |chunk| {
+            if let Ok(bytes) = &chunk {
+                let mut found = Vec::new();
+                tap.feed(bytes, &mut found);
+                seen.lock().expect("comments").extend(found);
+            }
+            chunk
+        });
         Self {
-            body: Box::pin(
-                response
-                    .bytes_stream()
-                    .map(|chunk| chunk.map(|bytes| bytes.to_vec())),
-            ),
-            buffer: String::new(),
+            events: Box::pin(bytes.eventsource()),
+            comments,
         }
     }
 
-    /// The next event; `None` when the stream has closed.
+    fn comment(&self) -> Option<SseEvent> {
+        let mut comments = self.comments.lock().expect("comments");
+        comments.pop_front().map(SseEvent::Comment)
+    }
+
+    /// The next event; `None` when the stream has closed (or the server
+    /// dropped the connection: it died).
     pub async fn next(&mut self) -> Option<SseEvent> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                return Some(parse_event(&block));
+        use futures_util::StreamExt as _;
+        use std::task::Poll;
+        let next = futures_util::future::poll_fn(|cx| {
+            if let Some(comment) = self.comment() {
+                return Poll::Ready(Err(comment));
             }
-            let chunk = tokio::time::timeout(EVENT_TIMEOUT, self.body.next())
-                .await
-                .expect("an SSE event within the timeout")?;
-            // A connection the server dropped (it died) ends the stream.
-            let Ok(bytes) = chunk else { return None };
-            self.buffer
-                .push_str(&String::from_utf8(bytes).expect("UTF-8 SSE"));
-        }
+            match self.events.poll_next_unpin(cx) {
+                Poll::Ready(event) => Poll::Ready(Ok(event)),
+                // The tap may have read a comment on the way.
+                Poll::Pending => self
+                    .comment()
+                    .map_or(Poll::Pending, |c| Poll::Ready(Err(c))),
+            }
+        });
+        let next = tokio::time::timeout(EVENT_TIMEOUT, next)
+            .await
+            .expect("an SSE event within the timeout");
+        let event = match next {
+            Err(comment) => return Some(comment),
+            Ok(Some(Ok(event))) => event,
+            // The end, or a connection the server dropped (it died).
+            Ok(_) => return self.comment(),
+        };
+        let frame =
+            serde_json::from_str(&event.data).expect("an SSE data line holds one JSON frame");
+        let id = Some(event.id).filter(|id| !id.is_empty());
+        Some(SseEvent::Frame { id, frame })
     }
 
     /// Every remaining frame (comments dropped), until the stream closes.
@@ -186,24 +257,6 @@ impl SseReader {
         }
         frames
     }
-}
-
-fn parse_event(block: &str) -> SseEvent {
-    let mut id = None;
-    let mut data = String::new();
-    for line in block.lines() {
-        if let Some(comment) = line.strip_prefix(':') {
-            return SseEvent::Comment(comment.trim().to_owned());
-        }
-        if let Some(value) = line.strip_prefix("id: ") {
-            id = Some(value.to_owned());
-        }
-        if let Some(value) = line.strip_prefix("data: ") {
-            data.push_str(value);
-        }
-    }
-    let frame = serde_json::from_str(&data).expect("an SSE data line holds one JSON frame");
-    SseEvent::Frame { id, frame }
 }
 
 /// A client of one server, with one bearer token.

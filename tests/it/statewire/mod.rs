@@ -138,45 +138,36 @@ pub async fn host_packet(handle: &mut ledgerwire::statewire::host::AttachHandle)
         .packet()
 }
 
-/// Reads SSE `data:` events as packets.
+/// Reads SSE `data:` events as packets (through `eventsource-stream`;
+/// keep-alive comments are skipped).
 pub struct Sse {
-    body: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>,
-    buffer: String,
+    events: std::pin::Pin<
+        Box<
+            dyn futures_util::Stream<
+                    Item = Result<
+                        eventsource_stream::Event,
+                        eventsource_stream::EventStreamError<reqwest::Error>,
+                    >,
+                > + Send,
+        >,
+    >,
 }
 
 impl Sse {
     pub fn new(response: reqwest::Response) -> Self {
-        let stream = response
-            .bytes_stream()
-            .map(|chunk| chunk.map(|b| b.to_vec()));
+        use eventsource_stream::Eventsource;
         Self {
-            body: Box::pin(stream),
-            buffer: String::new(),
+            events: Box::pin(response.bytes_stream().eventsource()),
         }
     }
 
     /// The next packet, or `None` when the stream ends.
     pub async fn next(&mut self) -> Option<Packet> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let event: String = self.buffer.drain(..end + 2).collect();
-                let data: String = event
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(str::trim_start)
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                if data.is_empty() {
-                    continue; // keep-alive comment
-                }
-                return Some(serde_json::from_str(&data).expect("packet JSON"));
-            }
-            let chunk = tokio::time::timeout(PACKET_TIMEOUT, self.body.next())
-                .await
-                .expect("SSE packet in time")?;
-            let bytes = chunk.expect("SSE chunk");
-            self.buffer.push_str(&String::from_utf8_lossy(&bytes));
-        }
+        let event = tokio::time::timeout(PACKET_TIMEOUT, self.events.next())
+            .await
+            .expect("SSE packet in time")?
+            .expect("SSE event");
+        Some(serde_json::from_str(&event.data).expect("packet JSON"))
     }
 
     /// Reads packets until one satisfies `pick`.
