@@ -28,6 +28,16 @@ export const MAX_LEASE_WAITS = 20;
 
 const ENDING = new Set(['plan.proposed', 'elicitation.request', 'error', 'done']);
 
+/**
+ * Whether a reconnect's closing frame says its segment stopped without a
+ * closing frame of its own: the error whose retry mode says post the same
+ * answer again after the delay, or ask again.
+ */
+const stoppedSegment = (frame) =>
+  frame.event === 'error' &&
+  frame.error?.code === 'transient_unavailable' &&
+  (frame.error.retry === 'retry_after_delay' || frame.error.retry === 'refresh_then_retry');
+
 const backoff = (attempt) => Math.min(MAX_BACKOFF_MS, 250 * 2 ** attempt);
 
 export class Session {
@@ -150,9 +160,13 @@ export class Session {
 
   /**
    * Reads frames from `response` until a closing frame (`ended`), the end
-   * of the stream without one (`closed`), or a drop (`dropped`).
+   * of the stream without one (`closed`), or a drop (`dropped`). On a
+   * reconnect (`reconnect`), a closing frame already shown ends it as
+   * `ended`, and an error saying the segment stopped and what to do
+   * (post the answer again after the delay, or ask again) ends it as
+   * `dead`, for `recover` to act on rather than to show.
    */
-  async consume(response) {
+  async consume(response, { reconnect = false } = {}) {
     try {
       for await (const event of events(response, this.signal)) {
         if (!('data' in event)) continue;
@@ -164,8 +178,20 @@ export class Session {
         }
         const seq = Number(frame.seq ?? event.id);
         if (Number.isFinite(seq)) {
-          if (seq <= this.lastSeq) continue;
+          if (seq <= this.lastSeq) {
+            // A reconnect always ends on the turn's closing frame, even
+            // one this page holds: the turn stands as shown.
+            if (reconnect && ENDING.has(frame.event)) {
+              this.chat.status('');
+              return 'ended';
+            }
+            continue;
+          }
           this.lastSeq = seq;
+        }
+        if (reconnect && stoppedSegment(frame)) {
+          this.chat.status('');
+          return 'dead';
         }
         this.chat.frame(frame, { receivedAt: event.receivedAt });
         if (ENDING.has(frame.event)) {
@@ -234,9 +260,9 @@ export class Session {
         this.chat.notice(error);
         return 'gone';
       }
-      const outcome = await this.consume(response);
+      const outcome = await this.consume(response, { reconnect: true });
       if (outcome === 'ended') return 'ended';
-      if (outcome === 'closed') return 'dead';
+      if (outcome === 'closed' || outcome === 'dead') return 'dead';
       await delay(backoff(attempt), this.signal);
     }
     this.chat.status('');
