@@ -4,6 +4,7 @@
 //! - [`agent`]: the agent behind the Studio (trait and built-in agents).
 //! - [`audit_client`]: `log … --url`, reading a running server's audit API.
 //! - [`chat`]: the `ledgerwire chat` terminal client.
+//! - [`crashtest`]: `ledgerwire crashtest`, the kill-anywhere campaign.
 //! - [`harness`]: `harness-sdk`, the Studio's conversations as Statewire
 //!   threads (the application protocol between the two doors).
 //! - [`ledger`]: the checksummed, sled-backed append log, its streams,
@@ -21,6 +22,7 @@
 pub mod agent;
 pub mod audit_client;
 pub mod chat;
+pub mod crashtest;
 pub mod harness;
 pub mod ledger;
 pub mod lifecycle;

@@ -146,6 +146,42 @@ enum Command {
     },
     /// Print the JSON Schema (draft 2020-12) of the Studio wire.
     Schema,
+    /// The kill-anywhere campaign: run `ledgerwire serve` on DATA (a
+    /// scratch directory on the disk to check), drive Studio conversations
+    /// and Statewire threads, SIGKILL it at random moments, restart it,
+    /// and check after each kill that nothing acknowledged was lost; exit
+    /// 1 on any loss.
+    Crashtest {
+        /// The store to crash (created if missing; test conversations are
+        /// written into it).
+        #[arg(long)]
+        data: PathBuf,
+        /// Kills (rounds).
+        #[arg(long, default_value_t = 20)]
+        kills: u32,
+        /// Studio conversations driven at once (SSE).
+        #[arg(long, default_value_t = 4)]
+        conversations: u32,
+        /// Statewire threads driven at once (harness-sdk over WebSocket).
+        #[arg(long, default_value_t = 2)]
+        threads: u32,
+        /// Seed of the campaign's choices (default: from the clock).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Least time a server runs before its kill, in milliseconds.
+        #[arg(long, default_value_t = 300)]
+        min_uptime: u64,
+        /// Most time a server runs before its kill, in milliseconds.
+        #[arg(long, default_value_t = 3_000)]
+        max_uptime: u64,
+        /// The servers' segment lease, in milliseconds (short: a dead
+        /// stream's lease is waited out after each kill).
+        #[arg(long, default_value_t = 1_000)]
+        lease_ttl: u64,
+        /// The servers' heartbeat, in milliseconds.
+        #[arg(long, default_value_t = 100)]
+        heartbeat: u64,
+    },
 }
 
 /// Which agent `serve` runs.
@@ -227,9 +263,10 @@ fn main() -> ExitCode {
         Err(error) => {
             eprintln!("ledgerwire: {error}");
             match error {
-                ToolError::Problems(_) | ToolError::Differs(_) | ToolError::Remote(_) => {
-                    ExitCode::from(1)
-                }
+                ToolError::Problems(_)
+                | ToolError::Differs(_)
+                | ToolError::Remote(_)
+                | ToolError::Lost(_) => ExitCode::from(1),
                 _ => ExitCode::from(2),
             }
         }
@@ -407,6 +444,42 @@ fn run(command: Command) -> Result<(), ToolError> {
                 &mut out,
             ))
         }),
+        Command::Crashtest {
+            data,
+            kills,
+            conversations,
+            threads,
+            seed,
+            min_uptime,
+            max_uptime,
+            lease_ttl,
+            heartbeat,
+        } => {
+            let config = ledgerwire::crashtest::CrashtestConfig {
+                binary: std::env::current_exe()?,
+                data,
+                kills,
+                conversations,
+                threads,
+                seed: seed.unwrap_or_else(|| {
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(1, |d| d.as_nanos() as u64)
+                }),
+                min_uptime_ms: min_uptime,
+                max_uptime_ms: max_uptime,
+                lease_ttl_ms: lease_ttl,
+                heartbeat_ms: heartbeat,
+            };
+            let runtime = tokio::runtime::Runtime::new()?;
+            let summary = runtime
+                .block_on(ledgerwire::crashtest::run(&config, &mut out))
+                .map_err(|error| ToolError::Failed(error.to_string()))?;
+            match summary.losses.len() {
+                0 => Ok(()),
+                lost => Err(ToolError::Lost(lost)),
+            }
+        }
         Command::Schema => {
             let schema = ledgerwire::studio::wire::schema::schema_json();
             Ok(writeln!(out, "{schema:#}")?)

@@ -37,6 +37,9 @@ pub enum ToolError {
     /// A running server's check failed (`--url`); its sentence.
     #[error("{0}")]
     Remote(String),
+    /// `crashtest`: acknowledged items lost or changed.
+    #[error("{0} loss(es) found; see the LOST lines above")]
+    Lost(usize),
     /// A failure already worded for the operator (server start-up, a
     /// conversation not found, the chat client).
     #[error("{0}")]

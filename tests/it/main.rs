@@ -6,6 +6,7 @@ mod caveats;
 mod chat;
 mod chat_recovery;
 mod crash;
+mod crashtest;
 mod digest;
 mod golden;
 mod harness;

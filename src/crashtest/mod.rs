@@ -1,0 +1,460 @@
+//! `ledgerwire crashtest`: the kill-anywhere campaign, built in, against
+//! the real binary on a directory the operator names (their own disk and
+//! filesystem). Each round starts `ledgerwire serve` on the directory,
+//! drives Studio conversations and Statewire threads against it, SIGKILLs
+//! it at a random moment, and checks the store alone: `log verify` clean,
+//! every acknowledged item in the log with the content acknowledged, no
+//! seq received twice in a turn, and (in the next round) every paused turn
+//! able to continue.
+//!
+//! Owns: the campaign, its randomness (seeded, so a run can be repeated)
+//! and its report. The clients are `studio_load`'s and `statewire_load`'s,
+//! the checks `check`'s.
+//! Must never: run without bounds (rounds, uptime and each request are
+//! bounded), or report a clean run with a loss in it.
+
+pub mod check;
+mod statewire_load;
+mod studio_load;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::ledger::{Ledger, LedgerError, OpenMode};
+
+use check::Acks;
+use statewire_load::StatewireDriver;
+use studio_load::StudioDriver;
+
+/// The token every client of the campaign authenticates with.
+pub const CRASHTEST_TOKEN: &str = "crashtest";
+/// Longest a server may take to start listening, in milliseconds.
+pub const STARTUP_TIMEOUT_MS: u64 = 30_000;
+/// Longest the clients take to notice a kill, in milliseconds.
+const STOP_TIMEOUT_MS: u64 = 20_000;
+/// Most rounds, conversations and threads a campaign runs.
+pub const MAX_KILLS: u32 = 10_000;
+pub const MAX_CLIENTS: u32 = 256;
+/// Bytes of a server's standard error kept to explain a failed start.
+const STDERR_KEPT_BYTES: usize = 8 * 1024;
+
+/// What a campaign runs.
+#[derive(Clone, Debug)]
+pub struct CrashtestConfig {
+    /// The `ledgerwire` binary to run (`serve`).
+    pub binary: PathBuf,
+    pub data: PathBuf,
+    pub kills: u32,
+    /// Studio conversations driven over SSE at once.
+    pub conversations: u32,
+    /// Statewire threads driven over WebSocket at once.
+    pub threads: u32,
+    pub seed: u64,
+    /// A server runs between these many milliseconds before its kill.
+    pub min_uptime_ms: u64,
+    pub max_uptime_ms: u64,
+    pub lease_ttl_ms: u64,
+    pub heartbeat_ms: u64,
+}
+
+/// Why a campaign could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum CrashtestError {
+    #[error("cannot run {binary}: {source}")]
+    Spawn {
+        binary: String,
+        source: std::io::Error,
+    },
+    #[error("the server did not start: {0}")]
+    Startup(String),
+    #[error("{0}")]
+    Config(String),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// A small seeded generator (xorshift64*): the campaign's choices can be
+/// replayed with `--seed`.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    /// A number in `low..=high`.
+    pub fn between(&mut self, low: u64, high: u64) -> u64 {
+        low + self.below(high.saturating_sub(low) + 1)
+    }
+}
+
+/// One round's figures.
+#[derive(Clone, Debug, Default)]
+pub struct Round {
+    pub round: u32,
+    pub uptime_ms: u64,
+    pub frames: usize,
+    pub answers: usize,
+    pub edits: usize,
+    pub commands: u64,
+    pub verify_clean: bool,
+    pub lost: usize,
+}
+
+/// What a campaign found.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    pub rounds: Vec<Round>,
+    pub continued: u64,
+    /// Every loss, as the checks word it.
+    pub losses: Vec<String>,
+}
+
+/// A running server.
+struct Server {
+    child: Child,
+    addr: String,
+    stderr: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Server {
+    fn start(config: &CrashtestConfig) -> Result<Self, CrashtestError> {
+        let mut child = Command::new(&config.binary)
+            .args(["serve", "--addr", "127.0.0.1:0", "--agent", "minimal"])
+            .arg("--data")
+            .arg(&config.data)
+            .args(["--heartbeat", &config.heartbeat_ms.to_string()])
+            .args(["--lease-ttl", &config.lease_ttl_ms.to_string()])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| CrashtestError::Spawn {
+                binary: config.binary.display().to_string(),
+                source,
+            })?;
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        if let Some(mut pipe) = child.stderr.take() {
+            let kept = Arc::clone(&stderr);
+            std::thread::spawn(move || {
+                let mut buffer = [0u8; 1024];
+                while let Ok(n) = pipe.read(&mut buffer) {
+                    if n == 0 {
+                        break;
+                    }
+                    if let Ok(mut kept) = kept.lock() {
+                        kept.extend_from_slice(&buffer[..n]);
+                        let excess = kept.len().saturating_sub(STDERR_KEPT_BYTES);
+                        kept.drain(..excess);
+                    }
+                }
+            });
+        }
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| CrashtestError::Startup("no standard output".into()))?;
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = sender.send(line);
+        });
+        let line = receiver
+            .recv_timeout(Duration::from_millis(STARTUP_TIMEOUT_MS))
+            .unwrap_or_default();
+        let Some(addr) = line.trim().strip_prefix("listening on ").map(str::to_owned) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let said = stderr
+                .lock()
+                .map(|s| String::from_utf8_lossy(&s).into_owned());
+            return Err(CrashtestError::Startup(
+                said.unwrap_or_default().trim().to_owned(),
+            ));
+        };
+        Ok(Self {
+            child,
+            addr,
+            stderr,
+        })
+    }
+
+    /// SIGKILL, and reaped.
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        drop(self.stderr);
+    }
+}
+
+/// The clients of a campaign.
+struct Clients {
+    studio: Vec<StudioDriver>,
+    statewire: Vec<StatewireDriver>,
+}
+
+/// Runs the clients against `base` until `stop` is set; hands them back.
+async fn run_clients(
+    clients: Clients,
+    acks: &Arc<Mutex<Acks>>,
+    seed: u64,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Clients {
+    let mut studio_tasks = Vec::new();
+    for (n, mut driver) in clients.studio.into_iter().enumerate() {
+        let (acks, mut stop) = (Arc::clone(acks), stop.clone());
+        let mut rng = Rng::new(seed ^ (n as u64 + 1).wrapping_mul(0x9E37_79B9));
+        studio_tasks.push(tokio::spawn(async move {
+            while !*stop.borrow() {
+                tokio::select! {
+                    _ = stop.changed() => break,
+                    stepped = driver.step(&mut rng, &acks) => {
+                        if stepped.is_err() {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    }
+                }
+            }
+            driver
+        }));
+    }
+    let mut statewire_tasks = Vec::new();
+    for mut driver in clients.statewire {
+        let (acks, mut stop) = (Arc::clone(acks), stop.clone());
+        statewire_tasks.push(tokio::spawn(async move {
+            while !*stop.borrow() {
+                tokio::select! {
+                    _ = stop.changed() => break,
+                    stepped = driver.step(&acks) => {
+                        if stepped.is_err() {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    }
+                }
+            }
+            driver
+        }));
+    }
+    let mut clients = Clients {
+        studio: Vec::new(),
+        statewire: Vec::new(),
+    };
+    for task in studio_tasks {
+        if let Ok(driver) = task.await {
+            clients.studio.push(driver);
+        }
+    }
+    for task in statewire_tasks {
+        if let Ok(driver) = task.await {
+            clients.statewire.push(driver);
+        }
+    }
+    clients
+}
+
+fn commands_of(acks: &Acks) -> u64 {
+    acks.threads
+        .values()
+        .filter_map(|t| t.session.lanes.get(crate::harness::HARNESS_SDK))
+        .map(|lane| lane.watermark)
+        .sum()
+}
+
+/// Runs a campaign, printing progress and a summary to `out`.
+pub async fn run(
+    config: &CrashtestConfig,
+    out: &mut impl Write,
+) -> Result<Summary, CrashtestError> {
+    if config.kills == 0 || config.kills > MAX_KILLS {
+        return Err(CrashtestError::Config(format!(
+            "--kills must be 1 to {MAX_KILLS}"
+        )));
+    }
+    if config.conversations + config.threads == 0
+        || config.conversations > MAX_CLIENTS
+        || config.threads > MAX_CLIENTS
+    {
+        return Err(CrashtestError::Config(format!(
+            "run at least one conversation or thread, and at most {MAX_CLIENTS} of each"
+        )));
+    }
+    if config.min_uptime_ms > config.max_uptime_ms {
+        return Err(CrashtestError::Config(
+            "--min-uptime is above --max-uptime".into(),
+        ));
+    }
+    writeln!(
+        out,
+        "crashtest: {} kills of `ledgerwire serve` on {}, {} conversation(s) and {} thread(s), seed {}",
+        config.kills,
+        config.data.display(),
+        config.conversations,
+        config.threads,
+        config.seed
+    )?;
+    let acks = Arc::new(Mutex::new(Acks::default()));
+    let mut rng = Rng::new(config.seed);
+    let campaign = Rng::new(config.seed).next_u64() % 1_000_000;
+    let mut clients = Clients {
+        studio: (0..config.conversations)
+            .map(|n| StudioDriver::new(format!("crash-{campaign}-c{n}"), "", CRASHTEST_TOKEN))
+            .collect(),
+        statewire: (0..config.threads)
+            .map(|n| StatewireDriver::new(format!("crash-{campaign}-t{n}"), "", CRASHTEST_TOKEN))
+            .collect(),
+    };
+    let mut summary = Summary::default();
+    let mut before = Round::default();
+    for round in 1..=config.kills {
+        let server = match Server::start(config) {
+            Ok(server) => server,
+            Err(error) => {
+                summary.losses.push(format!("round {round}: {error}"));
+                writeln!(out, "round {round}: the server did not restart: {error}")?;
+                break;
+            }
+        };
+        let base = format!("http://{}", server.addr);
+        for driver in &mut clients.studio {
+            driver.restarted(&base, round, rng.below(3) == 0);
+        }
+        for driver in &mut clients.statewire {
+            driver.restarted(&base);
+        }
+        let uptime_ms = rng.between(config.min_uptime_ms, config.max_uptime_ms);
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let running = run_clients(clients, &acks, rng.next_u64(), stopped);
+        let started = Instant::now();
+        let killer = async {
+            tokio::time::sleep(Duration::from_millis(uptime_ms)).await;
+            // Killed first, so the kill lands in whatever the clients
+            // were doing; then they stop.
+            server.kill();
+            let _ = stop.send(true);
+        };
+        let (returned, ()) = tokio::join!(
+            tokio::time::timeout(Duration::from_millis(uptime_ms + STOP_TIMEOUT_MS), running),
+            killer
+        );
+        clients = returned.map_err(|_| {
+            CrashtestError::Startup("the clients did not stop after the kill".into())
+        })?;
+        let uptime_ms = started.elapsed().as_millis() as u64;
+        let snapshot = acks.lock().map(|a| a.clone()).unwrap_or_default();
+        let (verify_clean, losses) = check_store(config, &snapshot);
+        let now = Round {
+            round,
+            uptime_ms,
+            frames: snapshot.frames.len(),
+            answers: snapshot.answers.len(),
+            edits: snapshot.mutations.len(),
+            commands: commands_of(&snapshot),
+            verify_clean,
+            lost: losses.len(),
+        };
+        writeln!(
+            out,
+            "kill {round}/{}: after {uptime_ms} ms; acknowledged +{} frames, +{} answers, +{} edits, +{} commands; log verify {}; lost {}",
+            config.kills,
+            now.frames - before.frames,
+            now.answers - before.answers,
+            now.edits - before.edits,
+            now.commands - before.commands,
+            if verify_clean { "ok" } else { "FAILED" },
+            losses.len()
+        )?;
+        for loss in &losses {
+            writeln!(out, "  LOST: {loss}")?;
+        }
+        summary.continued = snapshot.continued;
+        // A loss stays a loss in later checks: report each once.
+        for loss in losses {
+            if !summary.losses.contains(&loss) {
+                summary.losses.push(loss);
+            }
+        }
+        summary.rounds.push(now.clone());
+        before = now;
+    }
+    print_summary(config, &summary, out)?;
+    Ok(summary)
+}
+
+/// Opens the store after a kill: whether it verifies, and every loss.
+fn check_store(config: &CrashtestConfig, acks: &Acks) -> (bool, Vec<String>) {
+    match Ledger::open(&config.data, OpenMode::MustExist) {
+        Ok((ledger, report)) => {
+            let mut losses: Vec<String> = report
+                .problems
+                .iter()
+                .map(|p| format!("log verify: {}", p.problem))
+                .collect();
+            losses.extend(check::check(&ledger, acks, CRASHTEST_TOKEN));
+            (report.is_clean(), losses)
+        }
+        Err(error) => (false, vec![format!("the store does not open: {error}")]),
+    }
+}
+
+fn print_summary(
+    config: &CrashtestConfig,
+    summary: &Summary,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:>5} {:>9} {:>7} {:>7} {:>5} {:>8} {:>6} {:>4}",
+        "kill", "uptime_ms", "frames", "answers", "edits", "commands", "verify", "lost"
+    )?;
+    for round in &summary.rounds {
+        writeln!(
+            out,
+            "{:>5} {:>9} {:>7} {:>7} {:>5} {:>8} {:>6} {:>4}",
+            round.round,
+            round.uptime_ms,
+            round.frames,
+            round.answers,
+            round.edits,
+            round.commands,
+            if round.verify_clean { "ok" } else { "FAILED" },
+            round.lost
+        )?;
+    }
+    let last = summary.rounds.last().cloned().unwrap_or_default();
+    writeln!(
+        out,
+        "\n{} kills of {}; {} conversation(s), {} thread(s); acknowledged {} pausing and closing frames, {} answers, {} canvas edits, {} Statewire commands; {} paused turns continued after a kill; lost: {}",
+        summary.rounds.len(),
+        config.kills,
+        config.conversations,
+        config.threads,
+        last.frames,
+        last.answers,
+        last.edits,
+        last.commands,
+        summary.continued,
+        summary.losses.len()
+    )
+}
