@@ -69,6 +69,18 @@ impl Lifecycle {
         self.phase.subscribe()
     }
 
+    /// Resolves once the phase is [`Phase::Cut`] (never, if the server is
+    /// gone without cutting).
+    pub fn until_cut(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut phase = self.watch();
+        async move {
+            let cut = phase.wait_for(|phase| *phase == Phase::Cut).await.is_ok();
+            if !cut {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
     /// Moves to `phase` (never back).
     pub fn enter(&self, phase: Phase) {
         self.phase.send_if_modified(|current| {

@@ -137,9 +137,10 @@ enum Command {
         /// agent again and check it yields the recorded frames.
         #[arg(long)]
         check: bool,
-        /// The agent `--check` runs (the one that served the conversation).
-        #[arg(long, value_enum, default_value = "builtin")]
-        agent: AgentChoice,
+        /// The agent `--check` runs: by default the one each segment
+        /// recorded (said so when this build lacks it), or this one.
+        #[arg(long, value_enum, default_value_t = CheckAgent::Recorded)]
+        agent: CheckAgent,
         /// Directory of scenario scripts for `--agent scenario`.
         #[arg(long, default_value = "fixtures/scenarios")]
         scenarios: PathBuf,
@@ -182,6 +183,16 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         heartbeat: u64,
     },
+}
+
+/// Which agent `replay --check` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum CheckAgent {
+    /// The agent the conversation's segments recorded.
+    Recorded,
+    Builtin,
+    Minimal,
+    Scenario,
 }
 
 /// Which agent `serve` runs.
@@ -432,18 +443,34 @@ fn run(command: Command) -> Result<(), ToolError> {
             check: true,
             agent,
             scenarios,
-        } => load_agent(agent, &scenarios).and_then(|agent| {
+        } => {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_time()
                 .build()?;
+            let principal = principal.as_deref();
+            let chosen = match agent {
+                CheckAgent::Recorded => {
+                    return runtime.block_on(tools::replay_check_recorded(
+                        &data,
+                        &conversation,
+                        principal,
+                        &scenarios,
+                        &mut out,
+                    ));
+                }
+                CheckAgent::Builtin => AgentChoice::Builtin,
+                CheckAgent::Minimal => AgentChoice::Minimal,
+                CheckAgent::Scenario => AgentChoice::Scenario,
+            };
+            let agent = load_agent(chosen, &scenarios)?;
             runtime.block_on(tools::replay_check(
                 &data,
                 &conversation,
-                principal.as_deref(),
+                principal,
                 agent.as_ref(),
                 &mut out,
             ))
-        }),
+        }
         Command::Crashtest {
             data,
             kills,
@@ -539,18 +566,14 @@ fn load_agent(
     choice: AgentChoice,
     scenarios: &Path,
 ) -> Result<std::sync::Arc<dyn ledgerwire::agent::Agent>, ToolError> {
-    Ok(match choice {
-        AgentChoice::Scenario => std::sync::Arc::new(
-            ledgerwire::agent::scenario::ScenarioAgent::load(scenarios)
-                .map_err(|error| ToolError::Failed(error.to_string()))?,
-        ),
-        AgentChoice::Builtin => {
-            std::sync::Arc::new(ledgerwire::agent::builtin::BuiltinAgent::default())
-        }
-        AgentChoice::Minimal => {
-            std::sync::Arc::new(ledgerwire::agent::minimal::MinimalAgent::default())
-        }
-    })
+    let name = match choice {
+        AgentChoice::Builtin => "builtin",
+        AgentChoice::Minimal => "minimal",
+        AgentChoice::Scenario => "scenario",
+    };
+    ledgerwire::agent::by_name(name, scenarios)
+        .map_err(|error| ToolError::Failed(error.to_string()))?
+        .ok_or_else(|| ToolError::Failed(format!("no agent {name:?} in this build")))
 }
 
 fn serve(

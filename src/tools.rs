@@ -410,10 +410,94 @@ pub async fn replay_check_ledger(
     agent: &dyn crate::agent::Agent,
     out: &mut impl Write,
 ) -> Result<(), ToolError> {
-    use crate::studio::rerun::{CheckOutcome, check_segments};
-
     let stream = find_conversation(ledger, conversation, principal)?;
     let records = ledger.read(&stream, 0)?.collect::<Result<Vec<_>, _>>()?;
+    check_records(records, agent, out).await
+}
+
+/// `replay --check` with the agent the conversation's segments recorded
+/// (loaded from this build; scenario scripts from `scenarios`).
+pub async fn replay_check_recorded(
+    data: &Path,
+    conversation: &str,
+    principal: Option<&str>,
+    scenarios: &Path,
+    out: &mut impl Write,
+) -> Result<(), ToolError> {
+    let (ledger, _report) = open_existing(data)?;
+    let stream = find_conversation(&ledger, conversation, principal)?;
+    let records = ledger.read(&stream, 0)?.collect::<Result<Vec<_>, _>>()?;
+    let recorded = recorded_agents(&records);
+    let name = match recorded.as_slice() {
+        [] => {
+            writeln!(
+                out,
+                "# no agent is recorded for this conversation (written before segments recorded theirs); checking with builtin"
+            )?;
+            "builtin".to_owned()
+        }
+        [only] => only.name.clone(),
+        several => {
+            let names: Vec<String> = several.iter().map(ToString::to_string).collect();
+            return Err(ToolError::Failed(format!(
+                "the segments were served by several agents ({}); pass --agent to check against one",
+                names.join(", ")
+            )));
+        }
+    };
+    let agent = crate::agent::by_name(&name, scenarios)
+        .map_err(|error| ToolError::Failed(error.to_string()))?
+        .ok_or_else(|| {
+            ToolError::Failed(format!(
+                "the recorded agent {name:?} is not available in this build; pass --agent to check against another"
+            ))
+        })?;
+    check_records(records, agent.as_ref(), out).await
+}
+
+/// The agents the segments of a conversation recorded, each once, in the
+/// order they first served.
+pub fn recorded_agents(records: &[Record]) -> Vec<crate::agent::AgentIdentity> {
+    use crate::studio::records::SegmentAgent;
+    let mut agents: Vec<crate::agent::AgentIdentity> = Vec::new();
+    for record in records {
+        if let Some(Ok(served)) = SegmentAgent::from_record(record) {
+            let identity = crate::agent::AgentIdentity::new(served.name, served.version);
+            if !agents.contains(&identity) {
+                agents.push(identity);
+            }
+        }
+    }
+    agents
+}
+
+/// Runs the recorded segments through `agent` and prints each verdict,
+/// after a line naming the agent and those that served.
+async fn check_records(
+    records: Vec<Record>,
+    agent: &dyn crate::agent::Agent,
+    out: &mut impl Write,
+) -> Result<(), ToolError> {
+    use crate::studio::rerun::{CheckOutcome, check_segments};
+
+    let checking = agent.identity();
+    let recorded = recorded_agents(&records);
+    let served: Vec<String> = recorded.iter().map(ToString::to_string).collect();
+    if served.is_empty() {
+        writeln!(out, "# checking with {checking}")?;
+    } else {
+        writeln!(
+            out,
+            "# checking with {checking}; served by {}",
+            served.join(", ")
+        )?;
+        if recorded.iter().any(|served| *served != checking) {
+            writeln!(
+                out,
+                "# the agent checking is not the one recorded (another agent or version): frames may differ"
+            )?;
+        }
+    }
     let checks = check_segments(records, agent)
         .await
         .map_err(|error| ToolError::Failed(format!("the conversation does not fold: {error}")))?;

@@ -324,7 +324,15 @@ impl MinimalAgent {
     }
 }
 
+/// The minimal agent's behaviour version (its step times do not change
+/// its frames).
+pub const BEHAVIOUR_VERSION: &str = "1";
+
 impl Agent for MinimalAgent {
+    fn identity(&self) -> crate::agent::AgentIdentity {
+        crate::agent::AgentIdentity::new("minimal", BEHAVIOUR_VERSION)
+    }
+
     fn segment(&self, context: TurnContext) -> SegmentFrames {
         let steps = match context.answers.last() {
             None => self.start(&context),

@@ -267,8 +267,55 @@ pub fn play_beats(steps: Vec<Step>) -> SegmentBeats {
     })
 }
 
+/// Which agent served a segment, as its claim records it: a name and the
+/// version of its behaviour (bumped whenever the frames it yields for the
+/// same context change), so `replay --check` reruns the agent that served.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AgentIdentity {
+    pub name: String,
+    pub version: String,
+}
+
+impl AgentIdentity {
+    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            version: version.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for AgentIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.name, self.version)
+    }
+}
+
+/// The agent of this build with `name` (`builtin`, `minimal`,
+/// `scenario` with its scripts in `scenarios`); `Ok(None)` for a name
+/// this build does not have.
+pub fn by_name(
+    name: &str,
+    scenarios: &std::path::Path,
+) -> Result<Option<std::sync::Arc<dyn Agent>>, scenario::ScenarioError> {
+    Ok(match name {
+        "builtin" => Some(std::sync::Arc::new(builtin::BuiltinAgent::default())),
+        "minimal" => Some(std::sync::Arc::new(minimal::MinimalAgent::default())),
+        "scenario" => Some(std::sync::Arc::new(scenario::ScenarioAgent::load(
+            scenarios,
+        )?)),
+        _ => None,
+    })
+}
+
 /// Drives turns. Implementations must be deterministic in their context.
 pub trait Agent: Send + Sync + 'static {
+    /// The agent's name and behaviour version, recorded with every segment
+    /// it serves.
+    fn identity(&self) -> AgentIdentity {
+        AgentIdentity::new("custom", "unversioned")
+    }
+
     /// The frames of the segment `context` asks for: a turn's start, or its
     /// resumption after the latest answer. A segment ends with a pause
     /// (`plan.proposed`, `elicitation.request`), `done` or `error`.

@@ -160,6 +160,8 @@ fn parse_scenario(path: &str, text: &str) -> Result<Scenario, ScenarioError> {
 #[derive(Clone, Debug, Default)]
 pub struct ScenarioAgent {
     scenarios: BTreeMap<String, Scenario>,
+    /// Digest of the scripts (names and text): the behaviour version.
+    digest: String,
 }
 
 impl ScenarioAgent {
@@ -170,6 +172,7 @@ impl ScenarioAgent {
             source,
         };
         let mut scenarios = BTreeMap::new();
+        let mut texts = BTreeMap::new();
         for entry in std::fs::read_dir(dir).map_err(read)? {
             let path = entry.map_err(read)?.path();
             if path.extension().and_then(|e| e.to_str()) != Some("json") {
@@ -188,9 +191,13 @@ impl ScenarioAgent {
                 path: shown.clone(),
                 source,
             })?;
-            scenarios.insert(name, parse_scenario(&shown, &text)?);
+            scenarios.insert(name.clone(), parse_scenario(&shown, &text)?);
+            texts.insert(name, text);
         }
-        Ok(Self { scenarios })
+        Ok(Self {
+            scenarios,
+            digest: scripts_digest(&texts),
+        })
     }
 
     /// Scenario names and descriptions.
@@ -237,7 +244,27 @@ impl ScenarioAgent {
     }
 }
 
+/// The scripts' version: the first 12 hex digits of a SHA-256 over each
+/// script's name and text, in name order.
+fn scripts_digest(texts: &BTreeMap<String, String>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for (name, text) in texts {
+        for part in [name.as_bytes(), text.as_bytes()] {
+            hash.update((part.len() as u64).to_be_bytes());
+            hash.update(part);
+        }
+    }
+    let digest = hash.finalize();
+    let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!("scripts-{hex}")
+}
+
 impl Agent for ScenarioAgent {
+    fn identity(&self) -> crate::agent::AgentIdentity {
+        crate::agent::AgentIdentity::new("scenario", self.digest.clone())
+    }
+
     fn segment(&self, context: TurnContext) -> SegmentFrames {
         let steps = self.steps(&context);
         play(steps)

@@ -34,6 +34,9 @@ pub enum RecordKind {
     /// A keyed request's outcome, appended with the records it applied.
     /// Payload: [`studio::RequestApplied`].
     StudioRequestApplied = 25,
+    /// The agent serving a segment, appended with its claim. Payload:
+    /// [`studio::SegmentAgent`].
+    StudioSegmentAgent = 26,
     /// Statewire: a command admitted on a durable lane, with its contract.
     /// Payload: [`CommandAdmitted`].
     StatewireCommandAdmitted = 64,
@@ -60,6 +63,7 @@ impl RecordKind {
         RecordKind::StudioPlanApproved,
         RecordKind::StudioCompositionMutated,
         RecordKind::StudioRequestApplied,
+        RecordKind::StudioSegmentAgent,
         RecordKind::StatewireCommandAdmitted,
         RecordKind::StatewireCommandAnswered,
         RecordKind::StatewireDocumentsCommitted,
@@ -87,6 +91,7 @@ impl RecordKind {
             RecordKind::StudioPlanApproved => "studio.plan_approved",
             RecordKind::StudioCompositionMutated => "studio.composition_mutated",
             RecordKind::StudioRequestApplied => "studio.request_applied",
+            RecordKind::StudioSegmentAgent => "studio.segment_agent",
             RecordKind::StatewireCommandAdmitted => "statewire.command_admitted",
             RecordKind::StatewireCommandAnswered => "statewire.command_answered",
             RecordKind::StatewireDocumentsCommitted => "statewire.documents_committed",
@@ -214,6 +219,7 @@ fn payload_as_stored(record: &Record, kind: RecordKind) -> Result<serde_json::Va
         RecordKind::StudioPlanApproved => decode_json::<studio::PlanApprovalRecorded>(record),
         RecordKind::StudioCompositionMutated => decode_json::<studio::CompositionMutated>(record),
         RecordKind::StudioRequestApplied => decode_json::<studio::RequestApplied>(record),
+        RecordKind::StudioSegmentAgent => decode_json::<studio::SegmentAgent>(record),
         RecordKind::StatewireCommandAdmitted => decode_json::<CommandAdmitted>(record),
         RecordKind::StatewireCommandAnswered => decode_json::<CommandAnswered>(record),
         RecordKind::StatewireDocumentsCommitted => decode_json::<DocumentsCommitted>(record),

@@ -137,7 +137,12 @@ impl Parts {
             );
         }
         let ledger = self.ledger;
-        let studio = Studio::new(ledger.clone(), self.agent.clone(), self.studio);
+        let studio = Studio::with_lifecycle(
+            ledger.clone(),
+            self.agent.clone(),
+            self.studio,
+            self.lifecycle.clone(),
+        );
         let host =
             crate::harness::host(&ledger, &studio, self.statewire.examples, &self.lifecycle)?;
         let statewire_host = host.clone();

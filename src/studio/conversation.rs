@@ -299,6 +299,8 @@ impl Fold for ConversationFold {
                 }
                 Ok(())
             }
+            // Audit only: `replay --check` reads which agent served.
+            RecordKind::StudioSegmentAgent => Ok(()),
             RecordKind::Probe
             | RecordKind::StatewireCommandAdmitted
             | RecordKind::StatewireCommandAnswered

@@ -130,6 +130,17 @@ pub struct RequestApplied {
     pub outcome: String,
 }
 
+/// The agent that serves a segment, appended with its claim: what
+/// `replay --check` reruns by default.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentAgent {
+    pub segment: u32,
+    /// The agent's name (`builtin`, `minimal`, `scenario`, …).
+    pub name: String,
+    /// The version of its behaviour.
+    pub version: String,
+}
+
 macro_rules! studio_payload {
     ($($ty:ty => $kind:ident),* $(,)?) => {
         $(impl Payload for $ty {
@@ -149,4 +160,5 @@ studio_payload!(
     PlanApprovalRecorded => StudioPlanApproved,
     CompositionMutated => StudioCompositionMutated,
     RequestApplied => StudioRequestApplied,
+    SegmentAgent => StudioSegmentAgent,
 );

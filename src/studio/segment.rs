@@ -19,6 +19,7 @@ use crate::ledger::{
 };
 
 use super::conversation::Conversation;
+use super::follow::Ending;
 use super::records::{CancelRequested, FrameSent, SegmentEnd, SegmentReleased, SegmentRenewed};
 use super::wire::WireError;
 use super::wire::frame::{CompositionUpdated, ErrorFrame, Frame};
@@ -95,11 +96,35 @@ pub(super) struct Segment {
     /// Set while the segment carries out a switch: what a `/cancel`
     /// answers with instead of the cancelled error.
     pub(super) switch_reoffer: Option<PlanProposed>,
+    /// How the segment released its lease, once it has (`None`: it lost
+    /// the lease or died without releasing it).
+    pub(super) ended: Option<SegmentEnd>,
+}
+
+/// How a segment finished, for the log line and the metrics.
+pub(super) struct SegmentOutcome {
+    pub(super) end: Option<SegmentEnd>,
+    /// The seq the next frame would have had.
+    pub(super) next_seq: u64,
 }
 
 impl Segment {
+    /// Streams the segment until it releases its lease or loses it.
     pub(super) async fn run(
         mut self,
+        context: TurnContext,
+        approved: Option<Frame>,
+        recovery: Option<Recovery>,
+    ) -> SegmentOutcome {
+        self.stream(context, approved, recovery).await;
+        SegmentOutcome {
+            end: self.ended,
+            next_seq: self.next_seq,
+        }
+    }
+
+    async fn stream(
+        &mut self,
         context: TurnContext,
         approved: Option<Frame>,
         recovery: Option<Recovery>,
@@ -139,8 +164,15 @@ impl Segment {
         let watch_from = ledger.head(&self.stream).unwrap_or(0);
         let mut records = Box::pin(ledger.tail(&self.stream, watch_from));
         let mut watching = true;
+        // A drain lets the segment run on to its next pause or end; a cut
+        // (the drain timeout passed) stops it.
+        let mut cut = Box::pin(self.studio.inner.lifecycle.until_cut());
         loop {
             tokio::select! {
+                () = &mut cut => {
+                    self.stop_for_shutdown().await;
+                    return;
+                }
                 record = records.next(), if watching => {
                     match record {
                         Some(Ok(record)) => {
@@ -291,6 +323,24 @@ impl Segment {
         self.emit(answer).await;
     }
 
+    /// Ends the segment because the server is shutting down and its drain
+    /// timeout passed: the lease is released durably as a stopped segment
+    /// (the turn stays resumable), and the client gets the frame a
+    /// reconnect would end on, a stream-fatal error whose retry mode says
+    /// what works next (post the same answer again, or ask again).
+    async fn stop_for_shutdown(&mut self) {
+        tracing::warn!(stream = %self.stream, segment = self.segment, "shutdown: cutting a live segment");
+        let Ok(state) = self
+            .release_with(SegmentEnd::Disconnected, Durability::Durable)
+            .await
+        else {
+            return;
+        };
+        if let Ending::Broken(frame) = super::follow::ending(&state.state, self.turn, now_ms()) {
+            let _ = self.send(&Frame::Error(frame)).await;
+        }
+    }
+
     /// Appends as the lease owner; refuses once the lease is someone else's.
     async fn append(
         &self,
@@ -328,14 +378,24 @@ impl Segment {
         Err(Lost)
     }
 
-    async fn release(&self, end: SegmentEnd) {
+    async fn release(&mut self, end: SegmentEnd) {
+        let _ = self.release_with(end, Durability::Buffered).await;
+    }
+
+    async fn release_with(
+        &mut self,
+        end: SegmentEnd,
+        durability: Durability,
+    ) -> Result<Arc<Folded<Conversation>>, Lost> {
         let record = SegmentReleased {
             segment: self.segment,
             at_ms: now_ms(),
             end,
         }
         .to_record();
-        let _ = self.append(vec![record], Durability::Buffered).await;
+        let state = self.append(vec![record], durability).await?;
+        self.ended = Some(end);
+        Ok(state)
     }
 
     /// Numbers, records and sends one frame (and the canvas update a new
@@ -424,17 +484,19 @@ impl Segment {
             }
             .to_record(),
         ];
+        let mut end = None;
         let durability = if ends {
-            let end = match frame {
+            let closing = match frame {
                 Frame::Done(_) => SegmentEnd::Done,
                 Frame::Error(_) => SegmentEnd::Failed,
                 _ => SegmentEnd::Paused,
             };
+            end = Some(closing);
             records.push(
                 SegmentReleased {
                     segment: self.segment,
                     at_ms: now_ms(),
-                    end,
+                    end: closing,
                 }
                 .to_record(),
             );
@@ -447,6 +509,9 @@ impl Segment {
         let state = self.append(records, durability).await?;
         if durability == Durability::Durable {
             self.seq_guard.durable(frame.seq());
+        }
+        if end.is_some() {
+            self.ended = end;
         }
         Ok(state)
     }

@@ -29,7 +29,7 @@ use super::canvas;
 use super::conversation::{Conversation, ConversationFold, TurnStatus};
 use super::records::{
     CancelRequested, CompositionMutated, InterruptAnswered, PlanApprovalRecorded, RequestApplied,
-    SegmentClaimed, TurnRequested, conversation_stream,
+    SegmentAgent, SegmentClaimed, SegmentEnd, TurnRequested, conversation_stream,
 };
 use super::wire::WireError;
 use super::wire::composition::{CompositionManifest, CompositionMutation};
@@ -40,16 +40,21 @@ use super::wire::request::{CancelRequest, Decision, InterruptResponse, TurnReque
 
 use super::refusals::{busy, ledger_failure};
 pub(super) use super::refusals::{refusal, seconds_ceil};
-use super::segment::{Listener, Segment};
+use super::segment::{Listener, Segment, SegmentOutcome};
 use super::turn_context::{LiveRecall, switch_reoffer, unreadable_plan};
 pub use super::turn_context::{
     SWITCH_CANCELLED, SWITCH_CANCELLED_REASON, past_turns, segment_replans, turn_context,
 };
+use crate::lifecycle::{Lifecycle, StreamKind};
 
 /// Default lease of a segment, in milliseconds (the contract's 45 s).
 pub const LEASE_TTL_MS: u64 = 45_000;
 /// Default interval between heartbeats and lease renewals (the contract's 5 s).
 pub const HEARTBEAT_MS: u64 = 5_000;
+
+/// How long a client refused during a shutdown waits before retrying, in
+/// seconds (a restart takes about that).
+pub const DRAINING_RETRY_AFTER_SECONDS: u64 = 2;
 pub use super::seq::RESUME_SEQ_JUMP;
 /// Most times a decision is re-folded after losing a race for the stream.
 pub const MAX_DECISION_ATTEMPTS: usize = 64;
@@ -208,10 +213,23 @@ pub(super) struct Inner {
     pub(super) folds: FoldCache<ConversationFold>,
     pub(super) agent: Arc<dyn Agent>,
     pub(super) config: StudioConfig,
+    /// The server's shutdown phase: segments are counted in it, follow it
+    /// (a cut stops them), and no turn or resume starts once it drains.
+    pub(super) lifecycle: Lifecycle,
 }
 
 impl Studio {
     pub fn new(ledger: Ledger, agent: Arc<dyn Agent>, config: StudioConfig) -> Self {
+        Self::with_lifecycle(ledger, agent, config, Lifecycle::default())
+    }
+
+    /// A Studio following the server's shutdown phases.
+    pub fn with_lifecycle(
+        ledger: Ledger,
+        agent: Arc<dyn Agent>,
+        config: StudioConfig,
+        lifecycle: Lifecycle,
+    ) -> Self {
         let folds = FoldCache::with_limits(
             ledger.clone(),
             crate::ledger::fold::SNAPSHOT_INTERVAL_RECORDS,
@@ -223,8 +241,21 @@ impl Studio {
                 folds,
                 agent,
                 config,
+                lifecycle,
             }),
         }
+    }
+
+    /// Refuses a request that would start a segment while the server
+    /// shuts down: the client retries on the restarted server.
+    fn refuse_while_draining(&self) -> Result<(), WireError> {
+        if self.inner.lifecycle.is_draining() {
+            return Err(WireError::transient(
+                DRAINING_RETRY_AFTER_SECONDS,
+                "The server is shutting down; send this request again in a moment.",
+            ));
+        }
+        Ok(())
     }
 
     pub fn config(&self) -> &StudioConfig {
@@ -325,16 +356,27 @@ impl Studio {
         Err(busy(self.inner.config.heartbeat_ms))
     }
 
-    fn claim(&self, segment: u32, turn: u32, first_seq: u64, now: u64) -> NewRecord {
-        SegmentClaimed {
-            segment,
-            turn,
-            owner: self.inner.config.instance.clone(),
-            at_ms: now,
-            ttl_ms: self.inner.config.lease_ttl_ms,
-            first_seq,
-        }
-        .to_record()
+    /// The records of a claim: the lease, and the agent that will serve
+    /// the segment.
+    fn claim(&self, segment: u32, turn: u32, first_seq: u64, now: u64) -> [NewRecord; 2] {
+        let agent = self.inner.agent.identity();
+        [
+            SegmentClaimed {
+                segment,
+                turn,
+                owner: self.inner.config.instance.clone(),
+                at_ms: now,
+                ttl_ms: self.inner.config.lease_ttl_ms,
+                first_seq,
+            }
+            .to_record(),
+            SegmentAgent {
+                segment,
+                name: agent.name,
+                version: agent.version,
+            }
+            .to_record(),
+        ]
     }
 
     /// `/turn`: records the request, claims the segment and streams it.
@@ -343,6 +385,7 @@ impl Studio {
         principal: &Principal,
         request: TurnRequest,
     ) -> Result<mpsc::Receiver<SseItem>, WireError> {
+        self.refuse_while_draining()?;
         let (studio, principal) = (self.clone(), principal.clone());
         to_completion(async move {
             let stream = Self::stream(&principal, &request.conversation_id)?;
@@ -417,14 +460,14 @@ impl Studio {
         }
         let turn = conversation.turns.len() as u32 + 1;
         let segment = conversation.segments + 1;
-        let records = vec![
+        let mut records = vec![
             TurnRequested {
                 turn,
                 request: request_json.to_owned(),
             }
             .to_record(),
-            self.claim(segment, turn, 1, now),
         ];
+        records.extend(self.claim(segment, turn, 1, now));
         let start = SegmentStart {
             started: Started {
                 turn,
@@ -445,6 +488,7 @@ impl Studio {
         principal: &Principal,
         response: InterruptResponse,
     ) -> Result<mpsc::Receiver<SseItem>, WireError> {
+        self.refuse_while_draining()?;
         let (studio, principal) = (self.clone(), principal.clone());
         to_completion(async move {
             let stream = Self::stream(&principal, &response.conversation_id)?;
@@ -529,7 +573,7 @@ impl Studio {
             // recorded or not.
             let segment = conversation.segments + 1;
             let first_seq = turn.resume_seq_after_dead_segment();
-            let records = vec![self.claim(segment, turn.turn, first_seq, now)];
+            let records = self.claim(segment, turn.turn, first_seq, now).to_vec();
             let start = SegmentStart {
                 started: Started {
                     turn: turn.turn,
@@ -574,7 +618,7 @@ impl Studio {
                 .to_record(),
             );
         }
-        records.push(self.claim(segment, turn.turn, first_seq, now));
+        records.extend(self.claim(segment, turn.turn, first_seq, now));
         let start = SegmentStart {
             started: Started {
                 turn: turn.turn,
@@ -702,6 +746,7 @@ impl Studio {
             seq_guard: super::seq::SeqGuard::new(start.first_seq),
             listener,
             switch_reoffer: switch_reoffer(&context),
+            ended: None,
         };
         let approved =
             approved_plan.and_then(|frame| match serde_json::from_str::<Frame>(&frame) {
@@ -710,9 +755,47 @@ impl Studio {
                 )),
                 _ => None,
             });
-        tokio::spawn(segment.run(context, approved, recovery));
+        let counted = (
+            self.inner.lifecycle.track(StreamKind::StudioSegment),
+            crate::telemetry::Open::new(metrics::gauge!(crate::telemetry::STUDIO_SEGMENTS_LIVE)),
+        );
+        let (stream, turn, number) = (segment.stream.clone(), start.turn, start.segment);
+        tokio::spawn(async move {
+            let began = std::time::Instant::now();
+            let outcome = segment.run(context, approved, recovery).await;
+            drop(counted);
+            log_segment_end(&stream, turn, number, start.first_seq, &outcome, began);
+        });
         Ok(())
     }
+}
+
+/// One log line and one count per segment end.
+fn log_segment_end(
+    stream: &StreamKey,
+    turn: u32,
+    segment: u32,
+    first_seq: u64,
+    outcome: &SegmentOutcome,
+    began: std::time::Instant,
+) {
+    let end = match outcome.end {
+        Some(SegmentEnd::Paused) => "paused",
+        Some(SegmentEnd::Done) => "done",
+        Some(SegmentEnd::Failed) => "failed",
+        Some(SegmentEnd::Disconnected) => "disconnected",
+        None => "lost",
+    };
+    metrics::counter!(crate::telemetry::STUDIO_SEGMENTS_ENDED, "end" => end).increment(1);
+    tracing::info!(
+        %stream,
+        turn,
+        segment,
+        end,
+        frames = outcome.next_seq.saturating_sub(first_seq),
+        duration_ms = began.elapsed().as_millis() as u64,
+        "segment ended"
+    );
 }
 
 /// Runs a decision and the segment it starts in a task of its own: a

@@ -19,6 +19,7 @@ mod replay;
 mod scenarios;
 mod seeds;
 mod server;
+mod shutdown;
 mod statewire;
 mod studio;
 mod studio_crash;

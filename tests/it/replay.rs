@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ledgerwire::agent::builtin::BuiltinAgent;
 use ledgerwire::agent::minimal::MinimalAgent;
 use ledgerwire::ledger::{Ledger, OpenMode};
-use ledgerwire::tools::{ToolError, replay, replay_check};
+use ledgerwire::tools::{ToolError, replay, replay_check, replay_check_recorded};
 use serde_json::{Value, json};
 
 use crate::golden::{STUDIO_GOLDEN, copy_dir};
@@ -202,6 +202,65 @@ async fn a_live_conversation_checks_the_same_as_it_streamed() {
     assert_eq!(
         report.lines().filter(|l| l.ends_with(": same")).count(),
         2,
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn the_check_runs_the_agent_each_segment_recorded() {
+    let dir = scratch();
+    let (ledger, _) = open(dir.path());
+    let (addr, server) =
+        start_with_agent(ledger, quick_studio(), Arc::new(MinimalAgent::default())).await;
+    let client = StudioClient::new(addr, "served");
+    let plan = last(&client, "/api/studio/turn", &turn("Population of Kenya")).await;
+    if plan["kind"] == "plan.proposed" {
+        last(&client, "/api/studio/interrupt", &answer(&plan, "approve")).await;
+    }
+    server.stop().await;
+    let scenarios = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
+
+    let mut report = Vec::new();
+    let checked =
+        replay_check_recorded(dir.path(), CONVERSATION, None, &scenarios, &mut report).await;
+    let report = String::from_utf8(report).unwrap();
+    assert!(checked.is_ok(), "{report}");
+    assert!(
+        report.starts_with("# checking with minimal 1; served by minimal 1\n"),
+        "{report}"
+    );
+    assert!(report.contains(": same"), "{report}");
+
+    // Another agent is named as such before it is found to differ.
+    let mut report = Vec::new();
+    let refused = replay_check(
+        dir.path(),
+        CONVERSATION,
+        None,
+        &BuiltinAgent::default(),
+        &mut report,
+    )
+    .await;
+    let report = String::from_utf8(report).unwrap();
+    assert!(matches!(refused, Err(ToolError::Differs(_))), "{report}");
+    assert!(
+        report.contains("the agent checking is not the one recorded"),
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn a_store_from_before_recorded_agents_is_checked_with_the_builtin_and_says_so() {
+    let copy = scratch();
+    copy_dir(&Path::new(TOUR).join("store"), copy.path());
+    let scenarios = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
+    let mut report = Vec::new();
+    let checked =
+        replay_check_recorded(copy.path(), CONVERSATION, None, &scenarios, &mut report).await;
+    let report = String::from_utf8(report).unwrap();
+    assert!(checked.is_ok(), "{report}");
+    assert!(
+        report.starts_with("# no agent is recorded for this conversation"),
         "{report}"
     );
 }

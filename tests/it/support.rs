@@ -368,11 +368,16 @@ impl ServerProcess {
     }
 
     /// Sends SIGTERM (what process managers send) and waits for the exit.
-    pub fn terminate(mut self) -> std::process::ExitStatus {
+    pub fn terminate(self) -> std::process::ExitStatus {
+        self.signal_term();
+        self.wait()
+    }
+
+    /// Sends SIGTERM and returns at once.
+    pub fn signal_term(&self) {
         let pid = libc::pid_t::try_from(self.child.id()).expect("pid");
         // SAFETY: kill(2) on our own child's pid, which is not yet reaped.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "SIGTERM");
-        self.child.wait().expect("reap")
     }
 
     /// Waits for the server to exit by itself; its status.

@@ -904,7 +904,15 @@ fn canvas_answer(context: &TurnContext) -> Vec<Frame> {
     closing(message, Vec::new())
 }
 
+/// The built-in agent's behaviour version: bump it whenever the frames it
+/// yields for the same context change (recorded with every segment).
+pub const BEHAVIOUR_VERSION: &str = "2026-12-01";
+
 impl Agent for BuiltinAgent {
+    fn identity(&self) -> crate::agent::AgentIdentity {
+        crate::agent::AgentIdentity::new("builtin", BEHAVIOUR_VERSION)
+    }
+
     fn segment(&self, context: TurnContext) -> SegmentFrames {
         let frames = match context.answers.last() {
             None => self.start(&context),
