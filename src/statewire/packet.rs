@@ -177,6 +177,9 @@ pub enum FinCode {
     ProjectionFailed,
     /// The server is shutting down; attach again (elsewhere or later).
     ShuttingDown,
+    /// The thread's records are damaged: nothing the client does can
+    /// succeed until an operator restores the store, so it is final.
+    ThreadDamaged,
     ServerError,
 }
 
@@ -205,7 +208,10 @@ impl FinCode {
             | FinCode::UnsupportedProtocol
             | FinCode::InvalidFrame
             | FinCode::SequenceGap
-            | FinCode::InvalidContext => FinReason::ProtocolError,
+            | FinCode::InvalidContext
+            // Not the peer's fault, but the reason that stops automatic
+            // reconnection: no retry can succeed until an operator acts.
+            | FinCode::ThreadDamaged => FinReason::ProtocolError,
             FinCode::UnknownLease => FinReason::LeaseEnded,
             FinCode::Unauthorized => FinReason::Unauthorized,
             FinCode::Retired => FinReason::Retired,
@@ -229,7 +235,7 @@ impl FinCode {
             FinCode::UnknownLease => 410,
             FinCode::Retired => 409,
             FinCode::TooManyAttaches | FinCode::SlowReader | FinCode::ShuttingDown => 503,
-            FinCode::ServerError | FinCode::ProjectionFailed => 500,
+            FinCode::ServerError | FinCode::ProjectionFailed | FinCode::ThreadDamaged => 500,
         }
     }
 }

@@ -103,14 +103,11 @@ impl Host {
         let thread = attach.thread.clone();
         let outcome = {
             let _exec = thread.exec.lock().await;
-            let documents =
-                self.inner
-                    .documents
-                    .state(&thread.documents)
-                    .map_err(|e| FrameViolation {
-                        code: FinCode::ServerError,
-                        message: e.to_string(),
-                    })?;
+            let documents = self
+                .inner
+                .documents
+                .state(&thread.documents)
+                .map_err(server_violation)?;
             let statement = Statement {
                 client: &attach.client,
                 principal: attach.principal.clone(),
@@ -203,10 +200,7 @@ impl Host {
         protocol: &ProtocolName,
         run: Vec<Command>,
     ) -> Result<(), FrameViolation> {
-        let server = |e: HostError| FrameViolation {
-            code: FinCode::ServerError,
-            message: e.to_string(),
-        };
+        let server = |e: HostError| server_violation(e);
         let thread = attach.thread.clone();
         let stream =
             lane_stream(&thread.scope, &attach.client, protocol).map_err(|e| server(e.into()))?;

@@ -104,8 +104,8 @@ impl Follower {
                         }
                         self.host.flush_thread(&self.thread, None);
                     }
-                    Some(Err(error)) => return self.fail(error.to_string()),
-                    None => return self.fail("the ledger closed".to_owned()),
+                    Some(Err(error)) => return self.fail(error),
+                    None => return self.fail(LedgerError::Closed),
                 },
                 changed = attached.changed() => {
                     if changed.is_err() {
@@ -122,7 +122,7 @@ impl Follower {
 
     /// The source stream cannot be read: its attaches end, since their
     /// documents would no longer follow the records.
-    fn fail(self, error: String) {
+    fn fail(self, error: LedgerError) {
         tracing::error!(thread = ?self.thread.scope, protocol = %self.protocol, %error, "a derived protocol's stream failed");
         let attaches: Vec<Arc<Attach>> = lock(&self.thread.attaches)
             .values()

@@ -335,12 +335,84 @@ fn outcome_from(ok: bool, value: &Value) -> Outcome {
     }
 }
 
-fn server_fin(error: impl std::fmt::Display) -> Fin {
-    tracing::error!(%error, "statewire host failure");
-    Fin::new(
-        FinCode::ServerError,
-        "the host could not record the statement",
-    )
+/// A failure of the host's own, as the `fin` that ends what it broke.
+/// Damage to the thread's records is named and final (`thread-damaged`);
+/// anything else is the generic, retryable `server-error`.
+fn server_fin(error: impl Failure) -> Fin {
+    match error.ledger() {
+        Some(LedgerError::Corrupt {
+            position,
+            corruption,
+            ..
+        }) => {
+            tracing::error!(%error, "refusing a damaged statewire thread");
+            Fin::new(
+                FinCode::ThreadDamaged,
+                format!(
+                    "this thread's records are damaged from position {position} ({corruption}), so it cannot be served; an operator must restore the store from a backup (`ledgerwire log verify` names the damage)"
+                ),
+            )
+        }
+        Some(LedgerError::Fold {
+            position, reason, ..
+        }) => {
+            tracing::error!(%error, "refusing a statewire thread that does not fold");
+            Fin::new(
+                FinCode::ThreadDamaged,
+                format!(
+                    "this thread's record at position {position} cannot be read ({reason}), so it cannot be served; an operator must look at it (`ledgerwire log dump` shows it)"
+                ),
+            )
+        }
+        _ => {
+            tracing::error!(%error, "statewire host failure");
+            Fin::new(
+                FinCode::ServerError,
+                "the host could not record the statement",
+            )
+        }
+    }
+}
+
+/// The same failure, as the violation a frame's handler returns.
+fn server_violation(error: impl Failure) -> FrameViolation {
+    let fin = server_fin(error);
+    FrameViolation {
+        code: fin.code,
+        message: fin.message,
+    }
+}
+
+/// An error the host can fail with: the ledger error inside it, if any,
+/// decides whether it is damage.
+trait Failure: std::fmt::Display {
+    fn ledger(&self) -> Option<&LedgerError> {
+        None
+    }
+}
+
+impl Failure for LedgerError {
+    fn ledger(&self) -> Option<&LedgerError> {
+        Some(self)
+    }
+}
+
+impl Failure for HostError {
+    fn ledger(&self) -> Option<&LedgerError> {
+        match self {
+            HostError::Ledger(error) => Some(error),
+            HostError::Registration(_) => None,
+        }
+    }
+}
+
+/// A failure described only in words (never damage).
+impl Failure for String {}
+
+impl<T: Failure + ?Sized> Failure for &T {
+    fn ledger(&self) -> Option<&LedgerError> {
+        (**self).ledger()
+    }
 }
 
 fn fin_violation(violation: &FrameViolation) -> Fin {

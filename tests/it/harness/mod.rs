@@ -7,6 +7,7 @@
 mod auth;
 mod conversation;
 mod crash;
+mod damage;
 mod documents;
 mod http;
 mod older;
