@@ -9,6 +9,7 @@
 //!   threads (the application protocol between the two doors).
 //! - [`ledger`]: the checksummed, sled-backed append log, its streams,
 //!   durability, folds and integrity checks. All state is a fold of it.
+//! - [`loadgen`]: `ledgerwire bench`, the load generator.
 //! - [`lifecycle`]: shutdown phases (serving, draining, cut) both doors follow.
 //! - [`server`]: the HTTP server (axum) and its routes.
 //! - [`studio`]: the Studio contract v1: wire types, conversation fold,
@@ -26,6 +27,7 @@ pub mod crashtest;
 pub mod harness;
 pub mod ledger;
 pub mod lifecycle;
+pub mod loadgen;
 pub mod server;
 pub mod statewire;
 pub mod studio;

@@ -97,6 +97,10 @@ enum Command {
         /// (`/cancel` still stops it). Off by default, as the contract says.
         #[arg(long, env = "LEDGERWIRE_KEEP_ON_DISCONNECT")]
         keep_on_disconnect: bool,
+        /// How long each step of `--agent minimal` takes, in milliseconds
+        /// (0: the zero-work agent `ledgerwire bench` measures).
+        #[arg(long, env = "LEDGERWIRE_AGENT_STEP_MS")]
+        agent_step_ms: Option<u64>,
     },
     /// Inspect a store.
     #[command(subcommand)]
@@ -147,6 +151,9 @@ enum Command {
     },
     /// Print the JSON Schema (draft 2020-12) of the Studio wire.
     Schema,
+    /// The load generator: pause-and-resume conversations against a
+    /// server on loopback; conversations/s, latency, server CPU time.
+    Bench(ledgerwire::loadgen::BenchArgs),
     /// The kill-anywhere campaign: run `ledgerwire serve` on DATA (a
     /// scratch directory on the disk to check), drive Studio conversations
     /// and Statewire threads, SIGKILL it at random moments, restart it,
@@ -332,6 +339,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             scenarios,
             statewire_examples,
             keep_on_disconnect,
+            agent_step_ms,
         } => {
             let refuse = |error: settings::SettingsError| ToolError::Failed(error.to_string());
             settings::check_timing(heartbeat, lease_ttl).map_err(refuse)?;
@@ -340,7 +348,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             let admin_token = settings::admin_token(std::env::var(settings::ADMIN_TOKEN_ENV).ok())
                 .map_err(refuse)?;
             let addr = settings::resolve_addr(&addr).map_err(refuse)?;
-            let agent = load_agent(agent, &scenarios)?;
+            let agent = load_agent(agent, &scenarios, agent_step_ms)?;
             serve(
                 ServerConfig {
                     addr,
@@ -462,7 +470,7 @@ fn run(command: Command) -> Result<(), ToolError> {
                 CheckAgent::Minimal => AgentChoice::Minimal,
                 CheckAgent::Scenario => AgentChoice::Scenario,
             };
-            let agent = load_agent(chosen, &scenarios)?;
+            let agent = load_agent(chosen, &scenarios, None)?;
             runtime.block_on(tools::replay_check(
                 &data,
                 &conversation,
@@ -507,6 +515,9 @@ fn run(command: Command) -> Result<(), ToolError> {
                 lost => Err(ToolError::Lost(lost)),
             }
         }
+        Command::Bench(args) => ledgerwire::loadgen::main(args, &mut out)
+            .map(drop)
+            .map_err(|error| ToolError::Failed(error.to_string())),
         Command::Schema => {
             let schema = ledgerwire::studio::wire::schema::schema_json();
             Ok(writeln!(out, "{schema:#}")?)
@@ -565,7 +576,13 @@ fn chat(config: ledgerwire::chat::ChatConfig) -> Result<(), ToolError> {
 fn load_agent(
     choice: AgentChoice,
     scenarios: &Path,
+    step_ms: Option<u64>,
 ) -> Result<std::sync::Arc<dyn ledgerwire::agent::Agent>, ToolError> {
+    if let (AgentChoice::Minimal, Some(step_ms)) = (choice, step_ms) {
+        let mut agent = ledgerwire::agent::minimal::MinimalAgent::default();
+        agent.step_ms = step_ms;
+        return Ok(std::sync::Arc::new(agent));
+    }
     let name = match choice {
         AgentChoice::Builtin => "builtin",
         AgentChoice::Minimal => "minimal",

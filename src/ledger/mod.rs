@@ -12,8 +12,11 @@
 pub mod damage;
 pub mod error;
 pub mod fold;
+pub mod journal;
 pub mod kinds;
 pub mod probe;
+mod reader;
+pub mod recent;
 pub mod record;
 pub mod store;
 pub mod verify;
@@ -33,6 +36,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 pub use error::{Corruption, LedgerError, Result, StoreProblem};
 pub use fold::{Fold, FoldCache, FoldError, Folded};
 pub use kinds::{Payload, RecordKind};
+pub use reader::StreamReader;
 pub use record::{NewRecord, Record, StreamKey};
 pub use store::OpenMode;
 pub use verify::{Problem, VerifyReport};
@@ -83,10 +87,15 @@ pub(crate) struct Shared {
     db: sled::Db,
     log: sled::Tree,
     snapshots: sled::Tree,
-    /// sled's data file, synced after each sled flush: sled 0.34 makes its
-    /// log stable with `sync_file_range`, which does not persist the file's
-    /// size nor flush the disk's cache; `fdatasync` does both.
+    /// sled's data file, synced after each sled flush (at a checkpoint):
+    /// sled 0.34 makes its log stable with `sync_file_range`, which does
+    /// not persist the file's size nor flush the disk's cache;
+    /// `fdatasync` does both.
     data_file: File,
+    /// The journal file the writer appends to: what the flusher syncs.
+    journal_file: Mutex<Arc<File>>,
+    /// The records appended last, per stream (reads skip sled for them).
+    recent: recent::Recent,
     next_global_on_open: u64,
     /// Streams found corrupt: never read, folded or extended.
     corrupt: RwLock<HashMap<String, (u64, Corruption)>>,
@@ -119,7 +128,7 @@ pub struct LedgerStats {
     /// Writer rounds: each is one sled batch.
     pub rounds: u64,
     pub records_appended: u64,
-    /// Flushes (sled flush + fdatasync).
+    /// Flushes (one `fdatasync` of the journal each).
     pub flushes: u64,
     /// Durable appends and flush requests acknowledged by those flushes;
     /// divided by `flushes`, the group-commit factor.
@@ -162,7 +171,18 @@ impl Shared {
         self.scrub_done.notify_all();
     }
 
+    /// Makes every journaled round durable: one `fdatasync` of the
+    /// journal file the writer appends to (the files before it were
+    /// synced when the writer left them).
     fn make_durable(&self) -> Result<()> {
+        let file = Arc::clone(&self.journal_file.lock().unwrap_or_else(|p| p.into_inner()));
+        file.sync_data()?;
+        Ok(())
+    }
+
+    /// Makes sled hold every round applied to it on stable storage (a
+    /// checkpoint): sled's flush, then an `fdatasync` of its data file.
+    fn make_sled_durable(&self) -> Result<()> {
         self.db.flush()?;
         self.data_file.sync_data()?;
         Ok(())
@@ -205,8 +225,12 @@ impl Shared {
         }
     }
 
-    /// The stream's next position, read from the last key of the stream.
+    /// The stream's next position: the recent records' head, or read
+    /// from the last key of the stream.
     fn read_head(&self, stream: &StreamKey) -> Result<u64> {
+        if let Some(head) = self.recent.head(stream) {
+            return Ok(head);
+        }
         let last = self.log.scan_prefix(stream_prefix(stream)).next_back();
         match last {
             None => Ok(0),
@@ -269,10 +293,17 @@ impl Drop for Threads {
         for handle in self.handles.drain(..) {
             let _ = handle.join();
         }
-        // A clean close: everything applied is made durable and marked so.
+        // A clean close: everything applied is made durable in sled and
+        // marked so, and the journal it covers is deleted.
         let shared = &self.shared;
-        if shared.poisoned().is_none() && shared.make_durable().is_ok() {
+        if shared.poisoned().is_none()
+            && shared.make_durable().is_ok()
+            && shared.make_sled_durable().is_ok()
+        {
             shared.advance_watermark(shared.applied_next_global.load(Ordering::Acquire));
+            if let Err(error) = journal::delete_before(&shared.path, u64::MAX) {
+                tracing::warn!(%error, "journal files not deleted at close");
+            }
         }
     }
 }
@@ -294,12 +325,20 @@ impl Ledger {
         store::refuse_damaged_snapshots(&path)?;
         let db = store::open_sled(&path, mode)?;
         let log = db.open_tree("log")?;
+        let stored = match stored_next_global(&log) {
+            Ok(next_global) => next_global,
+            Err(LedgerError::Sled(error)) if damage::is_damage(&error) => {
+                verify::verify(&log)?.next_global
+            }
+            Err(error) => return Err(error),
+        };
+        let (next_global, journal) = recover(&path, &db, &log, stored)?;
         let report = verify::verify(&log)?;
-        check_watermark(&path, report.next_global)?;
+        check_watermark(&path, report.next_global.max(next_global))?;
         let corrupt = report.corrupt_streams();
-        let shared = Self::shared(path, db, log, report.next_global, corrupt)?;
+        let shared = Self::shared(path, db, log, report.next_global, corrupt, &journal)?;
         *shared.scrub.lock().unwrap_or_else(|p| p.into_inner()) = Some(report.clone());
-        Ok((Self::start(shared, false)?, report))
+        Ok((Self::start(shared, journal, false)?, report))
     }
 
     /// Opens the store without waiting for the integrity scan, which runs
@@ -322,9 +361,10 @@ impl Ledger {
             }
             Err(error) => return Err(error),
         };
+        let (next_global, journal) = recover(&path, &db, &log, next_global)?;
         check_watermark(&path, next_global)?;
-        let shared = Self::shared(path, db, log, next_global, corrupt)?;
-        Self::start(shared, true)
+        let shared = Self::shared(path, db, log, next_global, corrupt, &journal)?;
+        Self::start(shared, journal, true)
     }
 
     fn shared(
@@ -333,6 +373,7 @@ impl Ledger {
         log: sled::Tree,
         next_global: u64,
         corrupt: HashMap<String, (u64, Corruption)>,
+        journal: &journal::JournalWriter,
     ) -> Result<Arc<Shared>> {
         let snapshots = db.open_tree("snapshots")?;
         let data_file = File::open(path.join("db"))?;
@@ -345,6 +386,8 @@ impl Ledger {
             log,
             snapshots,
             data_file,
+            journal_file: Mutex::new(journal.file()),
+            recent: recent::Recent::default(),
             next_global_on_open: next_global,
             corrupt: RwLock::new(corrupt),
             poisoned: Mutex::new(None),
@@ -358,15 +401,23 @@ impl Ledger {
         }))
     }
 
-    /// Starts the writer, the flusher and, if asked, the scrubber.
-    fn start(shared: Arc<Shared>, scrub: bool) -> Result<Self> {
+    /// Starts the writer, the flusher, the checkpointer and, if asked,
+    /// the scrubber.
+    fn start(shared: Arc<Shared>, journal: journal::JournalWriter, scrub: bool) -> Result<Self> {
         let (commands, receiver) = mpsc::channel(MAX_PENDING_APPENDS);
         let queue = Arc::new(FlushQueue::default());
+        let (rotations, rotated) = std::sync::mpsc::channel();
         let writer = {
             let (shared, queue) = (shared.clone(), queue.clone());
             std::thread::Builder::new()
                 .name("ledger-writer".into())
-                .spawn(move || writer::run_writer(shared, receiver, queue))?
+                .spawn(move || writer::run_writer(shared, receiver, queue, journal, rotations))?
+        };
+        let checkpointer = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("ledger-checkpointer".into())
+                .spawn(move || writer::run_checkpointer(shared, rotated))?
         };
         let flusher = {
             let shared = shared.clone();
@@ -374,7 +425,7 @@ impl Ledger {
                 .name("ledger-flusher".into())
                 .spawn(move || writer::run_flusher(shared, queue))?
         };
-        let mut handles = vec![writer, flusher];
+        let mut handles = vec![writer, flusher, checkpointer];
         if scrub {
             let shared = shared.clone();
             handles.push(
@@ -545,17 +596,19 @@ impl Ledger {
     /// Reads `stream` in order from `from`; every record is checked.
     pub fn read(&self, stream: &StreamKey, from: u64) -> Result<StreamReader> {
         self.shared.check_not_corrupt(stream)?;
+        if let recent::Lookup::Held(records) = self.shared.recent.read(stream, from) {
+            return Ok(StreamReader::held(records));
+        }
         let prefix = stream_prefix(stream);
         let start = record::record_key(stream, from);
         let mut end = prefix;
         end.extend_from_slice(&u64::MAX.to_be_bytes());
-        Ok(StreamReader {
-            shared: self.shared.clone(),
-            stream: stream.clone(),
-            next_position: from,
-            iter: self.shared.log.range(start..=end),
-            failed: false,
-        })
+        Ok(StreamReader::sled(
+            self.shared.clone(),
+            stream.clone(),
+            from,
+            self.shared.log.range(start..=end),
+        ))
     }
 
     /// Reads `stream` from `from` and then waits for and yields every record
@@ -665,75 +718,30 @@ fn count_append(
     }
 }
 
-/// An iterator over one stream's records, in position order. It stops at
-/// the first bad record, which it reports as [`LedgerError::Corrupt`].
-pub struct StreamReader {
-    shared: Arc<Shared>,
-    stream: StreamKey,
-    next_position: u64,
-    iter: sled::Iter,
-    failed: bool,
-}
-
-impl StreamReader {
-    /// Reports a bad record and refuses the stream from now on.
-    fn corrupt(&mut self, corruption: Corruption) -> LedgerError {
-        self.failed = true;
-        tracing::error!(stream = %self.stream, position = self.next_position, %corruption, "corrupt record");
-        let mut corrupt = self
-            .shared
-            .corrupt
-            .write()
-            .unwrap_or_else(|p| p.into_inner());
-        corrupt
-            .entry(self.stream.to_string())
-            .or_insert((self.next_position, corruption.clone()));
-        LedgerError::Corrupt {
-            stream: self.stream.to_string(),
-            position: self.next_position,
-            corruption,
-        }
+/// Brings sled up to date with the journal (every round it holds that
+/// sled lost), makes sled hold all of it on stable storage, and starts a
+/// fresh journal file: the old ones are covered then, and deleted.
+fn recover(
+    path: &Path,
+    db: &sled::Db,
+    log: &sled::Tree,
+    next_global: u64,
+) -> Result<(u64, journal::JournalWriter)> {
+    let replayed = journal::replay(path, log, next_global)?;
+    if replayed.rounds > 0 {
+        tracing::info!(
+            rounds = replayed.rounds,
+            records = replayed.records,
+            "journal rounds sled had not kept applied again"
+        );
     }
-}
-
-impl Iterator for StreamReader {
-    type Item = Result<Record>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.failed {
-            return None;
-        }
-        let (key, value) = match self.iter.next()? {
-            Ok(entry) => entry,
-            Err(error) if damage::is_damage(&error) => {
-                // sled cannot read the rest of the stream: refused whole,
-                // named where it stops.
-                let detail = error.to_string();
-                return Some(Err(self.corrupt(Corruption::Storage { detail })));
-            }
-            Err(error) => {
-                self.failed = true;
-                return Some(Err(error.into()));
-            }
-        };
-        let Some((_, position)) = record::parse_record_key(&key) else {
-            return Some(Err(self.corrupt(Corruption::BadKey)));
-        };
-        if position != self.next_position {
-            let gap = Corruption::Gap {
-                expected: self.next_position,
-                found: position,
-            };
-            return Some(Err(self.corrupt(gap)));
-        }
-        match Record::decode(value, self.stream.as_str(), position) {
-            Ok(record) => {
-                self.next_position += 1;
-                Some(Ok(record))
-            }
-            Err(corruption) => Some(Err(self.corrupt(corruption))),
-        }
-    }
+    // Even without a replay: what sled recovered may sit in the page cache
+    // only (a killed process), so it is synced before the journal goes.
+    db.flush()?;
+    File::open(path.join("db"))?.sync_data()?;
+    journal::delete_all(path)?;
+    let journal = journal::JournalWriter::create(path, replayed.next_global)?;
+    Ok((replayed.next_global, journal))
 }
 
 /// Refuses a store that holds fewer records than its watermark says were

@@ -176,6 +176,24 @@ impl Record {
         Ok(record)
     }
 
+    /// A record from an envelope whose stream and position it names
+    /// itself (a journal entry): every check but the key's.
+    pub fn from_envelope(bytes: sled::IVec) -> Result<Self, Corruption> {
+        let header = check_envelope(&bytes)?;
+        Ok(Self { bytes, header })
+    }
+
+    /// A record the writer has just encoded from `header` (no check
+    /// needed: the bytes are its own).
+    pub(crate) fn encoded(bytes: sled::IVec, header: Header) -> Self {
+        Self { bytes, header }
+    }
+
+    /// The envelope bytes.
+    pub(crate) fn bytes(&self) -> &sled::IVec {
+        &self.bytes
+    }
+
     pub fn header(&self) -> &Header {
         &self.header
     }

@@ -9,9 +9,12 @@ use std::path::{Path, PathBuf};
 use crate::ledger::damage;
 use crate::ledger::error::{LedgerError, Result, StoreProblem};
 
-/// Version of the store as a whole (marker file, tree names, key layout).
-/// Bumped only when a change makes old code misread a new store.
-pub const STORE_FORMAT: u32 = 1;
+/// Version of the store as a whole (marker file, tree names, key layout,
+/// the journal). Bumped only when a change makes old code misread a new
+/// store: format 2 added the journal (`ledger::journal`), whose rounds a
+/// format-1 build would not apply to sled. Opening a format-1 store
+/// upgrades its marker (the layout is otherwise the same).
+pub const STORE_FORMAT: u32 = 2;
 
 /// Name of the marker file at the root of every store.
 pub const MARKER_FILE: &str = "LEDGERWIRE";
@@ -39,6 +42,21 @@ fn problem(path: &Path, problem: StoreProblem) -> LedgerError {
 /// before reporting the store as in use.
 pub const LOCK_WAIT_MS: u64 = 2_000;
 
+/// sled's page cache, in bytes (its default is 1 GiB). The log's hot
+/// records are read from the writer's recent records and the fold caches,
+/// so sled's cache serves cold reads only.
+pub const SLED_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// How sled is opened: its cache bounded, and no background flusher of its
+/// own (sled's default flushes every 500 ms): the journal makes records
+/// durable, and sled is flushed only at checkpoints (`ledger::journal`).
+fn sled_config(path: &Path) -> sled::Config {
+    sled::Config::new()
+        .path(path)
+        .cache_capacity(SLED_CACHE_BYTES)
+        .flush_every_ms(None)
+}
+
 /// Pause between two attempts to take the lock, in milliseconds.
 const LOCK_RETRY_MS: u64 = 20;
 
@@ -51,7 +69,7 @@ pub fn open_sled(path: &Path, mode: OpenMode) -> Result<sled::Db> {
         // state it cannot serialise again): that is damage, not a bug of
         // ours to crash on.
         let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            sled::Config::new().path(path).open()
+            sled_config(path).open()
         }));
         match opened {
             Ok(Ok(db)) => return Ok(db),
@@ -179,5 +197,23 @@ fn check_marker(path: &Path, marker: &Path) -> Result<()> {
             },
         ));
     }
+    if format < STORE_FORMAT {
+        upgrade_marker(path)?;
+    }
     Ok(())
+}
+
+/// Rewrites the marker with this build's format, atomically (a new file
+/// renamed over the old one, both synced).
+fn upgrade_marker(path: &Path) -> Result<()> {
+    let fail = io_problem(path, "upgrade the marker file");
+    let staged = path.join(format!("{MARKER_FILE}.new"));
+    let written = fs::File::create(&staged).and_then(|mut file| {
+        file.write_all(marker_text().as_bytes())?;
+        file.sync_all()
+    });
+    written
+        .and_then(|()| fs::rename(&staged, path.join(MARKER_FILE)))
+        .and_then(|()| fs::File::open(path)?.sync_all())
+        .map_err(fail)
 }

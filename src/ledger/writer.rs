@@ -1,15 +1,20 @@
-//! The single writer and the group-commit flusher.
+//! The single writer, the group-commit flusher and the checkpointer.
 //!
-//! Owns: assigning positions, the optimistic-concurrency check, atomic
-//! application of each round of appends as one sled batch, and making them
-//! durable. All appends of the process pass through one writer thread, so
-//! the head check and the write are one step; two writers can never both
-//! extend the same position. Durable appends wait for the flusher, which
-//! makes everything written so far durable with one flush for every waiter
-//! (group commit) while the writer goes on applying the next round.
-//! Must never: acknowledge a durable append before its flush returned, or
-//! accept a write after a flush failed (the process must restart, since what
-//! sled holds in memory may no longer match the disk).
+//! Owns: assigning positions, the optimistic-concurrency check, writing
+//! each round of appends to the journal as one entry and applying it to
+//! sled as one batch, and making rounds durable. All appends of the
+//! process pass through one writer thread, so the head check and the
+//! write are one step; two writers can never both extend the same
+//! position. Durable appends wait for the flusher, which makes everything
+//! journaled so far durable with one `fdatasync` of the journal for every
+//! waiter (group commit) while the writer goes on with the next round.
+//! The checkpointer makes sled durable when the writer starts a new
+//! journal file, and then deletes the journal files sled covers.
+//! Must never: acknowledge a durable append before the sync of the journal
+//! entry holding it returned, delete a journal file before sled holds its
+//! rounds on stable storage, or accept a write after a write or sync
+//! failed (the process must restart, since what sled holds in memory may
+//! no longer match the disk).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -19,7 +24,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ledger::error::{LedgerError, Result};
-use crate::ledger::record::{self, FORMAT_VERSION, Header, NEXT_GLOBAL_KEY, NewRecord, StreamKey};
+use crate::ledger::journal::{self, JOURNAL_FILE_BYTES, JournalWriter};
+use crate::ledger::record::{
+    self, FORMAT_VERSION, Header, NEXT_GLOBAL_KEY, NewRecord, Record, StreamKey,
+};
 use crate::ledger::{AppendOutcome, Durability, ExpectedPosition, Shared};
 
 /// Most commands the writer takes into one sled batch.
@@ -183,39 +191,104 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
     }
 }
 
-/// The writer thread: takes every command that is waiting, applies the
-/// accepted appends as one atomic sled batch, then hands durable ones to
-/// the flusher.
+/// Most bytes of records the writer takes into one round; a round ends
+/// at the command that passes it (so one journal entry stays bounded).
+pub const MAX_ROUND_BYTES: usize = 64 * 1024 * 1024;
+
+/// The writer thread: takes every command that is waiting, writes the
+/// accepted appends to the journal as one entry and applies them as one
+/// atomic sled batch, then hands durable ones to the flusher.
 pub(crate) fn run_writer(
     shared: Arc<Shared>,
     mut commands: mpsc::Receiver<Command>,
     queue: Arc<FlushQueue>,
+    journal: JournalWriter,
+    rotations: std::sync::mpsc::Sender<u64>,
 ) {
     let mut writer = Writer {
         heads: HashMap::new(),
         next_global: shared.next_global_on_open,
+        journal,
+        rotations,
     };
     while let Some(first) = commands.blocking_recv() {
         let mut round = vec![first];
-        while round.len() < MAX_COMMANDS_PER_ROUND {
+        let mut bytes = 0;
+        while round.len() < MAX_COMMANDS_PER_ROUND && bytes < MAX_ROUND_BYTES {
             match commands.try_recv() {
-                Ok(command) => round.push(command),
+                Ok(command) => {
+                    if let Command::Append(request) = &command {
+                        bytes += request.records.iter().map(|r| r.payload.len()).sum::<usize>();
+                    }
+                    round.push(command);
+                }
                 Err(_) => break,
             }
         }
         let waiters = writer.apply_round(&shared, round);
         queue.push(waiters);
+        writer.maybe_rotate(&shared);
     }
     queue.close();
+}
+
+/// The checkpointer thread: after each journal rotation, makes sled hold
+/// every record journaled before it on stable storage (sled's flush and an
+/// `fdatasync` of its data file), then deletes the journal files that
+/// covers. Off the commit path: appends go on meanwhile.
+pub(crate) fn run_checkpointer(shared: Arc<Shared>, rotations: std::sync::mpsc::Receiver<u64>) {
+    while let Ok(mut base) = rotations.recv() {
+        while let Ok(later) = rotations.try_recv() {
+            base = later;
+        }
+        if shared.poisoned().is_some() {
+            continue;
+        }
+        let started = Instant::now();
+        // Every record below `base` was applied to sled before the writer
+        // rotated, so sled's flush now covers them.
+        if let Err(error) = shared.make_sled_durable() {
+            shared.poison(format!("checkpoint failed: {error}"));
+            continue;
+        }
+        match journal::delete_before(&shared.path, base) {
+            Ok(deleted) => tracing::debug!(
+                base,
+                deleted,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "checkpoint"
+            ),
+            Err(error) => tracing::warn!(%error, "journal files not deleted after a checkpoint"),
+        }
+    }
 }
 
 struct Writer {
     /// Next position of each stream the writer has touched.
     heads: HashMap<StreamKey, u64>,
     next_global: u64,
+    journal: JournalWriter,
+    /// Tells the checkpointer the base of each new journal file.
+    rotations: std::sync::mpsc::Sender<u64>,
 }
 
 impl Writer {
+    /// Starts a new journal file once the current one is full, and asks
+    /// for a checkpoint of everything before it.
+    fn maybe_rotate(&mut self, shared: &Shared) {
+        if self.journal.len() < JOURNAL_FILE_BYTES || shared.poisoned().is_some() {
+            return;
+        }
+        match self.journal.rotate(self.next_global) {
+            Ok(()) => {
+                *shared.journal_file.lock().unwrap_or_else(|p| p.into_inner()) =
+                    self.journal.file();
+                let _ = self.rotations.send(self.next_global);
+            }
+            Err(error) => shared.poison(format!("journal rotation failed: {error}")),
+        }
+    }
+
     fn head(&mut self, shared: &Shared, stream: &StreamKey) -> Result<u64> {
         if let Some(&head) = self.heads.get(stream) {
             return Ok(head);
@@ -243,6 +316,8 @@ impl Writer {
         }
         let timestamp_ms = now_ms();
         let mut batch = sled::Batch::default();
+        // The records of the round, by stream, in the order they apply.
+        let mut written: Vec<(StreamKey, Vec<Record>)> = Vec::new();
         let mut tentative: HashMap<StreamKey, u64> = HashMap::new();
         let mut next_global = self.next_global;
         let mut accepted: Vec<(Waiter, Durability)> = Vec::new();
@@ -282,6 +357,7 @@ impl Writer {
                 next_position: head + request.records.len() as u64,
                 first_global_position: next_global,
             };
+            let mut records = Vec::with_capacity(request.records.len());
             for (offset, new) in request.records.iter().enumerate() {
                 let header = Header {
                     format_version: FORMAT_VERSION,
@@ -290,14 +366,23 @@ impl Writer {
                     global_position: next_global + offset as u64,
                     timestamp_ms,
                 };
-                let envelope = record::encode(&header, &request.stream, &new.payload);
+                let envelope = sled::IVec::from(record::encode(
+                    &header,
+                    &request.stream,
+                    &new.payload,
+                ));
                 bytes += envelope.len() as u64;
                 batch.insert(
                     record::record_key(&request.stream, header.position),
-                    envelope,
+                    envelope.clone(),
                 );
+                records.push(Record::encoded(envelope, header));
             }
             next_global += request.records.len() as u64;
+            match written.last_mut() {
+                Some((stream, held)) if *stream == request.stream => held.extend(records),
+                _ => written.push((request.stream.clone(), records)),
+            }
             tentative.insert(request.stream, outcome.next_position);
             accepted.push((Waiter::Append(request.reply, outcome), request.durability));
         }
@@ -306,9 +391,24 @@ impl Writer {
             return accepted.into_iter().map(|(waiter, _)| waiter).collect();
         }
         batch.insert(NEXT_GLOBAL_KEY, &next_global.to_be_bytes());
-        if let Err(error) = shared.log.apply_batch(batch) {
-            // sled's state is unknown after a failed batch: stop writing.
-            let reason = format!("batch failed: {error}");
+        // The journal first: it is what makes the round durable, and what
+        // an open applies to sled again if sled lost the round.
+        let envelopes = written
+            .iter()
+            .flat_map(|(_, records)| records.iter().map(|r| &r.bytes()[..]));
+        let envelopes: Vec<&[u8]> = envelopes.collect();
+        let journaled = self
+            .journal
+            .append(self.next_global, next_global, envelopes.into_iter())
+            .map_err(|error| format!("journal write failed: {error}"));
+        let applied = journaled.and_then(|()| {
+            shared
+                .log
+                .apply_batch(batch)
+                .map_err(|error| format!("batch failed: {error}"))
+        });
+        if let Err(reason) = applied {
+            // sled's or the journal's state is unknown: stop writing.
             shared.poison(reason.clone());
             for (waiter, _) in accepted {
                 waiter.resolve(Err(LedgerError::Poisoned {
@@ -329,6 +429,9 @@ impl Writer {
         shared
             .applied_next_global
             .store(next_global, Ordering::Release);
+        shared
+            .recent
+            .extend(written.into_iter());
         shared.notify_watchers(&tentative);
         self.heads.extend(tentative);
         let mut durable = Vec::new();

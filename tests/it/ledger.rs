@@ -496,7 +496,7 @@ fn a_store_from_a_newer_format_is_refused() {
         problem,
         StoreProblem::NewerFormat {
             found: 99,
-            supported: 1
+            supported: 2
         }
     ));
     assert!(problem.to_string().contains("upgrade ledgerwire"));

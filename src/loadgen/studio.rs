@@ -1,0 +1,78 @@
+//! One pause-and-resume conversation over the Studio's SSE routes: a turn
+//! read to its `plan.proposed`, the approval read to its `done`.
+//!
+//! Owns: the requests and reading their streams. Must never: count a
+//! conversation whose streams did not end on the frames it expects.
+
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+/// A Studio client of the load generator.
+pub struct StudioClient {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+    timeout: Duration,
+}
+
+impl StudioClient {
+    pub fn new(http: reqwest::Client, base: &str, token: &str, timeout: Duration) -> Self {
+        Self {
+            http,
+            base: base.to_owned(),
+            token: token.to_owned(),
+            timeout,
+        }
+    }
+
+    /// Runs conversation `id`: turn, pause, approve, done.
+    pub async fn conversation(&self, id: &str) -> Result<(), String> {
+        let turn = json!({"kind": "turn.request", "conversation_id": id,
+            "message": "chart the population of Kenya"});
+        let pause = self.stream("/api/studio/turn", &turn, "plan.proposed").await?;
+        let interrupt = pause["interrupt_id"]
+            .as_str()
+            .ok_or("plan.proposed without an interrupt id")?;
+        let answer = json!({"kind": "interrupt.response", "conversation_id": id,
+            "interrupt_id": interrupt, "decision": "approve"});
+        self.stream("/api/studio/interrupt", &answer, "done").await?;
+        Ok(())
+    }
+
+    /// Posts `body` and reads its SSE stream to the frame `until`; any
+    /// other closing frame is a failure.
+    async fn stream(&self, path: &str, body: &Value, until: &str) -> Result<Value, String> {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .timeout(self.timeout)
+            .json(body)
+            .send()
+            .await
+            .map_err(|error| format!("{path}: {error}"))?;
+        if !response.status().is_success() {
+            let status = response.status();
+            let text = response.text().await.unwrap_or_default();
+            return Err(format!("{path}: {status} {text}"));
+        }
+        let mut events = response.bytes_stream().eventsource();
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|error| format!("{path}: {error}"))?;
+            let Ok(frame) = serde_json::from_str::<Value>(&event.data) else {
+                continue;
+            };
+            match frame["event"].as_str() {
+                Some(name) if name == until => return Ok(frame),
+                Some("done" | "error" | "plan.proposed" | "elicitation.request") => {
+                    return Err(format!("{path}: ended on {}", event.data));
+                }
+                _ => {}
+            }
+        }
+        Err(format!("{path}: the stream ended before `{until}`"))
+    }
+}
