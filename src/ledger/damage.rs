@@ -31,6 +31,19 @@ pub enum Damage {
         durable - found
     )]
     LostRecords { durable: u64, found: u64 },
+    #[error(
+        "the journal file {} is damaged at byte {offset}: {detail}; records it held that sled does not are lost: restore the store from a backup (the whole directory, journal/ included)",
+        file.display()
+    )]
+    Journal {
+        file: PathBuf,
+        offset: u64,
+        detail: String,
+    },
+    #[error(
+        "sled holds records up to global position {expected}, but the journal resumes only at {found}: the records between are lost; restore the store from a backup (the whole directory, journal/ included)"
+    )]
+    JournalGap { expected: u64, found: u64 },
 }
 
 /// CRC-32 (IEEE), the checksum sled puts on its snapshot files.

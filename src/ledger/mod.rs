@@ -14,6 +14,7 @@ pub mod error;
 pub mod fold;
 pub mod journal;
 pub mod kinds;
+pub mod powerloss;
 pub mod probe;
 mod reader;
 pub mod recent;
@@ -93,7 +94,9 @@ pub(crate) struct Shared {
     /// `fdatasync` does both.
     data_file: File,
     /// The journal file the writer appends to: what the flusher syncs.
-    journal_file: Mutex<Arc<File>>,
+    journal_file: Mutex<Arc<journal::JournalFile>>,
+    /// TEST-ONLY switches, read from the environment once at open.
+    hooks: powerloss::TestHooks,
     /// The records appended last, per stream (reads skip sled for them).
     recent: recent::Recent,
     next_global_on_open: u64,
@@ -176,16 +179,14 @@ impl Shared {
     /// synced when the writer left them).
     fn make_durable(&self) -> Result<()> {
         let file = Arc::clone(&self.journal_file.lock().unwrap_or_else(|p| p.into_inner()));
-        file.sync_data()?;
+        file.sync()?;
         Ok(())
     }
 
     /// Makes sled hold every round applied to it on stable storage (a
-    /// checkpoint): sled's flush, then an `fdatasync` of its data file.
+    /// checkpoint); see [`sled_durable`].
     fn make_sled_durable(&self) -> Result<()> {
-        self.db.flush()?;
-        self.data_file.sync_data()?;
-        Ok(())
+        sled_durable(&self.db, &self.data_file, &self.path, &self.hooks)
     }
 
     /// Records that every record below `position` is durable (the caller
@@ -294,14 +295,16 @@ impl Drop for Threads {
             let _ = handle.join();
         }
         // A clean close: everything applied is made durable in sled and
-        // marked so, and the journal it covers is deleted.
+        // marked so, and then the journal, which sled covers whole, is
+        // deleted (the next open starts a new one). A close after a
+        // failure leaves the journal for the next open to replay.
         let shared = &self.shared;
         if shared.poisoned().is_none()
             && shared.make_durable().is_ok()
             && shared.make_sled_durable().is_ok()
         {
             shared.advance_watermark(shared.applied_next_global.load(Ordering::Acquire));
-            if let Err(error) = journal::delete_before(&shared.path, u64::MAX) {
+            if let Err(error) = journal::delete_all(&shared.path) {
                 tracing::warn!(%error, "journal files not deleted at close");
             }
         }
@@ -321,6 +324,15 @@ impl Ledger {
     /// starts the writer. Corrupt streams are listed in the returned report
     /// and refused by every later read and append.
     pub fn open(path: impl AsRef<Path>, mode: OpenMode) -> Result<(Self, VerifyReport)> {
+        Self::open_with(path, mode, powerloss::TestHooks::from_env())
+    }
+
+    /// [`Ledger::open`] with the test-only switches given.
+    pub(crate) fn open_with(
+        path: impl AsRef<Path>,
+        mode: OpenMode,
+        hooks: powerloss::TestHooks,
+    ) -> Result<(Self, VerifyReport)> {
         let path = path.as_ref().to_path_buf();
         store::refuse_damaged_snapshots(&path)?;
         let db = store::open_sled(&path, mode)?;
@@ -332,11 +344,18 @@ impl Ledger {
             }
             Err(error) => return Err(error),
         };
-        let (next_global, journal) = recover(&path, &db, &log, stored)?;
+        let (next_global, mut journal) = recover(&path, &db, &log, stored, &hooks)?;
         let report = verify::verify(&log)?;
         check_watermark(&path, report.next_global.max(next_global))?;
+        if report.next_global != next_global {
+            // Records past the stored counter (damage): appends go on
+            // after them, and the journal's first entry must start there.
+            journal::delete_all(&path)?;
+            journal =
+                journal::JournalWriter::create(&path, report.next_global, hooks.trace.clone())?;
+        }
         let corrupt = report.corrupt_streams();
-        let shared = Self::shared(path, db, log, report.next_global, corrupt, &journal)?;
+        let shared = Self::shared(path, db, log, report.next_global, corrupt, &journal, hooks)?;
         *shared.scrub.lock().unwrap_or_else(|p| p.into_inner()) = Some(report.clone());
         Ok((Self::start(shared, journal, false)?, report))
     }
@@ -348,6 +367,7 @@ impl Ledger {
     /// scrubber finds corrupt is refused from then on.
     pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
+        let hooks = powerloss::TestHooks::from_env();
         let db = store::open_sled_setting_aside(&path, mode)?;
         let log = db.open_tree("log")?;
         let (next_global, corrupt) = match stored_next_global(&log) {
@@ -361,9 +381,9 @@ impl Ledger {
             }
             Err(error) => return Err(error),
         };
-        let (next_global, journal) = recover(&path, &db, &log, next_global)?;
+        let (next_global, journal) = recover(&path, &db, &log, next_global, &hooks)?;
         check_watermark(&path, next_global)?;
-        let shared = Self::shared(path, db, log, next_global, corrupt, &journal)?;
+        let shared = Self::shared(path, db, log, next_global, corrupt, &journal, hooks)?;
         Self::start(shared, journal, true)
     }
 
@@ -374,6 +394,7 @@ impl Ledger {
         next_global: u64,
         corrupt: HashMap<String, (u64, Corruption)>,
         journal: &journal::JournalWriter,
+        hooks: powerloss::TestHooks,
     ) -> Result<Arc<Shared>> {
         let snapshots = db.open_tree("snapshots")?;
         let data_file = File::open(path.join("db"))?;
@@ -387,6 +408,7 @@ impl Ledger {
             snapshots,
             data_file,
             journal_file: Mutex::new(journal.file()),
+            hooks,
             recent: recent::Recent::default(),
             next_global_on_open: next_global,
             corrupt: RwLock::new(corrupt),
@@ -726,6 +748,7 @@ fn recover(
     db: &sled::Db,
     log: &sled::Tree,
     next_global: u64,
+    hooks: &powerloss::TestHooks,
 ) -> Result<(u64, journal::JournalWriter)> {
     let replayed = journal::replay(path, log, next_global)?;
     if replayed.rounds > 0 {
@@ -735,13 +758,63 @@ fn recover(
             "journal rounds sled had not kept applied again"
         );
     }
+    for damage in &replayed.covered_damage {
+        tracing::warn!(
+            file = %damage.file.display(),
+            offset = damage.offset,
+            detail = %damage.detail,
+            "a damaged journal entry, but sled holds its records: nothing lost"
+        );
+    }
     // Even without a replay: what sled recovered may sit in the page cache
     // only (a killed process), so it is synced before the journal goes.
-    db.flush()?;
-    File::open(path.join("db"))?.sync_data()?;
+    sled_durable(db, &File::open(path.join("db"))?, path, hooks)?;
     journal::delete_all(path)?;
-    let journal = journal::JournalWriter::create(path, replayed.next_global)?;
+    let journal = journal::JournalWriter::create(path, replayed.next_global, hooks.trace.clone())?;
     Ok((replayed.next_global, journal))
+}
+
+/// Makes sled hold every write applied to it on stable storage (a
+/// checkpoint). What sled 0.34's `flush` does (read in its source,
+/// `pagecache/iobuf.rs`): it seals the current I/O buffer and waits until
+/// every buffer up to the highest reserved log sequence number has been
+/// written, each with `pwrite` and then `sync_file_range(WAIT_BEFORE |
+/// WRITE | WAIT_AFTER)` over its range of `db`. That starts and awaits
+/// writeback of those pages only: it persists neither the file's size
+/// (sled's log grows the file) nor any metadata, and it sends no cache
+/// flush to the device, so on its own it does not survive a power loss.
+/// sled writes values too big for a segment to `blobs/<lsn>` files with a
+/// plain `write`, never synced. Hence, after the flush: `fdatasync` of
+/// `db` (size, and the device's write cache), `fdatasync` of every blob
+/// file and `fsync` of `blobs/` and of the store directory (new files'
+/// entries). sled's own snapshot files (`snap.*`) are written with
+/// `sync_all`, and are derivable anyway.
+fn sled_durable(
+    db: &sled::Db,
+    data_file: &File,
+    path: &Path,
+    hooks: &powerloss::TestHooks,
+) -> Result<()> {
+    db.flush()?;
+    data_file.sync_data()?;
+    let blobs = path.join("blobs");
+    if blobs.is_dir() {
+        for entry in std::fs::read_dir(&blobs)? {
+            let entry = entry?;
+            match File::open(entry.path()) {
+                Ok(blob) => blob.sync_data()?,
+                // sled collected it meanwhile.
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        journal::sync_dir(&blobs)?;
+    }
+    journal::sync_dir(path)?;
+    if let Some(trace) = &hooks.trace {
+        trace.checkpoint(path);
+    }
+    Ok(())
 }
 
 /// Refuses a store that holds fewer records than its watermark says were

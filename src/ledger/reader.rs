@@ -7,10 +7,10 @@
 
 use std::sync::Arc;
 
+use crate::ledger::Shared;
 use crate::ledger::damage;
 use crate::ledger::error::{Corruption, LedgerError, Result};
 use crate::ledger::record::{self, Record, StreamKey};
-use crate::ledger::Shared;
 
 /// An iterator over one stream's records, in position order. It stops at
 /// the first bad record, which it reports as [`LedgerError::Corrupt`].
@@ -18,6 +18,8 @@ pub struct StreamReader {
     source: Source,
 }
 
+// One reader per fold or tail, never stored in bulk: its size is moot.
+#[allow(clippy::large_enum_variant)]
 enum Source {
     /// Records this process appended lately, from memory (checked when
     /// they were encoded).
@@ -128,4 +130,3 @@ impl SledReader {
         }
     }
 }
-

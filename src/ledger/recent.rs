@@ -73,15 +73,12 @@ impl Recent {
             let touched = inner.clock;
             let added: usize = records.iter().map(Record::encoded_len).sum();
             let mut freed = 0;
-            let tail = inner
-                .streams
-                .entry(stream.clone())
-                .or_insert_with(|| Tail {
-                    first,
-                    records: VecDeque::new(),
-                    bytes: 0,
-                    touched,
-                });
+            let tail = inner.streams.entry(stream.clone()).or_insert_with(|| Tail {
+                first,
+                records: VecDeque::new(),
+                bytes: 0,
+                touched,
+            });
             if tail.next() != first {
                 // Not contiguous with what is held (the cache was dropped
                 // in between): start again from these records.
@@ -140,7 +137,10 @@ impl Inner {
             let Some((stream, touched)) = self.order.pop_front() else {
                 break;
             };
-            if self.streams.get(&stream).is_some_and(|t| t.touched == touched)
+            if self
+                .streams
+                .get(&stream)
+                .is_some_and(|t| t.touched == touched)
                 && let Some(tail) = self.streams.remove(&stream)
             {
                 self.bytes -= tail.bytes;
@@ -149,8 +149,9 @@ impl Inner {
         // Stale order entries are dropped once they outnumber the streams.
         if self.order.len() > 4 * self.streams.len() + 1024 {
             let streams = &self.streams;
-            self.order
-                .retain(|(stream, touched)| streams.get(stream).is_some_and(|t| t.touched == *touched));
+            self.order.retain(|(stream, touched)| {
+                streams.get(stream).is_some_and(|t| t.touched == *touched)
+            });
         }
     }
 }
@@ -191,7 +192,10 @@ mod tests {
             .collect();
         recent.extend([(s.clone(), many)].into_iter());
         assert_eq!(positions(recent.read(&s, 5)), None);
-        assert_eq!(positions(recent.read(&s, 8)).map(|p| p.len()), Some(RECENT_RECORDS_PER_STREAM));
+        assert_eq!(
+            positions(recent.read(&s, 8)).map(|p| p.len()),
+            Some(RECENT_RECORDS_PER_STREAM)
+        );
         recent.forget("r/s");
         assert_eq!(recent.head(&s), None);
     }

@@ -68,9 +68,8 @@ pub fn open_sled(path: &Path, mode: OpenMode) -> Result<sled::Db> {
         // sled panics on some damage it meets while recovering (a page
         // state it cannot serialise again): that is damage, not a bug of
         // ours to crash on.
-        let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            sled_config(path).open()
-        }));
+        let opened =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sled_config(path).open()));
         match opened {
             Ok(Ok(db)) => return Ok(db),
             Ok(Err(sled::Error::Io(io))) if io.to_string().contains("could not acquire lock") => {

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ledger::error::{LedgerError, Result};
-use crate::ledger::journal::{self, JOURNAL_FILE_BYTES, JournalWriter};
+use crate::ledger::journal::{self, JournalWriter};
 use crate::ledger::record::{
     self, FORMAT_VERSION, Header, NEXT_GLOBAL_KEY, NewRecord, Record, StreamKey,
 };
@@ -161,7 +161,13 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
         let started = Instant::now();
         // Read before the flush: every record below it is covered by it.
         let covered = shared.applied_next_global.load(Ordering::Acquire);
-        let result = shared.make_durable();
+        // After a failed write or sync, a later sync may succeed without
+        // the lost pages (the kernel drops them on a writeback error), so
+        // nothing is acknowledged once the ledger is poisoned.
+        let result = match shared.poisoned() {
+            Some(reason) => Err(LedgerError::Poisoned { reason }),
+            None => shared.make_durable(),
+        };
         metrics::counter!(crate::telemetry::LEDGER_FLUSHES).increment(1);
         metrics::histogram!(crate::telemetry::LEDGER_FLUSH_SECONDS)
             .record(started.elapsed().as_secs_f64());
@@ -171,7 +177,9 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
             .stats
             .flushed_waiters
             .fetch_add(waiters.len() as u64, Ordering::Relaxed);
-        if let Err(error) = &result {
+        if let Err(error) = &result
+            && !matches!(error, LedgerError::Poisoned { .. })
+        {
             shared.poison(format!("flush failed: {error}"));
         }
         for waiter in waiters {
@@ -218,7 +226,11 @@ pub(crate) fn run_writer(
             match commands.try_recv() {
                 Ok(command) => {
                     if let Command::Append(request) = &command {
-                        bytes += request.records.iter().map(|r| r.payload.len()).sum::<usize>();
+                        bytes += request
+                            .records
+                            .iter()
+                            .map(|r| r.payload.len())
+                            .sum::<usize>();
                     }
                     round.push(command);
                 }
@@ -276,13 +288,15 @@ impl Writer {
     /// Starts a new journal file once the current one is full, and asks
     /// for a checkpoint of everything before it.
     fn maybe_rotate(&mut self, shared: &Shared) {
-        if self.journal.len() < JOURNAL_FILE_BYTES || shared.poisoned().is_some() {
+        if self.journal.len() < shared.hooks.journal_file_bytes || shared.poisoned().is_some() {
             return;
         }
         match self.journal.rotate(self.next_global) {
             Ok(()) => {
-                *shared.journal_file.lock().unwrap_or_else(|p| p.into_inner()) =
-                    self.journal.file();
+                *shared
+                    .journal_file
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = self.journal.file();
                 let _ = self.rotations.send(self.next_global);
             }
             Err(error) => shared.poison(format!("journal rotation failed: {error}")),
@@ -366,11 +380,8 @@ impl Writer {
                     global_position: next_global + offset as u64,
                     timestamp_ms,
                 };
-                let envelope = sled::IVec::from(record::encode(
-                    &header,
-                    &request.stream,
-                    &new.payload,
-                ));
+                let envelope =
+                    sled::IVec::from(record::encode(&header, &request.stream, &new.payload));
                 bytes += envelope.len() as u64;
                 batch.insert(
                     record::record_key(&request.stream, header.position),
@@ -429,9 +440,7 @@ impl Writer {
         shared
             .applied_next_global
             .store(next_global, Ordering::Release);
-        shared
-            .recent
-            .extend(written.into_iter());
+        shared.recent.extend(written.into_iter());
         shared.notify_watchers(&tentative);
         self.heads.extend(tentative);
         let mut durable = Vec::new();

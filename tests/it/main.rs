@@ -13,6 +13,7 @@ mod harness;
 mod keyed;
 mod ledger;
 mod operating;
+mod power_loss;
 mod reads;
 mod recovery;
 mod replay;
