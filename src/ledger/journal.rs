@@ -55,6 +55,9 @@ const BODY_HEADER_BYTES: usize = 28;
 /// `MAX_RECORDS_PER_APPEND` records of `MAX_PAYLOAD_BYTES`, 1 GiB).
 pub const MAX_ENTRY_BYTES: usize = 1 << 31;
 
+/// Largest entry buffer the writer keeps between rounds, in bytes.
+const RETAINED_BUFFER_BYTES: usize = 4 * 1024 * 1024;
+
 /// How far past the global position it expects a resynchronising reader
 /// looks for the next entry, in records: an entry found beyond a damaged
 /// one starts at most this far on (a file holds far fewer records).
@@ -253,7 +256,7 @@ impl JournalWriter {
             .written
             .fetch_add(self.buf.len() as u64, Ordering::AcqRel);
         // A round far above the usual size should not pin its buffer.
-        if self.buf.capacity() > 4 * 1024 * 1024 {
+        if self.buf.capacity() > RETAINED_BUFFER_BYTES {
             self.buf = Vec::new();
         }
         Ok(())

@@ -1,9 +1,11 @@
 //! The ledger: a durable, checksummed, append-only log of records grouped
-//! in streams, stored in sled.
+//! in streams, made durable by a group-committed journal (`journal`) and
+//! indexed in sled.
 //!
 //! Owns: the data directory, appending (optimistic concurrency, durable or
-//! buffered, group commit), reading and tailing streams, integrity checks,
-//! folds and their snapshots. Everything else in ledgerwire is a fold of
+//! buffered, group commit), checkpoints and the replay of the journal on
+//! open, reading and tailing streams, integrity checks, folds and their
+//! snapshots. Everything else in ledgerwire is a fold of
 //! what this module stores.
 //! Must never: hand out a record whose checksum or position does not
 //! check, acknowledge a durable append before it is on disk, or let two
@@ -64,7 +66,9 @@ pub enum ExpectedPosition {
 /// When an append is acknowledged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
-    /// After the records are on disk (sled flushed and its file synced).
+    /// After the records are on stable storage: the journal entry holding
+    /// them written and its file `fdatasync`ed (one sync for every append
+    /// waiting).
     Durable,
     /// As soon as the records are visible to readers; they become durable
     /// with the next durable append or flush, never out of order.
