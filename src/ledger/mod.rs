@@ -118,6 +118,8 @@ pub(crate) struct Shared {
     applied_next_global: AtomicU64,
     /// The durable watermark's file (`None` if it could not be opened).
     watermark: Mutex<Option<watermark::Watermark>>,
+    /// When the watermark was last advanced after a group commit.
+    watermark_at: Mutex<Option<std::time::Instant>>,
 }
 
 /// Write-path counters (see [`LedgerStats`]).
@@ -191,6 +193,20 @@ impl Shared {
     /// checkpoint); see [`sled_durable`].
     fn make_sled_durable(&self) -> Result<()> {
         sled_durable(&self.db, &self.data_file, &self.path, &self.hooks)
+    }
+
+    /// [`Shared::advance_watermark`] at most once per
+    /// `WATERMARK_INTERVAL_MS`.
+    fn advance_watermark_now_and_then(&self, position: u64) {
+        let interval = std::time::Duration::from_millis(watermark::WATERMARK_INTERVAL_MS);
+        {
+            let mut at = self.watermark_at.lock().unwrap_or_else(|p| p.into_inner());
+            if at.is_some_and(|at| at.elapsed() < interval) {
+                return;
+            }
+            *at = Some(std::time::Instant::now());
+        }
+        self.advance_watermark(position);
     }
 
     /// Records that every record below `position` is durable (the caller
@@ -424,6 +440,7 @@ impl Ledger {
             stats: Counters::default(),
             applied_next_global: AtomicU64::new(next_global),
             watermark: Mutex::new(watermark),
+            watermark_at: Mutex::new(None),
         }))
     }
 

@@ -81,6 +81,8 @@ pub(crate) struct FlushQueue {
 struct FlushQueueState {
     waiters: Vec<Waiter>,
     closed: bool,
+    /// The flusher holds a group it has not resolved yet.
+    busy: bool,
 }
 
 impl FlushQueue {
@@ -105,6 +107,7 @@ impl FlushQueue {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if !state.waiters.is_empty() {
+                state.busy = true;
                 return Some(std::mem::take(&mut state.waiters));
             }
             if state.closed {
@@ -112,6 +115,18 @@ impl FlushQueue {
             }
             state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
         }
+    }
+
+    /// The flusher resolved the group it took.
+    fn done(&self) {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).busy = false;
+    }
+
+    /// Whether the flusher has nothing queued and no group in hand: then
+    /// the writer, the only one who queues, may commit a group itself.
+    fn idle(&self) -> bool {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.waiters.is_empty() && !state.busy
     }
 
     /// Adds to `waiters` what arrives until there are `expected` of them or
@@ -147,8 +162,6 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
     // the flush lingers briefly for them (as PostgreSQL's commit_delay
     // does); a lone writer (a group of one) never waits.
     let mut previous_group = 1;
-    let interval = Duration::from_millis(crate::ledger::watermark::WATERMARK_INTERVAL_MS);
-    let mut watermark_at: Option<Instant> = None;
     while let Some(mut waiters) = queue.take() {
         if waiters.len() * 2 < previous_group {
             queue.gather(
@@ -158,44 +171,52 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
             );
         }
         previous_group = waiters.len();
-        let started = Instant::now();
-        // Read before the flush: every record below it is covered by it.
-        let covered = shared.applied_next_global.load(Ordering::Acquire);
-        // After a failed write or sync, a later sync may succeed without
-        // the lost pages (the kernel drops them on a writeback error), so
-        // nothing is acknowledged once the ledger is poisoned.
-        let result = match shared.poisoned() {
-            Some(reason) => Err(LedgerError::Poisoned { reason }),
-            None => shared.make_durable(),
+        commit_group(&shared, waiters);
+        queue.done();
+    }
+}
+
+/// Makes everything journaled so far durable with one sync of the journal
+/// and then resolves `waiters` (each was journaled before this call), and
+/// now and then advances the watermark. What the flusher does for each
+/// group, and the writer for a group it commits itself.
+fn commit_group(shared: &Shared, waiters: Vec<Waiter>) {
+    let started = Instant::now();
+    // Read before the flush: every record below it is covered by it.
+    let covered = shared.applied_next_global.load(Ordering::Acquire);
+    // After a failed write or sync, a later sync may succeed without
+    // the lost pages (the kernel drops them on a writeback error), so
+    // nothing is acknowledged once the ledger is poisoned.
+    let result = match shared.poisoned() {
+        Some(reason) => Err(LedgerError::Poisoned { reason }),
+        None => shared.make_durable(),
+    };
+    metrics::counter!(crate::telemetry::LEDGER_FLUSHES).increment(1);
+    metrics::histogram!(crate::telemetry::LEDGER_FLUSH_SECONDS)
+        .record(started.elapsed().as_secs_f64());
+    metrics::histogram!(crate::telemetry::LEDGER_GROUP_COMMIT).record(waiters.len() as f64);
+    shared.stats.flushes.fetch_add(1, Ordering::Relaxed);
+    shared
+        .stats
+        .flushed_waiters
+        .fetch_add(waiters.len() as u64, Ordering::Relaxed);
+    if let Err(error) = &result
+        && !matches!(error, LedgerError::Poisoned { .. })
+    {
+        shared.poison(format!("flush failed: {error}"));
+    }
+    for waiter in waiters {
+        let result = match &result {
+            Ok(()) => Ok(()),
+            Err(error) => Err(LedgerError::Poisoned {
+                reason: error.to_string(),
+            }),
         };
-        metrics::counter!(crate::telemetry::LEDGER_FLUSHES).increment(1);
-        metrics::histogram!(crate::telemetry::LEDGER_FLUSH_SECONDS)
-            .record(started.elapsed().as_secs_f64());
-        metrics::histogram!(crate::telemetry::LEDGER_GROUP_COMMIT).record(waiters.len() as f64);
-        shared.stats.flushes.fetch_add(1, Ordering::Relaxed);
-        shared
-            .stats
-            .flushed_waiters
-            .fetch_add(waiters.len() as u64, Ordering::Relaxed);
-        if let Err(error) = &result
-            && !matches!(error, LedgerError::Poisoned { .. })
-        {
-            shared.poison(format!("flush failed: {error}"));
-        }
-        for waiter in waiters {
-            let result = match &result {
-                Ok(()) => Ok(()),
-                Err(error) => Err(LedgerError::Poisoned {
-                    reason: error.to_string(),
-                }),
-            };
-            waiter.resolve(result);
-        }
-        // After the waiters: the watermark never delays an acknowledgement.
-        if result.is_ok() && watermark_at.is_none_or(|at| at.elapsed() >= interval) {
-            shared.advance_watermark(covered);
-            watermark_at = Some(Instant::now());
-        }
+        waiter.resolve(result);
+    }
+    // After the waiters: the watermark never delays an acknowledgement.
+    if result.is_ok() {
+        shared.advance_watermark_now_and_then(covered);
     }
 }
 
@@ -238,7 +259,15 @@ pub(crate) fn run_writer(
             }
         }
         let waiters = writer.apply_round(&shared, round);
-        queue.push(waiters);
+        // Nothing else to write and the flusher idle (a lone writer, or a
+        // group that came back together): sync here rather than wake the
+        // flusher, one thread hand-off less on the commit path. Otherwise
+        // the flusher syncs while this thread goes on with the next round.
+        if !waiters.is_empty() && commands.is_empty() && queue.idle() {
+            commit_group(&shared, waiters);
+        } else {
+            queue.push(waiters);
+        }
         writer.maybe_rotate(&shared);
     }
     queue.close();
