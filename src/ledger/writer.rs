@@ -83,6 +83,8 @@ struct FlushQueueState {
     closed: bool,
     /// The flusher holds a group it has not resolved yet.
     busy: bool,
+    /// Waiters of the last group committed (by the flusher or the writer).
+    previous_group: usize,
 }
 
 impl FlushQueue {
@@ -122,11 +124,34 @@ impl FlushQueue {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).busy = false;
     }
 
-    /// Whether the flusher has nothing queued and no group in hand: then
-    /// the writer, the only one who queues, may commit a group itself.
-    fn idle(&self) -> bool {
-        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.waiters.is_empty() && !state.busy
+    /// Whether the writer may commit `group` waiters itself: the flusher
+    /// has nothing queued and no group in hand (the writer is the only one
+    /// who queues), and the group is not so much smaller than the last
+    /// one that the flusher would linger for the rest of it.
+    fn may_commit_inline(&self, group: usize) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let inline = state.waiters.is_empty() && !state.busy && group * 2 >= state.previous_group;
+        if inline {
+            state.previous_group = group;
+        }
+        inline
+    }
+
+    /// Waiters of the last group committed, at least 1.
+    fn previous_group(&self) -> usize {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .previous_group
+            .max(1)
+    }
+
+    /// Remembers the size of a group the flusher committed.
+    fn committed(&self, group: usize) {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .previous_group = group;
     }
 
     /// Adds to `waiters` what arrives until there are `expected` of them or
@@ -161,8 +186,8 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
     // most likely between their acknowledgement and their next append, so
     // the flush lingers briefly for them (as PostgreSQL's commit_delay
     // does); a lone writer (a group of one) never waits.
-    let mut previous_group = 1;
     while let Some(mut waiters) = queue.take() {
+        let previous_group = queue.previous_group();
         if waiters.len() * 2 < previous_group {
             queue.gather(
                 &mut waiters,
@@ -170,7 +195,7 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
                 Duration::from_micros(GROUP_LINGER_US),
             );
         }
-        previous_group = waiters.len();
+        queue.committed(waiters.len());
         commit_group(&shared, waiters);
         queue.done();
     }
@@ -263,7 +288,7 @@ pub(crate) fn run_writer(
         // group that came back together): sync here rather than wake the
         // flusher, one thread hand-off less on the commit path. Otherwise
         // the flusher syncs while this thread goes on with the next round.
-        if !waiters.is_empty() && commands.is_empty() && queue.idle() {
+        if !waiters.is_empty() && commands.is_empty() && queue.may_commit_inline(waiters.len()) {
             commit_group(&shared, waiters);
         } else {
             queue.push(waiters);
