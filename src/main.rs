@@ -284,7 +284,8 @@ fn main() -> ExitCode {
                 ToolError::Problems(_)
                 | ToolError::Differs(_)
                 | ToolError::Remote(_)
-                | ToolError::Lost(_) => ExitCode::from(1),
+                | ToolError::Lost(_)
+                | ToolError::Incomplete(_) => ExitCode::from(1),
                 _ => ExitCode::from(2),
             }
         }
@@ -515,9 +516,14 @@ fn run(command: Command) -> Result<(), ToolError> {
                 lost => Err(ToolError::Lost(lost)),
             }
         }
-        Command::Bench(args) => ledgerwire::loadgen::main(args, &mut out)
-            .map(drop)
-            .map_err(|error| ToolError::Failed(error.to_string())),
+        Command::Bench(args) => {
+            let report = ledgerwire::loadgen::main(args, &mut out)
+                .map_err(|error| ToolError::Failed(error.to_string()))?;
+            match report.incomplete() {
+                0 => Ok(()),
+                incomplete => Err(ToolError::Incomplete(incomplete)),
+            }
+        }
         Command::Schema => {
             let schema = ledgerwire::studio::wire::schema::schema_json();
             Ok(writeln!(out, "{schema:#}")?)
@@ -578,10 +584,21 @@ fn load_agent(
     scenarios: &Path,
     step_ms: Option<u64>,
 ) -> Result<std::sync::Arc<dyn ledgerwire::agent::Agent>, ToolError> {
-    if let (AgentChoice::Minimal, Some(step_ms)) = (choice, step_ms) {
-        let mut agent = ledgerwire::agent::minimal::MinimalAgent::default();
-        agent.step_ms = step_ms;
-        return Ok(std::sync::Arc::new(agent));
+    match (choice, step_ms) {
+        (AgentChoice::Minimal, Some(step_ms)) => {
+            let agent = ledgerwire::agent::minimal::MinimalAgent {
+                step_ms,
+                ..Default::default()
+            };
+            return Ok(std::sync::Arc::new(agent));
+        }
+        (_, Some(_)) => {
+            return Err(ToolError::Failed(
+                "--agent-step-ms (LEDGERWIRE_AGENT_STEP_MS) applies to --agent minimal only"
+                    .to_owned(),
+            ));
+        }
+        (_, None) => {}
     }
     let name = match choice {
         AgentChoice::Builtin => "builtin",

@@ -40,6 +40,9 @@ pub enum ToolError {
     /// `crashtest`: acknowledged items lost or changed.
     #[error("{0} loss(es) found; see the LOST lines above")]
     Lost(usize),
+    /// `bench`: conversations asked for that did not complete.
+    #[error("{0} conversation(s) did not complete; see the report above")]
+    Incomplete(u64),
     /// A failure already worded for the operator (server start-up, a
     /// conversation not found, the chat client).
     #[error("{0}")]

@@ -7,8 +7,11 @@
 //!
 //! Owns: the run (its bounds, its workers, its report) and, when asked,
 //! the server it starts and stops. Must never: run unbounded (every run
-//! stops at its conversation count or its time limit, whichever is first),
-//! or measure a server it cannot read the accounting of without saying so.
+//! stops starting conversations at its count or its time limit, whichever
+//! comes first, and each conversation has a time limit of its own), hide a
+//! failed or unfinished conversation (each is counted, the first few
+//! quoted), or measure a server it cannot read the accounting of without
+//! saying so.
 
 mod args;
 mod server;
@@ -21,7 +24,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub use args::{BenchArgs, main};
-pub use server::{ServerProcess, cpu_seconds};
+pub use args::{DEFAULT_CONCURRENCY, DEFAULT_CONVERSATIONS, DEFAULT_MAX_DURATION_SECS};
+pub use server::{ServerProcess, cpu_seconds, peak_resident_bytes};
 
 /// Most conversations one run may drive.
 pub const MAX_CONVERSATIONS: u64 = 1_000_000;
@@ -29,8 +33,11 @@ pub const MAX_CONVERSATIONS: u64 = 1_000_000;
 pub const MAX_CONCURRENCY: usize = 4_096;
 /// Longest a run may last, in seconds.
 pub const MAX_DURATION_SECS: u64 = 3_600;
-/// Longest one request may take, in milliseconds.
+/// Longest one request may take, its whole stream read, in milliseconds.
 pub const REQUEST_TIMEOUT_MS: u64 = 30_000;
+/// Longest one conversation may take, in milliseconds; past it, it counts
+/// as failed.
+pub const CONVERSATION_TIMEOUT_MS: u64 = 2 * REQUEST_TIMEOUT_MS;
 /// Conversations run (and not counted) before the measured ones, per
 /// worker: connections opened, caches warm.
 pub const WARMUP_PER_WORKER: u64 = 2;
@@ -49,9 +56,13 @@ pub enum Door {
 pub enum Target {
     /// A running server at `url`; `pid`, if given, is read for its CPU time.
     Running { url: String, pid: Option<u32> },
-    /// Start `binary serve` on a free loopback port over `data` (a new
-    /// directory), with the minimal agent at zero work, and stop it after.
-    Spawn { binary: PathBuf, data: PathBuf },
+    /// Start `binary serve` on a free loopback port over `data` (`None`: a
+    /// scratch directory, removed after), with the minimal agent at zero
+    /// work, and stop it after.
+    Spawn {
+        binary: PathBuf,
+        data: Option<PathBuf>,
+    },
 }
 
 /// A run's settings.
@@ -73,10 +84,16 @@ pub struct LoadConfig {
 pub struct Report {
     pub door: &'static str,
     pub concurrency: usize,
+    /// Conversations asked for (measured, after the warm-up).
+    pub requested: u64,
     /// Conversations that completed (turn, pause, approve, done).
     pub conversations: u64,
     /// Conversations that failed (an error, a refusal, a timeout).
     pub failed: u64,
+    /// Conversations never started: the time limit came first.
+    pub not_started: u64,
+    /// Warm-up conversations (not measured) that failed.
+    pub warmup_failed: u64,
     pub elapsed_secs: f64,
     pub conversations_per_sec: f64,
     /// Latency of one whole conversation, in milliseconds.
@@ -87,6 +104,14 @@ pub struct Report {
     /// The server's CPU time (user + system) over the measured part, per
     /// conversation, in milliseconds; `None` without a pid to read.
     pub server_cpu_ms_per_conversation: Option<f64>,
+    /// The server's CPU time over the measured part, in seconds (counted
+    /// by the kernel in 10 ms ticks).
+    pub server_cpu_secs: Option<f64>,
+    /// The server's peak resident memory so far (`VmHWM`), in MiB.
+    pub server_peak_rss_mib: Option<f64>,
+    /// This load generator's own CPU time per conversation, in
+    /// milliseconds: how much of the machine the client took.
+    pub client_cpu_ms_per_conversation: Option<f64>,
     /// The first failures, as they were worded.
     pub errors: Vec<String>,
 }
@@ -106,7 +131,8 @@ pub enum LoadError {
 }
 
 impl LoadConfig {
-    fn check(&self) -> Result<(), LoadError> {
+    /// Refuses settings outside the run's bounds.
+    pub fn check(&self) -> Result<(), LoadError> {
         if self.conversations == 0 || self.conversations > MAX_CONVERSATIONS {
             return Err(LoadError::Settings(format!(
                 "conversations must be 1 to {MAX_CONVERSATIONS}"
@@ -147,7 +173,8 @@ pub async fn run(config: LoadConfig) -> Result<Report, LoadError> {
     let (base, pid, process) = match &config.target {
         Target::Running { url, pid } => (url.trim_end_matches('/').to_owned(), *pid, None),
         Target::Spawn { binary, data } => {
-            let process = ServerProcess::start(binary, data).map_err(LoadError::Server)?;
+            let process =
+                ServerProcess::start(binary, data.as_deref()).map_err(LoadError::Server)?;
             (
                 format!("http://{}", process.addr),
                 Some(process.pid()),
@@ -169,37 +196,46 @@ async fn drive(config: &LoadConfig, base: &str, pid: Option<u32>) -> Result<Repo
         .map_err(|error| LoadError::Settings(error.to_string()))?;
     let run = format!("{:x}", crate::studio::service::now_ms());
     let timeout = Duration::from_millis(REQUEST_TIMEOUT_MS);
-    let mut clients = Vec::with_capacity(config.concurrency);
-    for worker in 0..config.concurrency {
-        clients.push(match config.door {
-            Door::Studio => Client::Studio(studio::StudioClient::new(
-                http.clone(),
-                base,
-                &config.token,
-                timeout,
-            )),
-            Door::Statewire => {
-                Client::Statewire(statewire::StatewireClient::new(base, &config.token, timeout))
-            }
-        });
-        let _ = worker;
-    }
-    // Warm-up: every worker completes a few conversations first.
-    let warm = futures_util::future::join_all(clients.iter_mut().enumerate().map(
-        |(worker, client)| {
+    let clients = (0..config.concurrency).map(|_| match config.door {
+        Door::Studio => Client::Studio(studio::StudioClient::new(
+            http.clone(),
+            base,
+            &config.token,
+            timeout,
+        )),
+        Door::Statewire => Client::Statewire(statewire::StatewireClient::new(
+            base,
+            &config.token,
+            timeout,
+        )),
+    });
+    let mut clients: Vec<Client> = clients.collect();
+    // One limit for the whole run, warm-up included.
+    let deadline = Instant::now() + config.max_duration;
+    // Warm-up: every worker completes a few conversations first
+    // (connections opened, caches warm); counted apart.
+    let warm =
+        futures_util::future::join_all(clients.iter_mut().enumerate().map(|(worker, client)| {
             let run = &run;
             async move {
+                let mut failed = 0u64;
                 for n in 0..WARMUP_PER_WORKER {
-                    let _ = client.conversation(&format!("warm-{run}-{worker}-{n}")).await;
+                    if Instant::now() >= deadline {
+                        break;
+                    }
+                    let id = format!("warm-{run}-{worker}-{n}");
+                    if bounded(client, &id).await.is_err() {
+                        failed += 1;
+                    }
                 }
+                failed
             }
-        },
-    ));
-    warm.await;
+        }));
+    let warmup_failed: u64 = warm.await.into_iter().sum();
 
     let next = Arc::new(AtomicU64::new(0));
-    let deadline = Instant::now() + config.max_duration;
     let cpu_before = pid.and_then(cpu_seconds);
+    let own_cpu_before = cpu_seconds(std::process::id());
     let started = Instant::now();
     let workers = clients.into_iter().enumerate().map(|(worker, mut client)| {
         let next = Arc::clone(&next);
@@ -214,7 +250,7 @@ async fn drive(config: &LoadConfig, base: &str, pid: Option<u32>) -> Result<Repo
                     break;
                 }
                 let began = Instant::now();
-                match client.conversation(&format!("load-{run}-{n}")).await {
+                match bounded(&mut client, &format!("load-{run}-{n}")).await {
                     Ok(()) => latencies.push(began.elapsed()),
                     Err(error) => errors.push(format!("worker {worker}: {error}")),
                 }
@@ -225,24 +261,29 @@ async fn drive(config: &LoadConfig, base: &str, pid: Option<u32>) -> Result<Repo
     let results = futures_util::future::join_all(workers).await;
     let elapsed = started.elapsed();
     let cpu_after = pid.and_then(cpu_seconds);
+    let own_cpu_after = cpu_seconds(std::process::id());
     let mut latencies = Vec::new();
     let mut errors = Vec::new();
+    let mut failed = 0u64;
     for result in results {
         match result {
-            Ok((mut l, mut e)) => {
+            Ok((mut l, e)) => {
                 latencies.append(&mut l);
-                errors.append(&mut e);
+                failed += e.len() as u64;
+                errors.extend(e);
             }
-            Err(error) => errors.push(format!("a worker failed: {error}")),
+            Err(error) => {
+                failed += 1;
+                errors.push(format!("a worker failed: {error}"));
+            }
         }
     }
     latencies.sort();
     let done = latencies.len() as u64;
-    let cpu = match (cpu_before, cpu_after) {
+    let per_conversation = |before: Option<f64>, after: Option<f64>| match (before, after) {
         (Some(before), Some(after)) if done > 0 => Some((after - before) * 1e3 / done as f64),
         _ => None,
     };
-    let failed = errors.len() as u64;
     errors.truncate(REPORTED_ERRORS);
     Ok(Report {
         door: match config.door {
@@ -250,17 +291,36 @@ async fn drive(config: &LoadConfig, base: &str, pid: Option<u32>) -> Result<Repo
             Door::Statewire => "statewire",
         },
         concurrency: config.concurrency,
+        requested: config.conversations,
         conversations: done,
         failed,
+        not_started: config.conversations.saturating_sub(done + failed),
+        warmup_failed,
         elapsed_secs: elapsed.as_secs_f64(),
         conversations_per_sec: done as f64 / elapsed.as_secs_f64().max(1e-9),
         p50_ms: percentile(&latencies, 0.50),
         p99_ms: percentile(&latencies, 0.99),
         p999_ms: percentile(&latencies, 0.999),
         max_ms: latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1e3),
-        server_cpu_ms_per_conversation: cpu,
+        server_cpu_ms_per_conversation: per_conversation(cpu_before, cpu_after),
+        server_cpu_secs: cpu_before.zip(cpu_after).map(|(b, a)| a - b),
+        server_peak_rss_mib: pid
+            .and_then(peak_resident_bytes)
+            .map(|bytes| bytes as f64 / f64::from(1u32 << 20)),
+        client_cpu_ms_per_conversation: per_conversation(own_cpu_before, own_cpu_after),
         errors,
     })
+}
+
+/// One conversation within [`CONVERSATION_TIMEOUT_MS`].
+async fn bounded(client: &mut Client, id: &str) -> Result<(), String> {
+    let limit = Duration::from_millis(CONVERSATION_TIMEOUT_MS);
+    match tokio::time::timeout(limit, client.conversation(id)).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(format!(
+            "{id}: not finished within {CONVERSATION_TIMEOUT_MS} ms"
+        )),
+    }
 }
 
 /// The `q` quantile of sorted latencies, in milliseconds (nearest rank).
@@ -273,26 +333,43 @@ fn percentile(sorted: &[Duration], q: f64) -> f64 {
 }
 
 impl Report {
+    /// Conversations asked for that did not complete.
+    pub fn incomplete(&self) -> u64 {
+        self.requested.saturating_sub(self.conversations)
+    }
+
     /// The report as people read it.
     pub fn human(&self) -> String {
-        let cpu = self
-            .server_cpu_ms_per_conversation
-            .map_or_else(|| "n/a (no --server-pid)".to_owned(), |ms| format!("{ms:.3} ms"));
+        let ms =
+            |value: Option<f64>| value.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.3} ms"));
+        let server_cpu = match (self.server_cpu_ms_per_conversation, self.server_cpu_secs) {
+            (Some(per), Some(total)) => format!("{per:.3} ms ({total:.2} s in all)"),
+            _ => "n/a (no --server-pid, or /proc unreadable)".to_owned(),
+        };
+        let rss = self
+            .server_peak_rss_mib
+            .map_or_else(|| "n/a".to_owned(), |mib| format!("{mib:.1} MiB"));
         let mut text = format!(
-            "door {door}, concurrency {c}: {n} conversations ({failed} failed) in {secs:.2} s\n\
-             conversations/s  {rate:.1}\n\
-             latency p50 {p50:.2} ms  p99 {p99:.2} ms  p999 {p999:.2} ms  max {max:.2} ms\n\
-             server CPU per conversation  {cpu}\n",
+            "door {door}, concurrency {c}: {n} of {requested} conversations completed, {failed} failed, {not_started} not started, in {secs:.2} s ({warm} warm-up failures)\n\
+             conversations/s               {rate:.1}\n\
+             latency per conversation      p50 {p50:.2} ms  p99 {p99:.2} ms  p999 {p999:.2} ms  max {max:.2} ms\n\
+             server CPU per conversation   {server_cpu}\n\
+             server peak memory            {rss}\n\
+             client CPU per conversation   {client_cpu}\n",
             door = self.door,
             c = self.concurrency,
             n = self.conversations,
+            requested = self.requested,
             failed = self.failed,
+            not_started = self.not_started,
+            warm = self.warmup_failed,
             secs = self.elapsed_secs,
             rate = self.conversations_per_sec,
             p50 = self.p50_ms,
             p99 = self.p99_ms,
             p999 = self.p999_ms,
             max = self.max_ms,
+            client_cpu = ms(self.client_cpu_ms_per_conversation),
         );
         for error in &self.errors {
             text.push_str(&format!("error: {error}\n"));

@@ -1,12 +1,14 @@
 //! The server a load run starts itself (`ledgerwire bench --spawn`), and
-//! reading a server's CPU time from the kernel's process accounting.
+//! reading a process's CPU time and peak memory from the kernel's process
+//! accounting (`/proc`).
 //!
 //! Owns: starting `serve` with the zero-work minimal agent on a free
-//! loopback port, and stopping it. Must never: leave the process running
-//! after the run (it is killed and reaped on drop too).
+//! 127.0.0.1 port, stopping it, and the scratch directory it made for it.
+//! Must never: listen beyond loopback, or leave the process running after
+//! the run (it is killed and reaped on drop too).
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -15,11 +17,11 @@ use std::time::Duration;
 pub const STARTUP_TIMEOUT_MS: u64 = 30_000;
 
 /// Clock ticks per second of `/proc/<pid>/stat` (`USER_HZ`, 100 on every
-/// Linux architecture this builds for).
+/// Linux architecture this builds for): CPU times are counted in 10 ms.
 const CLOCK_TICKS_PER_SEC: f64 = 100.0;
 
 /// The user plus system CPU time the process `pid` has used, in seconds
-/// (all its threads), or `None` if it cannot be read.
+/// (all its threads, living and exited), or `None` if it cannot be read.
 pub fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may hold spaces.
@@ -31,28 +33,65 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     Some((utime + stime) as f64 / CLOCK_TICKS_PER_SEC)
 }
 
+/// The most resident memory the process `pid` has held (`VmHWM`), in
+/// bytes, or `None` if it cannot be read.
+pub fn peak_resident_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// A server this run started.
 pub struct ServerProcess {
     child: Child,
     pub addr: String,
+    /// The scratch directory made for it, removed once it has stopped.
+    scratch: Option<PathBuf>,
 }
 
 impl ServerProcess {
-    /// Starts `binary serve` over `data` with `--agent minimal
-    /// --agent-step-ms 0` and waits for its `listening on` line.
-    pub fn start(binary: &Path, data: &Path) -> Result<Self, String> {
-        let mut child = Command::new(binary)
+    /// Starts `binary serve` over `data` (or a new scratch directory) with
+    /// `--agent minimal --agent-step-ms 0` on 127.0.0.1 and waits for its
+    /// `listening on` line.
+    pub fn start(binary: &Path, data: Option<&Path>) -> Result<Self, String> {
+        let (data, scratch) = match data {
+            Some(data) => (data.to_owned(), None),
+            None => {
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |elapsed| elapsed.as_nanos());
+                let dir = std::env::temp_dir()
+                    .join(format!("ledgerwire-bench-{}-{nanos:x}", std::process::id()));
+                (dir.clone(), Some(dir))
+            }
+        };
+        let spawned = Command::new(binary)
             .args(["serve", "--addr", "127.0.0.1:0", "--agent", "minimal"])
             .args(["--agent-step-ms", "0"])
             .arg("--data")
-            .arg(data)
+            .arg(&data)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
-            .spawn()
-            .map_err(|error| format!("{}: {error}", binary.display()))?;
-        let stdout = child.stdout.take().ok_or("no standard output")?;
+            .spawn();
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(error) => return Err(format!("{}: {error}", binary.display())),
+        };
+        let Some(stdout) = child.stdout.take() else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("no standard output".to_owned());
+        };
+        // From here on, dropping `process` stops the child and removes the
+        // scratch directory, whatever goes wrong.
+        let mut process = Self {
+            child,
+            addr: String::new(),
+            scratch,
+        };
         let (sender, receiver) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut reader = BufReader::new(stdout);
@@ -68,19 +107,22 @@ impl ServerProcess {
         let line = receiver
             .recv_timeout(Duration::from_millis(STARTUP_TIMEOUT_MS))
             .unwrap_or_default();
-        let Some(addr) = line.trim().strip_prefix("listening on ").map(str::to_owned) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("it did not say where it listens (said {line:?})"));
+        let Some(addr) = line.trim().strip_prefix("listening on ") else {
+            return Err(format!(
+                "it did not say where it listens within {STARTUP_TIMEOUT_MS} ms (said {line:?}); run `{} serve --data {}` to see why",
+                binary.display(),
+                data.display()
+            ));
         };
-        Ok(Self { child, addr })
+        process.addr = addr.to_owned();
+        Ok(process)
     }
 
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    /// Kills and reaps the server.
+    /// Kills and reaps the server, and removes its scratch directory.
     pub fn stop(self) {
         drop(self);
     }
@@ -90,15 +132,20 @@ impl Drop for ServerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(dir) = self.scratch.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
-    fn this_process_has_used_cpu_time() {
+    fn this_process_has_used_cpu_time_and_memory() {
         let spent: u64 = (0..2_000_000u64).map(|n| n ^ (n >> 3)).sum();
         assert!(spent > 0);
         assert!(super::cpu_seconds(std::process::id()).is_some_and(|s| s >= 0.0));
+        assert!(super::peak_resident_bytes(std::process::id()).is_some_and(|b| b > 0));
+        assert_eq!(super::cpu_seconds(u32::MAX), None);
     }
 }

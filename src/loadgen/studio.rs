@@ -32,18 +32,22 @@ impl StudioClient {
     pub async fn conversation(&self, id: &str) -> Result<(), String> {
         let turn = json!({"kind": "turn.request", "conversation_id": id,
             "message": "chart the population of Kenya"});
-        let pause = self.stream("/api/studio/turn", &turn, "plan.proposed").await?;
+        let pause = self
+            .stream("/api/studio/turn", &turn, "plan.proposed")
+            .await?;
         let interrupt = pause["interrupt_id"]
             .as_str()
             .ok_or("plan.proposed without an interrupt id")?;
         let answer = json!({"kind": "interrupt.response", "conversation_id": id,
             "interrupt_id": interrupt, "decision": "approve"});
-        self.stream("/api/studio/interrupt", &answer, "done").await?;
+        self.stream("/api/studio/interrupt", &answer, "done")
+            .await?;
         Ok(())
     }
 
-    /// Posts `body` and reads its SSE stream to the frame `until`; any
-    /// other closing frame is a failure.
+    /// Posts `body` and reads its SSE stream to its end, which must come
+    /// right after the frame `until`; any other pausing or closing frame is
+    /// a failure. Reading to the end lets the connection be used again.
     async fn stream(&self, path: &str, body: &Value, until: &str) -> Result<Value, String> {
         let response = self
             .http
@@ -60,19 +64,25 @@ impl StudioClient {
             return Err(format!("{path}: {status} {text}"));
         }
         let mut events = response.bytes_stream().eventsource();
+        let mut ending = None;
         while let Some(event) = events.next().await {
             let event = event.map_err(|error| format!("{path}: {error}"))?;
-            let Ok(frame) = serde_json::from_str::<Value>(&event.data) else {
-                continue;
-            };
+            if ending.is_some() {
+                return Err(format!(
+                    "{path}: a frame after the closing one: {}",
+                    event.data
+                ));
+            }
+            let frame: Value = serde_json::from_str(&event.data)
+                .map_err(|error| format!("{path}: a frame that is not JSON ({error})"))?;
             match frame["event"].as_str() {
-                Some(name) if name == until => return Ok(frame),
+                Some(name) if name == until => ending = Some(frame),
                 Some("done" | "error" | "plan.proposed" | "elicitation.request") => {
                     return Err(format!("{path}: ended on {}", event.data));
                 }
                 _ => {}
             }
         }
-        Err(format!("{path}: the stream ended before `{until}`"))
+        ending.ok_or_else(|| format!("{path}: the stream ended before `{until}`"))
     }
 }

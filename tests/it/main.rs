@@ -2,6 +2,7 @@
 //! area through the public API or against the real binary and server.
 
 mod agent;
+mod bench;
 mod caveats;
 mod chat;
 mod chat_recovery;

@@ -367,6 +367,11 @@ impl ServerProcess {
         Self { child, addr }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends SIGTERM (what process managers send) and waits for the exit.
     pub fn terminate(self) -> std::process::ExitStatus {
         self.signal_term();

@@ -1,0 +1,162 @@
+//! `ledgerwire bench`: the load generator, run briefly as the real binary
+//! against a server it starts itself and against one the test started;
+//! its report has every figure, and every conversation completes. No
+//! timing is asserted: the figures depend on the machine.
+
+use serde_json::Value;
+
+use crate::support::{ServerProcess, binary, scratch};
+
+/// Conversations of a short run, and how many are in flight at once.
+const CONVERSATIONS: u64 = 20;
+const CONCURRENCY: u64 = 4;
+
+/// Runs `ledgerwire bench ARGS… --json`; its exit status and report.
+fn bench(args: &[&str]) -> (std::process::ExitStatus, Value, String) {
+    let output = binary()
+        .arg("bench")
+        .args(["--conversations", &CONVERSATIONS.to_string()])
+        .args(["--concurrency", &CONCURRENCY.to_string()])
+        .args(["--max-seconds", "300", "--json"])
+        .args(args)
+        .output()
+        .expect("run ledgerwire bench");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let report = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    (output.status, report, format!("{stdout}{stderr}"))
+}
+
+/// Every figure is there, and every conversation completed.
+fn assert_complete(report: &Value, door: &str, text: &str) {
+    assert_eq!(report["door"], door, "{text}");
+    assert_eq!(report["requested"], CONVERSATIONS, "{text}");
+    assert_eq!(report["conversations"], CONVERSATIONS, "{text}");
+    assert_eq!(report["failed"], 0, "{text}");
+    assert_eq!(report["not_started"], 0, "{text}");
+    assert_eq!(report["warmup_failed"], 0, "{text}");
+    assert_eq!(report["concurrency"], CONCURRENCY, "{text}");
+    assert_eq!(report["errors"], Value::Array(Vec::new()), "{text}");
+    for figure in [
+        "elapsed_secs",
+        "conversations_per_sec",
+        "p50_ms",
+        "p99_ms",
+        "p999_ms",
+        "max_ms",
+        "server_cpu_ms_per_conversation",
+        "server_cpu_secs",
+        "server_peak_rss_mib",
+        "client_cpu_ms_per_conversation",
+    ] {
+        let value = report[figure].as_f64();
+        assert!(value.is_some_and(|v| v >= 0.0), "{figure} in {text}");
+    }
+    let (p50, p99, p999, max) = (
+        report["p50_ms"].as_f64(),
+        report["p99_ms"].as_f64(),
+        report["p999_ms"].as_f64(),
+        report["max_ms"].as_f64(),
+    );
+    assert!(p50 <= p99 && p99 <= p999 && p999 <= max, "{text}");
+    assert!(
+        report["conversations_per_sec"].as_f64() > Some(0.0),
+        "{text}"
+    );
+    assert!(report["server_peak_rss_mib"].as_f64() > Some(0.0), "{text}");
+}
+
+#[test]
+fn bench_spawns_a_server_and_every_conversation_completes() {
+    let dir = scratch();
+    let data = dir.path().join("store");
+    let data = data.to_str().expect("a UTF-8 path");
+    let (status, report, text) = bench(&["--spawn", "--data", data]);
+    assert!(status.success(), "{text}");
+    assert_complete(&report, "studio", &text);
+    // The server it started ran on the directory it was given, and wrote
+    // every conversation there (the log verifies).
+    let verify = binary()
+        .args(["log", "verify", "--data", data])
+        .output()
+        .expect("log verify");
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+}
+
+#[test]
+fn bench_drives_statewire_commands() {
+    let (status, report, text) = bench(&["--spawn", "--statewire"]);
+    assert!(status.success(), "{text}");
+    assert_complete(&report, "statewire", &text);
+}
+
+#[test]
+fn bench_measures_a_running_server_by_its_pid() {
+    let dir = scratch();
+    let server = ServerProcess::start(dir.path(), &["--agent", "minimal", "--agent-step-ms", "0"]);
+    let url = format!("http://{}", server.addr);
+    let pid = server.pid().to_string();
+    let (status, report, text) = bench(&["--url", &url, "--server-pid", &pid]);
+    assert!(status.success(), "{text}");
+    assert_complete(&report, "studio", &text);
+    // The human report says the same.
+    let output = binary()
+        .args(["bench", "--conversations", "2", "--concurrency", "1"])
+        .args(["--url", &url, "--server-pid", &pid])
+        .output()
+        .expect("run ledgerwire bench");
+    let human = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{human}");
+    for line in [
+        "2 of 2 conversations completed, 0 failed, 0 not started",
+        "conversations/s",
+        "latency per conversation      p50 ",
+        "server CPU per conversation",
+        "server peak memory",
+        "client CPU per conversation",
+    ] {
+        assert!(human.contains(line), "{line:?} in {human}");
+    }
+    server.kill();
+}
+
+#[test]
+fn bench_counts_what_it_could_not_do_and_refuses_what_it_cannot() {
+    // Nobody listens: every conversation fails, each is counted, exit 1.
+    let (status, report, text) = bench(&["--url", "http://127.0.0.1:9"]);
+    assert_eq!(status.code(), Some(1), "{text}");
+    assert_eq!(report["conversations"], 0, "{text}");
+    assert_eq!(report["failed"], CONVERSATIONS, "{text}");
+    assert!(
+        !report["errors"].as_array().is_none_or(Vec::is_empty),
+        "{text}"
+    );
+    assert!(text.contains("did not complete"), "{text}");
+    // Bounds are checked before anything runs: exit 2.
+    for args in [
+        ["--concurrency", "0"],
+        ["--max-seconds", "0"],
+        ["--conversations", "0"],
+    ] {
+        let output = binary()
+            .arg("bench")
+            .args(args)
+            .args(["--url", "http://127.0.0.1:9"])
+            .output()
+            .expect("run ledgerwire bench");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("bad settings"), "{args:?}: {stderr}");
+    }
+    let output = binary()
+        .args(["serve", "--agent", "builtin", "--agent-step-ms", "0"])
+        .args(["--addr", "127.0.0.1:0"])
+        .output()
+        .expect("run serve");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--agent minimal only"));
+}
