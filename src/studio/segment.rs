@@ -99,6 +99,32 @@ pub(super) struct Segment {
     /// How the segment released its lease, once it has (`None`: it lost
     /// the lease or died without releasing it).
     pub(super) ended: Option<SegmentEnd>,
+    /// What the last fold showed: the stream's position and, as the
+    /// segment owned the lease there, when the lease runs out. An append
+    /// at exactly that position lands only on that same state, so the
+    /// segment appends there without folding again first while the lease
+    /// runs; any other writer in between makes it a conflict, and then
+    /// the segment folds and checks again.
+    pub(super) owned_at: Option<OwnedAt>,
+}
+
+/// The stream position at which a fold showed the segment owning its
+/// lease, and when that lease ends.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct OwnedAt {
+    position: u64,
+    expires_at_ms: u64,
+}
+
+impl OwnedAt {
+    /// Where `folded` shows `segment` owning a live lease at `now_ms`.
+    fn of(folded: &Folded<Conversation>, segment: u32, now_ms: u64) -> Option<Self> {
+        let lease = folded.state.lease.as_ref()?;
+        (lease.segment == segment && lease.remaining_ms(now_ms).is_some()).then_some(Self {
+            position: folded.position,
+            expires_at_ms: lease.expires_at_ms,
+        })
+    }
 }
 
 /// How a segment finished, for the log line and the metrics.
@@ -343,31 +369,40 @@ impl Segment {
 
     /// Appends as the lease owner; refuses once the lease is someone else's.
     async fn append(
-        &self,
+        &mut self,
         records: Vec<NewRecord>,
         durability: Durability,
     ) -> Result<Arc<Folded<Conversation>>, Lost> {
         let studio = &self.studio.inner;
         for _ in 0..MAX_DECISION_ATTEMPTS {
-            let folded = studio.folds.state(&self.stream).map_err(|_| Lost)?;
             // A lapsed lease is lost too: anyone may claim the turn now.
-            let owns = folded.state.lease.as_ref().is_some_and(|lease| {
-                lease.segment == self.segment && lease.remaining_ms(now_ms()).is_some()
-            });
-            let position = folded.position;
-            // Holding the state across the next fold would make it copy.
-            drop(folded);
-            if !owns {
-                tracing::warn!(stream = %self.stream, segment = self.segment, "segment lost its lease");
-                return Err(Lost);
-            }
+            let now = now_ms();
+            let known = self.owned_at.take().filter(|at| at.expires_at_ms > now);
+            let position = match known {
+                Some(at) => at.position,
+                None => {
+                    let folded = studio.folds.state(&self.stream).map_err(|_| Lost)?;
+                    let owned = OwnedAt::of(&folded, self.segment, now);
+                    // Holding the state across the next fold would make it copy.
+                    drop(folded);
+                    let Some(at) = owned else {
+                        tracing::warn!(stream = %self.stream, segment = self.segment, "segment lost its lease");
+                        return Err(Lost);
+                    };
+                    at.position
+                }
+            };
             let expected = ExpectedPosition::Exactly(position);
             match studio
                 .ledger
                 .append(&self.stream, expected, records.clone(), durability)
                 .await
             {
-                Ok(_) => return studio.folds.state(&self.stream).map_err(|_| Lost),
+                Ok(_) => {
+                    let folded = studio.folds.state(&self.stream).map_err(|_| Lost)?;
+                    self.owned_at = OwnedAt::of(&folded, self.segment, now_ms());
+                    return Ok(folded);
+                }
                 Err(LedgerError::Conflict { .. }) => continue,
                 Err(error) => {
                     tracing::error!(%error, stream = %self.stream, "segment append failed");
@@ -427,7 +462,9 @@ impl Segment {
                 .ok()
                 .and_then(|state| state.state.composition.clone());
         }
-        let state = match self.record(&frame, ends).await {
+        // Encoded once: the record holds these bytes, and the client gets them.
+        let frame_json = json(&frame);
+        let state = match self.record(&frame, &frame_json, ends).await {
             Ok(state) => state,
             Err(Lost) => {
                 if ends {
@@ -444,10 +481,10 @@ impl Segment {
             }
         };
         if ends {
-            let _ = self.send(&frame).await;
+            let _ = self.send_encoded(frame.seq(), frame_json).await;
             return false;
         }
-        if self.send(&frame).await.is_err() && !self.client_left().await {
+        if self.send_encoded(frame.seq(), frame_json).await.is_err() && !self.client_left().await {
             return false;
         }
         // A component frame can change the canvas (auto-add, a revised
@@ -472,15 +509,15 @@ impl Segment {
     async fn record(
         &mut self,
         frame: &Frame,
+        frame_json: &str,
         ends: bool,
     ) -> Result<Arc<Folded<Conversation>>, Lost> {
-        let frame_json = json(frame);
         let mut records = vec![
             FrameSent {
                 turn: self.turn,
                 segment: self.segment,
                 seq: frame.seq(),
-                frame: frame_json,
+                frame: frame_json.to_owned(),
             }
             .to_record(),
         ];
@@ -517,9 +554,12 @@ impl Segment {
     }
 
     async fn send(&self, frame: &Frame) -> Result<(), ()> {
-        let event = Event::default()
-            .id(frame.seq().to_string())
-            .data(json(frame));
+        self.send_encoded(frame.seq(), json(frame)).await
+    }
+
+    /// Sends a frame already encoded as `frame_json`.
+    async fn send_encoded(&self, seq: u64, frame_json: String) -> Result<(), ()> {
+        let event = Event::default().id(seq.to_string()).data(frame_json);
         self.listener.send(Ok(event)).await
     }
 }

@@ -1,0 +1,147 @@
+//! Cold conversations: the first turn of a long conversation right after
+//! a restart (the store closed and opened again, a new Studio: no folded
+//! state in memory), against the first turn of a fresh conversation after
+//! the same restart, in the same run. The long conversation holds
+//! `LONG_CONVERSATION_TURNS` turns, each a plan approved and carried out
+//! to `done` by the zero-work agent. Target: at most 2× the fresh one.
+//!
+//! Everything goes through the library's public API (`Ledger`, `Studio`),
+//! in this process; each measured turn is the first request the reopened
+//! store serves once its start-up integrity scan has finished (as `serve`
+//! opens it, with the scan waited out so it does not share the CPU).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use ledgerwire::agent::minimal::MinimalAgent;
+use ledgerwire::ledger::{Ledger, OpenMode};
+use ledgerwire::studio::auth::Principal;
+use ledgerwire::studio::service::{Studio, StudioConfig};
+use ledgerwire::studio::wire::ids::ConversationId;
+use ledgerwire::studio::wire::{parse_interrupt_response, parse_turn_request};
+use serde_json::json;
+
+/// Turns of the long conversation.
+const LONG_CONVERSATION_TURNS: usize = 500;
+/// Restarts measured per case (each opens the store again).
+const SAMPLES: usize = 20;
+
+fn agent() -> Arc<MinimalAgent> {
+    Arc::new(MinimalAgent {
+        step_ms: 0,
+        slow_step_ms: 0,
+    })
+}
+
+fn principal() -> Principal {
+    Principal::of_token("bench")
+}
+
+/// Opens the store as `serve` does and waits out its integrity scan.
+fn open(dir: &Path) -> Studio {
+    let ledger = Ledger::open_scrubbing(dir, OpenMode::CreateIfMissing).expect("open the store");
+    ledger.wait_for_scrub();
+    Studio::new(ledger, agent(), StudioConfig::default())
+}
+
+/// A turn with `message` on `conversation`, read to the end of its stream.
+async fn turn(studio: &Studio, conversation: &str, message: &str) {
+    let body = json!({"kind": "turn.request", "conversation_id": conversation, "message": message});
+    let request = parse_turn_request(body.to_string().as_bytes()).expect("a turn request");
+    let mut frames = studio
+        .start_turn(&principal(), request)
+        .await
+        .expect("the turn starts");
+    while frames.recv().await.is_some() {}
+}
+
+/// A turn that pauses on a plan, approved and carried out to `done`.
+async fn planned_turn(studio: &Studio, conversation: &str) {
+    turn(studio, conversation, "chart the population of Kenya").await;
+    let id = ConversationId::new(conversation.to_owned()).expect("a conversation id");
+    let folded = studio
+        .conversation(&principal(), &id)
+        .expect("the conversation");
+    let interrupt = folded
+        .state
+        .current_turn()
+        .and_then(|turn| turn.open_pause())
+        .map(|pause| pause.interrupt_id.clone())
+        .expect("a plan pause");
+    drop(folded);
+    let body = json!({"kind": "interrupt.response", "conversation_id": conversation,
+        "interrupt_id": interrupt, "decision": "approve"});
+    let response = parse_interrupt_response(body.to_string().as_bytes()).expect("an answer");
+    let mut frames = studio
+        .resume(&principal(), response)
+        .await
+        .expect("the answer resumes the turn");
+    while frames.recv().await.is_some() {}
+}
+
+fn cold_first_turn(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch");
+    runtime.block_on(async {
+        let studio = open(dir.path());
+        for _ in 0..LONG_CONVERSATION_TURNS {
+            planned_turn(&studio, "long").await;
+        }
+        studio.ledger().flush().await.expect("flush");
+    });
+    let mut group = c.benchmark_group("studio_cold_conversation");
+    group.sample_size(SAMPLES);
+    let mut fresh = 0u64;
+    for (name, long) in [
+        ("first_turn_after_restart_500_turns", true),
+        ("first_turn_after_restart_fresh", false),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                runtime.block_on(async {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let studio = open(dir.path());
+                        fresh += 1;
+                        let conversation = if long {
+                            "long".to_owned()
+                        } else {
+                            format!("fresh-{fresh}")
+                        };
+                        let began = Instant::now();
+                        turn(&studio, &conversation, "hello").await;
+                        total += began.elapsed();
+                        studio.ledger().flush().await.expect("flush");
+                    }
+                    total
+                })
+            })
+        });
+    }
+    // Where the long conversation's first turn goes: its fold alone.
+    group.bench_function("fold_after_restart_500_turns", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let studio = open(dir.path());
+                let id = ConversationId::new("long".to_owned()).expect("a conversation id");
+                let began = Instant::now();
+                let folded = studio
+                    .conversation(&principal(), &id)
+                    .expect("the conversation");
+                total += began.elapsed();
+                drop(folded);
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, cold_first_turn);
+criterion_main!(benches);
