@@ -232,6 +232,10 @@ fn parallel_turns(c: &mut Criterion) {
         })
     });
     group.finish();
+    // Filtered out (`cargo bench --bench studio -- <other>`): nothing measured.
+    if latencies.is_empty() || batches.is_empty() {
+        return;
+    }
     latencies.sort();
     let p = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
     batches.sort();

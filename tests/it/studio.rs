@@ -807,3 +807,70 @@ async fn a_reconnect_reads_the_current_turn_only() {
         .await;
     assert_eq!(replayed, second, "the second turn's frames, and no others");
 }
+
+/// A conversation longer than the snapshot interval, read after a restart
+/// (through its snapshots) and extended there, folds to exactly what its
+/// records alone fold to.
+#[tokio::test]
+async fn a_long_conversation_after_a_restart_folds_as_its_records_do() {
+    use ledgerwire::ledger::FoldCache;
+    use ledgerwire::studio::auth::Principal;
+    use ledgerwire::studio::conversation::ConversationFold;
+    use ledgerwire::studio::records::conversation_stream;
+    use ledgerwire::studio::service::CONVERSATION_SNAPSHOT_INTERVAL_RECORDS;
+    use ledgerwire::studio::wire::ids::ConversationId;
+
+    /// Planned turns: each about 20 records, so several snapshots.
+    const TURNS: usize = 16;
+    async fn planned_turn(client: &StudioClient, conversation: &str) {
+        let first = client
+            .stream("/api/studio/turn", &turn(conversation, "GDP of Chad"))
+            .await;
+        assert_eq!(events(&first).last(), Some(&"plan.proposed"));
+        let resumed = client
+            .stream(
+                "/api/studio/interrupt",
+                &answer(conversation, &first[1]["interrupt_id"], "approve"),
+            )
+            .await;
+        assert_eq!(events(&resumed).last(), Some(&"done"));
+    }
+
+    let dir = scratch();
+    {
+        let (ledger, _) = open(dir.path());
+        let (addr, server) = start_stoppable_studio(ledger, quick_studio()).await;
+        let client = StudioClient::new(addr, "alice");
+        for _ in 0..TURNS {
+            planned_turn(&client, "c-long").await;
+        }
+        server.stop().await;
+    }
+    let ledger = Ledger::open_scrubbing(dir.path(), OpenMode::MustExist).unwrap();
+    let id = ConversationId::new("c-long".to_owned()).unwrap();
+    let key = conversation_stream(&Principal::of_token("alice"), &id).unwrap();
+    let records = ledger.fold::<ConversationFold>(&key).unwrap();
+    assert!(
+        records.position > 2 * CONVERSATION_SNAPSHOT_INTERVAL_RECORDS,
+        "{} records: long enough for snapshots",
+        records.position
+    );
+    // A cache that starts from the snapshots the server wrote.
+    let cached = FoldCache::<ConversationFold>::with_limits(
+        ledger.clone(),
+        CONVERSATION_SNAPSHOT_INTERVAL_RECORDS,
+        1,
+    );
+    let from_snapshot = cached.state(&key).unwrap();
+    assert_eq!(from_snapshot.position, records.position);
+    assert_eq!(from_snapshot.state, records.state);
+
+    // The restarted server goes on from there, and still agrees.
+    let client = StudioClient::new(start_studio(ledger.clone(), quick_studio()).await, "alice");
+    planned_turn(&client, "c-long").await;
+    let records = ledger.fold::<ConversationFold>(&key).unwrap();
+    cached.clear();
+    let from_snapshot = cached.state(&key).unwrap();
+    assert_eq!(from_snapshot.state, records.state);
+    assert_eq!(records.state.turns.len(), TURNS + 1);
+}
