@@ -148,8 +148,29 @@ impl LoadConfig {
                 "the time limit must be 1 to {MAX_DURATION_SECS} seconds"
             )));
         }
+        if let Target::Running { url, .. } = &self.target
+            && !is_loopback(url)
+        {
+            return Err(LoadError::Settings(format!(
+                "--url {url}: the load generator drives a server on this machine only: http://127.0.0.1:PORT, http://[::1]:PORT or http://localhost:PORT"
+            )));
+        }
         Ok(())
     }
+}
+
+/// Whether `url` is plain HTTP to a loopback address.
+fn is_loopback(url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(url) else {
+        return false;
+    };
+    let host = url.host_str().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|address| address.is_loopback());
+    url.scheme() == "http" && loopback
 }
 
 /// One conversation's client, for either door.
@@ -381,6 +402,27 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_loopback_servers_are_driven() {
+        for url in [
+            "http://127.0.0.1:8080",
+            "http://127.0.0.2:1/",
+            "http://[::1]:8080",
+            "http://localhost:8080",
+        ] {
+            assert!(is_loopback(url), "{url}");
+        }
+        for url in [
+            "http://10.0.0.1:8080",
+            "http://example.com",
+            "https://127.0.0.1:8080",
+            "http://localhost.example.com",
+            "not a url",
+        ] {
+            assert!(!is_loopback(url), "{url}");
+        }
+    }
 
     #[test]
     fn percentiles_are_nearest_rank() {

@@ -152,6 +152,14 @@ fn bench_counts_what_it_could_not_do_and_refuses_what_it_cannot() {
         assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains("bad settings"), "{args:?}: {stderr}");
     }
+    // Only a server on this machine is driven.
+    let output = binary()
+        .args(["bench", "--url", "http://192.0.2.1:8080"])
+        .output()
+        .expect("run ledgerwire bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("on this machine only"), "{stderr}");
     let output = binary()
         .args(["serve", "--agent", "builtin", "--agent-step-ms", "0"])
         .args(["--addr", "127.0.0.1:0"])
