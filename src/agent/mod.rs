@@ -260,6 +260,9 @@ pub fn play_beats(steps: Vec<Step>) -> SegmentBeats {
         for step in steps {
             match step {
                 Step::Frame(frame) => yield Beat::Frame(frame),
+                // No work is no wait: a zero sleep would still go through
+                // the timer (up to its 1 ms tick) for nothing.
+                Step::Work(duration) if duration.is_zero() => {}
                 Step::Work(duration) => tokio::time::sleep(duration).await,
                 Step::Fault(fault) => yield Beat::Fault(fault),
             }
