@@ -97,7 +97,15 @@ async fn sigterm_lets_a_turn_reach_its_pause_ends_attaches_and_exits_0() {
     assert_eq!(first["event"], "message.delta");
     // The plan is 2 s away: the shutdown starts while it is on its way.
     server.signal_term();
-    // Meanwhile nothing new starts: the listener is closed, or a request on
+    // The attach's fin says the drain has begun.
+    let fin = loop {
+        let packet = packets.next().await.expect("a fin before the end");
+        if let Some(fin) = packet.get("fin") {
+            break fin.clone();
+        }
+    };
+    assert_eq!(fin["code"], "shutting-down", "{fin}");
+    // From now on nothing new starts: the listener is closed, or a request on
     // a connection still open is refused for now.
     let late = http
         .post(format!("http://{}/api/studio/turn", server.addr))
@@ -113,13 +121,6 @@ async fn sigterm_lets_a_turn_reach_its_pause_ends_attaches_and_exits_0() {
     let rest = frames.rest().await;
     let last = rest.last().expect("frames after the signal");
     assert_eq!(last["event"], "plan.proposed", "{rest:?}");
-    let fin = loop {
-        let packet = packets.next().await.expect("a fin before the end");
-        if let Some(fin) = packet.get("fin") {
-            break fin.clone();
-        }
-    };
-    assert_eq!(fin["code"], "shutting-down", "{fin}");
     assert!(server.wait().success(), "a drained shutdown exits 0");
 
     let records = dump(dir.path());
