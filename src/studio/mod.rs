@@ -9,6 +9,8 @@
 //! - [`service`]: decisions (fold, decide, append where decided); `segment`
 //!   streams a turn while it holds the lease, from the agent context
 //!   `turn_context` builds out of the fold.
+//! - `keyed`: requests that apply at most once per key (re-exported by
+//!   `service`).
 //! - [`seq`]: why a seq never repeats within a turn, across crashes.
 //! - [`follow`]: the reconnect extension, and what a reconnect ends with.
 //! - [`routes`]: the HTTP routes and SSE framing; [`reads`]: the
@@ -24,6 +26,7 @@ pub mod auth;
 pub mod canvas;
 pub mod conversation;
 pub mod follow;
+mod keyed;
 pub mod reads;
 pub mod records;
 mod refusals;

@@ -591,3 +591,31 @@ fn stamp(frame: &mut Frame, seq: u64, turn: u32, segment: u32) {
         _ => {}
     }
 }
+
+/// One log line and one count per segment end.
+pub(super) fn log_segment_end(
+    stream: &StreamKey,
+    turn: u32,
+    segment: u32,
+    first_seq: u64,
+    outcome: &SegmentOutcome,
+    began: std::time::Instant,
+) {
+    let end = match outcome.end {
+        Some(SegmentEnd::Paused) => "paused",
+        Some(SegmentEnd::Done) => "done",
+        Some(SegmentEnd::Failed) => "failed",
+        Some(SegmentEnd::Disconnected) => "disconnected",
+        None => "lost",
+    };
+    metrics::counter!(crate::telemetry::STUDIO_SEGMENTS_ENDED, "end" => end).increment(1);
+    tracing::info!(
+        %stream,
+        turn,
+        segment,
+        end,
+        frames = outcome.next_seq.saturating_sub(first_seq),
+        duration_ms = began.elapsed().as_millis() as u64,
+        "segment ended"
+    );
+}

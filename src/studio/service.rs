@@ -29,7 +29,7 @@ use super::canvas;
 use super::conversation::{Conversation, ConversationFold, TurnStatus};
 use super::records::{
     CancelRequested, CompositionMutated, InterruptAnswered, PlanApprovalRecorded, RequestApplied,
-    SegmentAgent, SegmentClaimed, SegmentEnd, TurnRequested, conversation_stream,
+    SegmentAgent, SegmentClaimed, TurnRequested, conversation_stream,
 };
 use super::wire::WireError;
 use super::wire::composition::{CompositionManifest, CompositionMutation};
@@ -38,9 +38,11 @@ use super::wire::frame::Frame;
 use super::wire::ids::ConversationId;
 use super::wire::request::{CancelRequest, Decision, InterruptResponse, TurnRequest};
 
+use super::keyed::Decided;
+pub use super::keyed::{Applied, MAX_REQUEST_KEY_BYTES, RequestKey};
 use super::refusals::{busy, ledger_failure};
 pub(super) use super::refusals::{refusal, seconds_ceil};
-use super::segment::{Listener, Segment, SegmentOutcome};
+use super::segment::{Listener, Segment, log_segment_end};
 use super::turn_context::{LiveRecall, switch_reoffer, unreadable_plan};
 pub use super::turn_context::{
     SWITCH_CANCELLED, SWITCH_CANCELLED_REASON, past_turns, segment_replans, turn_context,
@@ -142,69 +144,6 @@ impl SegmentStart {
     fn outcome(&self) -> String {
         json(&self.started)
     }
-}
-
-/// Longest request key, in bytes.
-pub const MAX_REQUEST_KEY_BYTES: usize = 256;
-
-/// The key of a request that must apply at most once per conversation
-/// (a Statewire command's identity): repeating it answers the first
-/// outcome and applies nothing.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RequestKey(String);
-
-impl RequestKey {
-    /// `None` for an empty key or one over [`MAX_REQUEST_KEY_BYTES`].
-    pub fn new(key: impl Into<String>) -> Option<Self> {
-        let key = key.into();
-        (!key.is_empty() && key.len() <= MAX_REQUEST_KEY_BYTES).then_some(Self(key))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// How a keyed request came out.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Applied<T> {
-    /// This request applied it.
-    Now(T),
-    /// An earlier request with the same key did; this is what it was
-    /// answered.
-    Before(T),
-}
-
-impl<T> Applied<T> {
-    pub fn into_inner(self) -> T {
-        match self {
-            Applied::Now(value) | Applied::Before(value) => value,
-        }
-    }
-}
-
-impl<T: serde::de::DeserializeOwned> Applied<T> {
-    fn read(decided: Decided<T>) -> Result<Self, WireError> {
-        match decided {
-            Decided::Now(value) => Ok(Applied::Now(value)),
-            Decided::Before(outcome) => serde_json::from_str(&outcome)
-                .map(Applied::Before)
-                .map_err(|_| {
-                    WireError::transient(
-                        3600,
-                        "This request's earlier outcome cannot be read back; an operator must look at the conversation.",
-                    )
-                }),
-        }
-    }
-}
-
-/// How a decision came out.
-enum Decided<T> {
-    /// Its records were appended (or it needed none).
-    Now(T),
-    /// A request with the same key was applied before: its outcome.
-    Before(String),
 }
 
 /// One SSE item for the client.
@@ -777,34 +716,6 @@ impl Studio {
         });
         Ok(())
     }
-}
-
-/// One log line and one count per segment end.
-fn log_segment_end(
-    stream: &StreamKey,
-    turn: u32,
-    segment: u32,
-    first_seq: u64,
-    outcome: &SegmentOutcome,
-    began: std::time::Instant,
-) {
-    let end = match outcome.end {
-        Some(SegmentEnd::Paused) => "paused",
-        Some(SegmentEnd::Done) => "done",
-        Some(SegmentEnd::Failed) => "failed",
-        Some(SegmentEnd::Disconnected) => "disconnected",
-        None => "lost",
-    };
-    metrics::counter!(crate::telemetry::STUDIO_SEGMENTS_ENDED, "end" => end).increment(1);
-    tracing::info!(
-        %stream,
-        turn,
-        segment,
-        end,
-        frames = outcome.next_seq.saturating_sub(first_seq),
-        duration_ms = began.elapsed().as_millis() as u64,
-        "segment ended"
-    );
 }
 
 /// Runs a decision and the segment it starts in a task of its own: a
