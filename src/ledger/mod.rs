@@ -21,6 +21,7 @@ pub mod probe;
 mod reader;
 pub mod recent;
 pub mod record;
+mod recovery;
 pub mod store;
 pub mod verify;
 pub mod watermark;
@@ -44,8 +45,14 @@ pub use record::{NewRecord, Record, StreamKey};
 pub use store::OpenMode;
 pub use verify::{Problem, VerifyReport};
 
-use record::{NEXT_GLOBAL_KEY, stream_prefix};
+use record::stream_prefix;
+pub(crate) use recovery::stored_next_global;
+use recovery::{check_watermark, recover, sled_durable};
 use writer::{AppendRequest, Command, FlushQueue};
+
+/// Streams watched by tails past which a new watch first drops the
+/// senders no tail listens to any more (tails that ended), in streams.
+pub const WATCHERS_PRUNE_AT: usize = 4096;
 
 /// Most records one append may carry.
 pub const MAX_RECORDS_PER_APPEND: usize = 1024;
@@ -107,7 +114,7 @@ pub(crate) struct Shared {
     /// Streams found corrupt: never read, folded or extended.
     corrupt: RwLock<HashMap<String, (u64, Corruption)>>,
     poisoned: Mutex<Option<String>>,
-    watchers: Mutex<HashMap<StreamKey, watch::Sender<u64>>>,
+    watchers: Mutex<Watchers>,
     /// The integrity report, once a scan finished.
     scrub: Mutex<Option<VerifyReport>>,
     scrub_done: Condvar,
@@ -283,7 +290,8 @@ impl Shared {
     }
 
     fn notify_watchers(&self, heads: &HashMap<StreamKey, u64>) {
-        let mut watchers = self.watchers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.watchers.lock().unwrap_or_else(|p| p.into_inner());
+        let watchers = &mut guard.senders;
         if watchers.is_empty() {
             return;
         }
@@ -296,6 +304,36 @@ impl Shared {
                 }
             }
         }
+    }
+}
+
+/// The senders tails listen to, per stream.
+struct Watchers {
+    senders: HashMap<StreamKey, watch::Sender<u64>>,
+    /// Size at which the next watch first drops the senders of tails that
+    /// ended (set to twice what survives, so pruning costs O(1) a watch).
+    prune_at: usize,
+}
+
+impl Default for Watchers {
+    fn default() -> Self {
+        Self {
+            senders: HashMap::new(),
+            prune_at: WATCHERS_PRUNE_AT,
+        }
+    }
+}
+
+impl Watchers {
+    /// A tail that ended leaves its stream's sender behind until the
+    /// stream's next append, which may never come: once the map has grown
+    /// to `prune_at`, drop every sender no receiver listens to.
+    fn prune_if_due(&mut self) {
+        if self.senders.len() < self.prune_at {
+            return;
+        }
+        self.senders.retain(|_, sender| sender.receiver_count() > 0);
+        self.prune_at = (self.senders.len() * 2).max(WATCHERS_PRUNE_AT);
     }
 }
 
@@ -433,7 +471,7 @@ impl Ledger {
             next_global_on_open: next_global,
             corrupt: RwLock::new(corrupt),
             poisoned: Mutex::new(None),
-            watchers: Mutex::new(HashMap::new()),
+            watchers: Mutex::new(Watchers::default()),
             scrub: Mutex::new(None),
             scrub_done: Condvar::new(),
             stopping: AtomicBool::new(false),
@@ -696,7 +734,9 @@ impl Ledger {
             .watchers
             .lock()
             .unwrap_or_else(|p| p.into_inner());
+        watchers.prune_if_due();
         watchers
+            .senders
             .entry(stream.clone())
             .or_insert_with(|| watch::channel(0).0)
             .subscribe()
@@ -761,105 +801,28 @@ fn count_append(
     }
 }
 
-/// Brings sled up to date with the journal (every round it holds that
-/// sled lost), makes sled hold all of it on stable storage, and starts a
-/// fresh journal file: the old ones are covered then, and deleted.
-fn recover(
-    path: &Path,
-    db: &sled::Db,
-    log: &sled::Tree,
-    next_global: u64,
-    hooks: &powerloss::TestHooks,
-) -> Result<(u64, journal::JournalWriter)> {
-    let replayed = journal::replay(path, log, next_global)?;
-    if replayed.rounds > 0 {
-        tracing::info!(
-            rounds = replayed.rounds,
-            records = replayed.records,
-            "journal rounds sled had not kept applied again"
-        );
-    }
-    for damage in &replayed.covered_damage {
-        tracing::warn!(
-            file = %damage.file.display(),
-            offset = damage.offset,
-            detail = %damage.detail,
-            "a damaged journal entry, but sled holds its records: nothing lost"
-        );
-    }
-    // Even without a replay: what sled recovered may sit in the page cache
-    // only (a killed process), so it is synced before the journal goes.
-    sled_durable(db, &File::open(path.join("db"))?, path, hooks)?;
-    journal::delete_all(path)?;
-    let journal = journal::JournalWriter::create(path, replayed.next_global, hooks.trace.clone())?;
-    Ok((replayed.next_global, journal))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Makes sled hold every write applied to it on stable storage (a
-/// checkpoint). What sled 0.34's `flush` does (read in its source,
-/// `pagecache/iobuf.rs`): it seals the current I/O buffer and waits until
-/// every buffer up to the highest reserved log sequence number has been
-/// written, each with `pwrite` and then `sync_file_range(WAIT_BEFORE |
-/// WRITE | WAIT_AFTER)` over its range of `db`. That starts and awaits
-/// writeback of those pages only: it persists neither the file's size
-/// (sled's log grows the file) nor any metadata, and it sends no cache
-/// flush to the device, so on its own it does not survive a power loss.
-/// sled writes values too big for a segment to `blobs/<lsn>` files with a
-/// plain `write`, never synced. Hence, after the flush: `fdatasync` of
-/// `db` (size, and the device's write cache), `fdatasync` of every blob
-/// file and `fsync` of `blobs/` and of the store directory (new files'
-/// entries). sled's own snapshot files (`snap.*`) are written with
-/// `sync_all`, and are derivable anyway.
-fn sled_durable(
-    db: &sled::Db,
-    data_file: &File,
-    path: &Path,
-    hooks: &powerloss::TestHooks,
-) -> Result<()> {
-    db.flush()?;
-    data_file.sync_data()?;
-    let blobs = path.join("blobs");
-    if blobs.is_dir() {
-        for entry in std::fs::read_dir(&blobs)? {
-            let entry = entry?;
-            match File::open(entry.path()) {
-                Ok(blob) => blob.sync_data()?,
-                // sled collected it meanwhile.
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-                Err(error) => return Err(error.into()),
+    #[test]
+    fn ended_tails_senders_are_dropped_once_the_map_is_due_and_live_ones_kept() {
+        let mut watchers = Watchers::default();
+        let mut live = Vec::new();
+        for n in 0..WATCHERS_PRUNE_AT {
+            let (sender, receiver) = watch::channel(0);
+            if n % 1024 == 0 {
+                live.push(receiver);
             }
+            let key = StreamKey::new(format!("w/{n}")).expect("a key");
+            watchers.senders.insert(key, sender);
         }
-        journal::sync_dir(&blobs)?;
+        watchers.prune_if_due();
+        assert_eq!(watchers.senders.len(), live.len());
+        assert_eq!(watchers.prune_at, WATCHERS_PRUNE_AT);
+        // Below the mark nothing is scanned.
+        drop(live);
+        watchers.prune_if_due();
+        assert_eq!(watchers.senders.len(), 4);
     }
-    journal::sync_dir(path)?;
-    if let Some(trace) = &hooks.trace {
-        trace.checkpoint(path);
-    }
-    Ok(())
-}
-
-/// Refuses a store that holds fewer records than its watermark says were
-/// durable: damage made sled's recovery stop early.
-fn check_watermark(path: &Path, next_global: u64) -> Result<()> {
-    match watermark::read(path) {
-        Some(durable) if durable > next_global => {
-            Err(LedgerError::Damaged(damage::Damage::LostRecords {
-                durable,
-                found: next_global,
-            }))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Reads the next global position stored beside the records.
-pub(crate) fn stored_next_global(log: &sled::Tree) -> Result<u64> {
-    Ok(match log.get(NEXT_GLOBAL_KEY)? {
-        Some(bytes) if bytes.len() == 8 => {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(&bytes);
-            u64::from_be_bytes(word)
-        }
-        _ => 0,
-    })
 }

@@ -1,0 +1,401 @@
+//! Reading the journal back: each file's entries checked one by one, a
+//! torn tail told from damage, and the rounds sled lacks replayed into it
+//! on open.
+//!
+//! Owns: `scan_file`, `scan`, `damage_of`, `replay`. Must never: replay
+//! an entry that does not check, or take damage to a synced entry for the
+//! torn end of a crash.
+
+use super::*;
+
+/// One entry read back: a round of records.
+pub struct Entry {
+    pub first: u64,
+    pub next: u64,
+    /// Bytes of its file known synced when it was written.
+    pub synced_before: u64,
+    /// Where it starts in its file.
+    pub offset: u64,
+    pub records: Vec<Record>,
+}
+
+/// Damage found in a journal file: bytes that were synced (or a whole
+/// file that was) and no longer check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JournalDamage {
+    pub file: PathBuf,
+    pub offset: u64,
+    pub detail: String,
+    /// The global position where reading picked up again after it (the
+    /// next entry that checks, or the base of the next file); `None` if
+    /// nothing follows it. Records below it that sled does not hold are
+    /// lost.
+    pub resumes_at: Option<u64>,
+}
+
+impl JournalDamage {
+    fn into_damage(self) -> Damage {
+        Damage::Journal {
+            file: self.file,
+            offset: self.offset,
+            detail: self.detail,
+        }
+    }
+}
+
+/// What reading one journal file found.
+pub struct FileScan {
+    pub path: PathBuf,
+    /// The base global position its header names (`None`: no header,
+    /// the file was being created when the process stopped).
+    pub base: Option<u64>,
+    /// The entries that check, in order.
+    pub entries: Vec<Entry>,
+    /// Where the torn end of a crash begins, if the file has one: bytes
+    /// written after the last sync that did not all reach the disk. No
+    /// acknowledged append is there.
+    pub torn_at: Option<u64>,
+    pub damage: Vec<JournalDamage>,
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(
+        bytes.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(
+        bytes.get(at..at.checked_add(8)?)?.try_into().ok()?,
+    ))
+}
+
+/// Why the bytes at an offset are not an entry.
+enum NotAnEntry {
+    /// Not even a whole entry header and a plausible length: the end of
+    /// what was written, or damage.
+    Short,
+    /// The length fits but the checksum or the contents do not.
+    Bad(&'static str),
+}
+
+/// The entry at `at` and its length in bytes, if it is whole and checks.
+fn entry_at(bytes: &[u8], at: usize) -> std::result::Result<(Entry, usize), NotAnEntry> {
+    let (Some(body_len), Some(crc)) = (u32_at(bytes, at), u32_at(bytes, at + 4)) else {
+        return Err(NotAnEntry::Short);
+    };
+    let body_len = body_len as usize;
+    if !(BODY_HEADER_BYTES..=MAX_ENTRY_BYTES).contains(&body_len) {
+        return Err(NotAnEntry::Bad("an impossible entry length"));
+    }
+    let start = at + ENTRY_HEADER_BYTES;
+    let Some(body) = start
+        .checked_add(body_len)
+        .and_then(|end| bytes.get(start..end))
+    else {
+        return Err(NotAnEntry::Short);
+    };
+    if crc32c::crc32c(body) != crc {
+        return Err(NotAnEntry::Bad("the entry's checksum does not match"));
+    }
+    let bad = NotAnEntry::Bad("the entry checks but its records do not");
+    let (Some(first), Some(next), Some(synced_before), Some(count)) = (
+        u64_at(body, 0),
+        u64_at(body, 8),
+        u64_at(body, 16),
+        u32_at(body, 24),
+    ) else {
+        return Err(bad);
+    };
+    let count = count as usize;
+    let mut records = Vec::with_capacity(count.min(body_len / 4));
+    let mut offset = BODY_HEADER_BYTES;
+    for _ in 0..count {
+        let Some(len) = u32_at(body, offset) else {
+            return Err(bad);
+        };
+        offset += 4;
+        let Some(envelope) = offset
+            .checked_add(len as usize)
+            .and_then(|end| body.get(offset..end))
+        else {
+            return Err(bad);
+        };
+        offset += len as usize;
+        match Record::from_envelope(sled::IVec::from(envelope)) {
+            Ok(record) => records.push(record),
+            Err(_) => return Err(bad),
+        }
+    }
+    let globals_agree = records
+        .iter()
+        .enumerate()
+        .all(|(i, r)| r.global_position() == first + i as u64);
+    if offset != body.len() || !globals_agree || next != first + count as u64 {
+        return Err(bad);
+    }
+    let entry = Entry {
+        first,
+        next,
+        synced_before,
+        offset: at as u64,
+        records,
+    };
+    Ok((entry, ENTRY_HEADER_BYTES + body_len))
+}
+
+/// The first offset after `from` where an entry that checks starts and
+/// holds global positions at or past `expected`: where a reader picks up
+/// again after bytes that are not an entry. Only damage or a torn tail
+/// gets here; the cheap checks (length, first global position) come
+/// before the checksum, so few offsets cost one.
+fn resync(bytes: &[u8], from: usize, expected: u64) -> Option<(Entry, usize)> {
+    let window = expected..expected.saturating_add(RESYNC_WINDOW_RECORDS);
+    (from..bytes.len()).find_map(|at| {
+        let body_len = u32_at(bytes, at)? as usize;
+        let fits = (BODY_HEADER_BYTES..=MAX_ENTRY_BYTES).contains(&body_len)
+            && at + ENTRY_HEADER_BYTES + body_len <= bytes.len();
+        let first = u64_at(bytes, at + ENTRY_HEADER_BYTES)?;
+        if !fits || !window.contains(&first) {
+            return None;
+        }
+        entry_at(bytes, at).ok()
+    })
+}
+
+/// Reads a journal file. `last`: it is the newest file, the only one a
+/// crash can leave torn (every older one was synced whole before the next
+/// was created).
+///
+/// The rule for bytes that do not check, at offset X: every entry
+/// records the offset its file was known synced to when it was written.
+/// If an entry that checks is found after X and says its file was synced
+/// past X, the bad bytes were on stable storage: damage. Otherwise they
+/// were written after the last sync and are the torn end of a crash (the
+/// kernel writes pages back in any order, so a later unsynced entry may
+/// have reached the disk while an earlier one did not): the file ends at
+/// X, and nothing there was acknowledged.
+pub fn scan_file(path: &Path, last: bool) -> io::Result<FileScan> {
+    let bytes = fs::read(path)?;
+    let mut scan = FileScan {
+        path: path.to_path_buf(),
+        base: None,
+        entries: Vec::new(),
+        torn_at: None,
+        damage: Vec::new(),
+    };
+    let damage = |offset: usize, detail: String| JournalDamage {
+        file: path.to_path_buf(),
+        offset: offset as u64,
+        detail,
+        resumes_at: None,
+    };
+    let head_checks = bytes.get(..FILE_HEADER_BYTES).is_some_and(|head| {
+        &head[..8] == MAGIC && u32_at(head, 20) == Some(crc32c::crc32c(&head[..20]))
+    });
+    let named = path
+        .file_name()
+        .and_then(|name| name.to_str())
+        .and_then(parse_name);
+    let (mut at, mut expected) = if head_checks {
+        let base = u64_at(&bytes, 8).unwrap_or_default();
+        scan.base = Some(base);
+        if named != Some(base) {
+            scan.damage.push(damage(
+                8,
+                format!("the header names base global position {base}, the file's name another"),
+            ));
+        }
+        (FILE_HEADER_BYTES, base)
+    } else {
+        // The header is written and synced before any entry: a file whose
+        // header does not check is the torn end of its creation, unless an
+        // entry follows it.
+        let Some((entry, _)) = resync(&bytes, 0, named.unwrap_or(0)) else {
+            if last {
+                scan.torn_at = Some(0);
+            } else {
+                scan.damage
+                    .push(damage(0, "the file's header does not check".into()));
+            }
+            return Ok(scan);
+        };
+        scan.base = named;
+        scan.damage.push(damage(
+            0,
+            "the file's header does not check, and entries follow it".into(),
+        ));
+        (entry.offset as usize, entry.first)
+    };
+    while at < bytes.len() {
+        match entry_at(&bytes, at) {
+            Ok((entry, len)) if entry.first == expected => {
+                expected = entry.next;
+                scan.entries.push(entry);
+                at += len;
+                continue;
+            }
+            Ok((entry, len)) => {
+                scan.damage.push(damage(
+                    at,
+                    format!(
+                        "an entry of global position {} where {expected} was due",
+                        entry.first
+                    ),
+                ));
+                expected = entry.next;
+                scan.entries.push(entry);
+                at += len;
+            }
+            Err(why) => {
+                let detail = match why {
+                    NotAnEntry::Short => "the file ends inside an entry",
+                    NotAnEntry::Bad(detail) => detail,
+                };
+                let later = resync(&bytes, at + 1, expected);
+                let synced_past = later
+                    .as_ref()
+                    .is_some_and(|(entry, _)| entry.synced_before > at as u64);
+                if last && !synced_past {
+                    scan.torn_at = Some(at as u64);
+                    return Ok(scan);
+                }
+                let Some((later, _)) = later else {
+                    scan.damage.push(damage(at, detail.to_owned()));
+                    return Ok(scan);
+                };
+                scan.damage.push(damage(
+                    at,
+                    format!(
+                        "{detail}, and the entry after it (at byte {}) was written after the file was synced past it",
+                        later.offset
+                    ),
+                ));
+                // The entries after the damage still count: sled may hold
+                // what the damaged bytes held.
+                at = later.offset as usize;
+                expected = later.first;
+            }
+        }
+    }
+    Ok(scan)
+}
+
+/// Reads every journal file of `store`, oldest first, and names the
+/// damage between them too (a file whose base is not where the one
+/// before it ended).
+pub fn scan(store: &Path) -> io::Result<Vec<FileScan>> {
+    let files = files(store)?;
+    let count = files.len();
+    let mut scans: Vec<FileScan> = Vec::with_capacity(count);
+    for (i, (_, path)) in files.iter().enumerate() {
+        let mut file = scan_file(path, i + 1 == count)?;
+        let previous_end = scans.last().and_then(|before| {
+            let end = before.entries.last().map(|e| e.next).or(before.base)?;
+            (before.damage.is_empty() && before.torn_at.is_none()).then_some(end)
+        });
+        if let (Some(end), Some(base)) = (previous_end, file.base)
+            && end != base
+        {
+            file.damage.push(JournalDamage {
+                file: path.clone(),
+                offset: 0,
+                detail: format!(
+                    "the file begins at global position {base}, but the one before it ends at {end}"
+                ),
+                resumes_at: None,
+            });
+        }
+        scans.push(file);
+    }
+    // Where reading resumed after each damage: the next entry of its file
+    // past it, or else the start of the next file.
+    for i in 0..scans.len() {
+        let next_base = scans
+            .get(i + 1)
+            .and_then(|next| next.entries.first().map(|e| e.first).or(next.base));
+        let scan = &mut scans[i];
+        for damage in &mut scan.damage {
+            damage.resumes_at = scan
+                .entries
+                .iter()
+                .find(|e| e.offset >= damage.offset)
+                .map(|e| e.first)
+                .or(next_base);
+        }
+    }
+    Ok(scans)
+}
+
+/// Every damage in a journal scan, oldest first.
+pub fn damage_of(scans: &[FileScan]) -> Vec<JournalDamage> {
+    scans
+        .iter()
+        .flat_map(|s| s.damage.iter().cloned())
+        .collect()
+}
+
+/// What a replay did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Replayed {
+    /// The next global position after the replay.
+    pub next_global: u64,
+    /// Rounds applied to sled (those it did not hold yet).
+    pub rounds: u64,
+    pub records: u64,
+    /// Damage whose records sled holds anyway: nothing was lost.
+    pub covered_damage: Vec<JournalDamage>,
+}
+
+/// Applies to `log` every journal round at or past `next_global` (what
+/// sled recovered), in order; entries sled already holds (by global
+/// position) are skipped, so a replay interrupted and run again applies
+/// each round once. sled and the journal each hold a prefix of the same
+/// sequence of rounds (sled since the store began, the journal since the
+/// last checkpoint), so the store afterwards holds the longer one.
+/// Damage in the journal is harmless where sled holds the records anyway;
+/// otherwise (a round that would leave a gap, or damage nothing checks
+/// after) records are lost, and the damage is reported.
+pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replayed> {
+    let scans = scan(store)?;
+    let damage = damage_of(&scans);
+    let refuse = |expected: u64, found: u64| {
+        LedgerError::Damaged(match damage.first() {
+            Some(culprit) => culprit.clone().into_damage(),
+            None => Damage::JournalGap { expected, found },
+        })
+    };
+    let mut replayed = Replayed {
+        next_global,
+        ..Replayed::default()
+    };
+    for entry in scans.iter().flat_map(|s| s.entries.iter()) {
+        if entry.next <= replayed.next_global {
+            continue;
+        }
+        if entry.first != replayed.next_global {
+            return Err(refuse(replayed.next_global, entry.first));
+        }
+        let mut batch = sled::Batch::default();
+        for record in &entry.records {
+            let stream = record::StreamKey::new(record.stream())?;
+            batch.insert(
+                record::record_key(&stream, record.position()),
+                record.bytes().clone(),
+            );
+        }
+        batch.insert(NEXT_GLOBAL_KEY, &entry.next.to_be_bytes());
+        log.apply_batch(batch)?;
+        replayed.next_global = entry.next;
+        replayed.rounds += 1;
+        replayed.records += entry.records.len() as u64;
+    }
+    for found in &damage {
+        match found.resumes_at {
+            Some(resumed) if resumed <= replayed.next_global => {}
+            _ => return Err(LedgerError::Damaged(found.clone().into_damage())),
+        }
+    }
+    replayed.covered_damage = damage;
+    Ok(replayed)
+}
