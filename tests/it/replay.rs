@@ -214,22 +214,17 @@ async fn the_check_runs_the_agent_each_segment_recorded() {
         start_with_agent(ledger, quick_studio(), Arc::new(MinimalAgent::default())).await;
     let client = StudioClient::new(addr, "served");
     let plan = last(&client, "/api/studio/turn", &turn("Population of Kenya")).await;
-    if plan["kind"] == "plan.proposed" {
-        last(&client, "/api/studio/interrupt", &answer(&plan, "approve")).await;
-    }
+    assert_eq!(plan["event"], "plan.proposed", "{plan}");
+    last(&client, "/api/studio/interrupt", &answer(&plan, "approve")).await;
     server.stop().await;
-    let scenarios = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
 
-    let mut report = Vec::new();
-    let checked =
-        replay_check_recorded(dir.path(), CONVERSATION, None, &scenarios, &mut report).await;
-    let report = String::from_utf8(report).unwrap();
+    let (checked, report) = check_recorded(dir.path()).await;
     assert!(checked.is_ok(), "{report}");
+    assert_eq!(report.matches(": same").count(), 2, "{report}");
     assert!(
         report.starts_with("# checking with minimal 1; served by minimal 1\n"),
         "{report}"
     );
-    assert!(report.contains(": same"), "{report}");
 
     // Another agent is named as such before it is found to differ.
     let mut report = Vec::new();
@@ -253,14 +248,19 @@ async fn the_check_runs_the_agent_each_segment_recorded() {
 async fn a_store_from_before_recorded_agents_is_checked_with_the_builtin_and_says_so() {
     let copy = scratch();
     copy_dir(&Path::new(TOUR).join("store"), copy.path());
-    let scenarios = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
-    let mut report = Vec::new();
-    let checked =
-        replay_check_recorded(copy.path(), CONVERSATION, None, &scenarios, &mut report).await;
-    let report = String::from_utf8(report).unwrap();
+    let (checked, report) = check_recorded(copy.path()).await;
     assert!(checked.is_ok(), "{report}");
     assert!(
         report.starts_with("# no agent is recorded for this conversation"),
         "{report}"
     );
+}
+
+/// `replay --check` with the agent the conversation recorded: its outcome
+/// and what it printed.
+async fn check_recorded(store: &Path) -> (Result<(), ToolError>, String) {
+    let scenarios = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
+    let mut report = Vec::new();
+    let checked = replay_check_recorded(store, CONVERSATION, None, &scenarios, &mut report).await;
+    (checked, String::from_utf8(report).expect("UTF-8"))
 }
