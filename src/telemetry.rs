@@ -184,6 +184,7 @@ fn build_and_install() -> Option<PrometheusHandle> {
             return None;
         }
     };
+    spawn_upkeep(handle.clone());
     for spec in METRICS {
         match spec.kind {
             MetricType::Counter => metrics::describe_counter!(spec.name, spec.help),
@@ -192,6 +193,28 @@ fn build_and_install() -> Option<PrometheusHandle> {
         }
     }
     Some(handle)
+}
+
+/// How often the recorder folds the histogram samples it holds into
+/// their buckets, in milliseconds. The recorder keeps every sample until
+/// then (or until `/metrics` is read), so without this a server nobody
+/// scrapes would grow by a few bytes an append, forever.
+pub const METRICS_UPKEEP_INTERVAL_MS: u64 = 5_000;
+
+/// Runs the recorder's upkeep on a thread of its own, for the life of the
+/// process (the recorder is installed once and never removed).
+fn spawn_upkeep(handle: PrometheusHandle) {
+    let spawned = std::thread::Builder::new()
+        .name("metrics-upkeep".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(std::time::Duration::from_millis(METRICS_UPKEEP_INTERVAL_MS));
+                handle.run_upkeep();
+            }
+        });
+    if let Err(error) = spawned {
+        tracing::warn!(%error, "metrics upkeep not started: histograms are folded only when /metrics is read");
+    }
 }
 
 /// Names the conversation (or Statewire thread) a request concerns in its
