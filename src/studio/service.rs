@@ -332,18 +332,13 @@ impl Studio {
         principal: &Principal,
         request: TurnRequest,
     ) -> Result<mpsc::Receiver<SseItem>, WireError> {
-        self.refuse_while_draining()?;
-        let (studio, principal) = (self.clone(), principal.clone());
-        to_completion(async move {
-            let stream = Self::stream(&principal, &request.conversation_id)?;
-            let request_json = json(&request);
-            let start = studio
-                .decide(&stream, |conversation, now| {
-                    studio.decide_turn(conversation, &request, &request_json, now)
-                })
-                .await?;
-            studio.spawn_sse(stream, start)
-        })
+        self.open_segment(
+            principal,
+            request,
+            None,
+            Self::decide_turn,
+            Self::stream_decided,
+        )
         .await
     }
 
@@ -356,21 +351,47 @@ impl Studio {
         request: TurnRequest,
         key: &RequestKey,
     ) -> Result<Applied<Started>, WireError> {
-        let (studio, principal, key) = (self.clone(), principal.clone(), key.clone());
+        let key = Some(key.clone());
+        self.open_segment(
+            principal,
+            request,
+            key,
+            Self::decide_turn,
+            Self::start_detached,
+        )
+        .await
+    }
+
+    /// The one way a segment starts, for a turn or an answer, keyed or
+    /// not: refused while draining; the decision (`decide`) and the
+    /// segment it starts (`start`) run in a task of their own
+    /// ([`to_completion`]).
+    async fn open_segment<R, T>(
+        &self,
+        principal: &Principal,
+        request: R,
+        key: Option<RequestKey>,
+        decide: SegmentDecision<R>,
+        start: fn(&Studio, StreamKey, Decided<SegmentStart>) -> Result<T, WireError>,
+    ) -> Result<T, WireError>
+    where
+        R: OpensSegment,
+        T: Send + 'static,
+    {
+        self.refuse_while_draining()?;
+        let (studio, principal) = (self.clone(), principal.clone());
         to_completion(async move {
-            let stream = Self::stream(&principal, &request.conversation_id)?;
+            let stream = Self::stream(&principal, request.conversation_id())?;
             let request_json = json(&request);
             let decided = studio
                 .decide_keyed(
                     &stream,
-                    Some(&key),
+                    key.as_ref(),
                     SegmentStart::outcome,
-                    |conversation, now| {
-                        studio.decide_turn(conversation, &request, &request_json, now)
-                    },
+                    |conversation, now| decide(&studio, conversation, &request, &request_json, now),
                 )
                 .await?;
-            studio.start_detached(stream, decided)
+            start(&studio, stream, decided)
         })
         .await
     }
@@ -435,18 +456,13 @@ impl Studio {
         principal: &Principal,
         response: InterruptResponse,
     ) -> Result<mpsc::Receiver<SseItem>, WireError> {
-        self.refuse_while_draining()?;
-        let (studio, principal) = (self.clone(), principal.clone());
-        to_completion(async move {
-            let stream = Self::stream(&principal, &response.conversation_id)?;
-            let response_json = json(&response);
-            let start = studio
-                .decide(&stream, |conversation, now| {
-                    studio.decide_resume(conversation, &response, &response_json, now)
-                })
-                .await?;
-            studio.spawn_sse(stream, start)
-        })
+        self.open_segment(
+            principal,
+            response,
+            None,
+            Self::decide_resume,
+            Self::stream_decided,
+        )
         .await
     }
 
@@ -458,22 +474,14 @@ impl Studio {
         response: InterruptResponse,
         key: &RequestKey,
     ) -> Result<Applied<Started>, WireError> {
-        let (studio, principal, key) = (self.clone(), principal.clone(), key.clone());
-        to_completion(async move {
-            let stream = Self::stream(&principal, &response.conversation_id)?;
-            let response_json = json(&response);
-            let decided = studio
-                .decide_keyed(
-                    &stream,
-                    Some(&key),
-                    SegmentStart::outcome,
-                    |conversation, now| {
-                        studio.decide_resume(conversation, &response, &response_json, now)
-                    },
-                )
-                .await?;
-            studio.start_detached(stream, decided)
-        })
+        let key = Some(key.clone());
+        self.open_segment(
+            principal,
+            response,
+            key,
+            Self::decide_resume,
+            Self::start_detached,
+        )
         .await
     }
 
@@ -645,6 +653,19 @@ impl Studio {
         Ok(receiver)
     }
 
+    /// Streams the segment an unkeyed decision started.
+    fn stream_decided(
+        &self,
+        stream: StreamKey,
+        decided: Decided<SegmentStart>,
+    ) -> Result<mpsc::Receiver<SseItem>, WireError> {
+        match decided {
+            Decided::Now(start) => self.spawn_sse(stream, start),
+            // Only a keyed decision finds an earlier one.
+            Decided::Before(_) => Err(ledger_failure(&LedgerError::Closed)),
+        }
+    }
+
     /// Runs the segment a keyed decision started (none when an earlier
     /// request with the key started it) with no stream attached.
     fn start_detached(
@@ -791,5 +812,27 @@ fn pending_interrupt(pause: &super::conversation::Pause) -> Result<PendingInterr
             1,
             "The paused question could not be read back; retry.",
         )),
+    }
+}
+
+/// How a turn request or an answer is decided: the records to append and
+/// the segment they start.
+type SegmentDecision<R> =
+    fn(&Studio, &Conversation, &R, &str, u64) -> Result<(Vec<NewRecord>, SegmentStart), WireError>;
+
+/// A request that opens a segment: a turn request or an interrupt answer.
+trait OpensSegment: serde::Serialize + Send + Sync + 'static {
+    fn conversation_id(&self) -> &ConversationId;
+}
+
+impl OpensSegment for TurnRequest {
+    fn conversation_id(&self) -> &ConversationId {
+        &self.conversation_id
+    }
+}
+
+impl OpensSegment for InterruptResponse {
+    fn conversation_id(&self) -> &ConversationId {
+        &self.conversation_id
     }
 }

@@ -83,3 +83,33 @@ async fn a_keyed_turn_applies_once_and_its_repeat_answers_the_first_outcome() {
     assert_eq!(applied.len(), 1);
     assert_eq!(applied[0].key, key.as_str());
 }
+
+#[tokio::test]
+async fn while_draining_a_keyed_turn_is_refused_for_a_moment_and_nothing_is_recorded() {
+    use ledgerwire::lifecycle::{Lifecycle, Phase};
+    use ledgerwire::studio::wire::error::Retry;
+
+    let dir = scratch();
+    let (ledger, _) = open(dir.path());
+    let lifecycle = Lifecycle::default();
+    let studio = Studio::with_lifecycle(
+        ledger.clone(),
+        Arc::new(MinimalAgent::default()),
+        quick_studio(),
+        lifecycle.clone(),
+    );
+    lifecycle.enter(Phase::Draining);
+    let principal = Principal::of_token("keyed");
+    let body = br#"{"kind": "turn.request", "conversation_id": "k9", "message": "hello"}"#;
+    let key = RequestKey::new("client-1/harness-sdk/1").unwrap();
+    let refused = studio
+        .start_turn_keyed(&principal, wire::parse_turn_request(body).unwrap(), &key)
+        .await
+        .expect_err("refused while draining");
+    assert!(
+        matches!(refused.retry, Retry::RetryAfterDelay { .. }),
+        "{refused:?}"
+    );
+    let stream = conversation_stream(&principal, &ConversationId::new("k9").unwrap()).unwrap();
+    assert_eq!(ledger.head(&stream).unwrap(), 0, "nothing recorded");
+}
