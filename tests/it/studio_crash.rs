@@ -7,28 +7,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{ServerProcess, SseEvent, SseReader, StudioClient, ledgerwire_ok, scratch};
-
-/// Lease of the crash-test servers, in milliseconds: long enough to see a
-/// 409 right after a restart, short enough to wait out.
-const LEASE_TTL_MS: u64 = 2_000;
-
-/// A server with quick heartbeats, the lease above, and the scripted agent
-/// (its `slow` steps leave time to kill the server mid-segment).
-fn start(data: &std::path::Path) -> ServerProcess {
-    let ttl = LEASE_TTL_MS.to_string();
-    ServerProcess::start(
-        data,
-        &[
-            "--heartbeat",
-            "100",
-            "--lease-ttl",
-            &ttl,
-            "--agent",
-            "minimal",
-        ],
-    )
-}
+use crate::support::{
+    CRASH_LEASE_TTL_MS, ServerProcess, SseEvent, SseReader, StudioClient, ledgerwire_ok, scratch,
+};
 
 fn answer(conversation: &str, interrupt: &Value) -> Value {
     json!({"kind": "interrupt.response", "conversation_id": conversation,
@@ -53,7 +34,10 @@ async fn retry_after_lease(client: &StudioClient, body: &Value) -> Vec<Value> {
     let wait = refusal["retry_after_seconds"]
         .as_u64()
         .expect("retry_after_seconds");
-    assert!(wait >= 1 && wait <= LEASE_TTL_MS.div_ceil(1000), "{wait}");
+    assert!(
+        wait >= 1 && wait <= CRASH_LEASE_TTL_MS.div_ceil(1000),
+        "{wait}"
+    );
     tokio::time::sleep(Duration::from_secs(wait)).await;
     client.stream("/api/studio/interrupt", body).await
 }
@@ -61,7 +45,7 @@ async fn retry_after_lease(client: &StudioClient, body: &Value) -> Vec<Value> {
 #[tokio::test]
 async fn answers_survive_sigkill_and_retries_resume_past_the_dead_segment() {
     let dir = scratch();
-    let server = start(dir.path());
+    let server = ServerProcess::start_crashable(dir.path());
     let client = StudioClient::new(server.addr, "crash");
 
     // 1. Kill during a resumed segment, after it sent some frames.
@@ -92,7 +76,7 @@ async fn answers_survive_sigkill_and_retries_resume_past_the_dead_segment() {
     drop(reader);
     drop(response);
 
-    let server = start(dir.path());
+    let server = ServerProcess::start_crashable(dir.path());
     let client = StudioClient::new(server.addr, "crash");
     let resumed = retry_after_lease(&client, &answer("k1", &interrupt)).await;
     let first_seq = resumed[0]["seq"].as_u64().unwrap();

@@ -314,7 +314,27 @@ pub struct ServerProcess {
     pub addr: SocketAddr,
 }
 
+/// Lease of the servers crash tests kill, in milliseconds: long enough to
+/// see a 409 right after a restart, short enough to wait out.
+pub const CRASH_LEASE_TTL_MS: u64 = 2_000;
+
 impl ServerProcess {
+    /// A server to kill mid-turn: quick heartbeats, the lease above, and
+    /// the minimal agent (its `slow` steps leave time to kill it
+    /// mid-segment).
+    pub fn start_crashable(data: &Path) -> Self {
+        let ttl = CRASH_LEASE_TTL_MS.to_string();
+        let args = [
+            "--heartbeat",
+            "100",
+            "--lease-ttl",
+            &ttl,
+            "--agent",
+            "minimal",
+        ];
+        Self::start(data, &args)
+    }
+
     /// Runs `ledgerwire serve --addr 127.0.0.1:0 --data DATA ARGS…` and
     /// reads the address it prints once listening.
     pub fn start(data: &Path, args: &[&str]) -> Self {

@@ -7,24 +7,6 @@ use serde_json::{Value, json};
 
 use crate::support::{ServerProcess, SseEvent, SseReader, StudioClient, ledgerwire_ok, scratch};
 
-/// Lease of these servers, in milliseconds: short enough to wait out.
-const LEASE_TTL_MS: u64 = 2_000;
-
-fn start(data: &std::path::Path) -> ServerProcess {
-    let ttl = LEASE_TTL_MS.to_string();
-    ServerProcess::start(
-        data,
-        &[
-            "--heartbeat",
-            "100",
-            "--lease-ttl",
-            &ttl,
-            "--agent",
-            "minimal",
-        ],
-    )
-}
-
 /// Posts `body` to `/interrupt`, waiting out a live lease as a client
 /// would (a 409 names how long), and returns the stream once it opens.
 async fn resume_when_free(client: &StudioClient, body: &Value) -> SseReader {
@@ -58,7 +40,7 @@ async fn read_until(reader: &mut SseReader, event: &str) -> Vec<u64> {
 #[tokio::test]
 async fn two_kills_in_one_turn_never_repeat_a_seq() {
     let dir = scratch();
-    let server = start(dir.path());
+    let server = ServerProcess::start_crashable(dir.path());
     let client = StudioClient::new(server.addr, "crash");
     let request =
         json!({"kind": "turn.request", "conversation_id": "twice", "message": "slow chart"});
@@ -76,13 +58,13 @@ async fn two_kills_in_one_turn_never_repeat_a_seq() {
 
     // Restarted, the lease waited out, the identical answer re-posted:
     // killed again as soon as its first frame arrives.
-    let server = start(dir.path());
+    let server = ServerProcess::start_crashable(dir.path());
     let client = StudioClient::new(server.addr, "crash");
     let mut reader = resume_when_free(&client, &approve).await;
     received.extend(read_until(&mut reader, "activity.step").await);
     server.kill();
 
-    let server = start(dir.path());
+    let server = ServerProcess::start_crashable(dir.path());
     let client = StudioClient::new(server.addr, "crash");
     let mut reader = resume_when_free(&client, &approve).await;
     received.extend(read_until(&mut reader, "done").await);
