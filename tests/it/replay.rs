@@ -121,16 +121,7 @@ async fn the_recorded_tour_replays_to_its_transcript_and_the_agent_reproduces_it
     let expected = std::fs::read_to_string(tour.join("expected-replay.txt")).unwrap();
     assert_eq!(String::from_utf8(transcript).unwrap(), expected);
 
-    let mut report = Vec::new();
-    let checked = replay_check(
-        copy.path(),
-        CONVERSATION,
-        None,
-        &BuiltinAgent::default(),
-        &mut report,
-    )
-    .await;
-    let report = String::from_utf8(report).unwrap();
+    let (checked, report) = check_with(copy.path(), CONVERSATION, &BuiltinAgent::default()).await;
     assert!(checked.is_ok(), "{report}");
     assert!(
         report.ends_with("segment(s): the log reproduces every one\n"),
@@ -146,26 +137,12 @@ async fn the_recorded_tour_replays_to_its_transcript_and_the_agent_reproduces_it
 async fn the_check_tells_a_different_agent_from_the_one_that_served() {
     let copy = scratch();
     copy_dir(&Path::new(STUDIO_GOLDEN).join("store"), copy.path());
-    let mut report = Vec::new();
-    replay_check(
-        copy.path(),
-        "g1",
-        None,
-        &MinimalAgent::default(),
-        &mut report,
-    )
-    .await
-    .expect("the minimal agent served the Studio golden");
-    let mut report = Vec::new();
-    let refused = replay_check(
-        copy.path(),
-        "g1",
-        None,
-        &BuiltinAgent::default(),
-        &mut report,
-    )
-    .await;
-    let report = String::from_utf8(report).unwrap();
+    let (checked, report) = check_with(copy.path(), "g1", &MinimalAgent::default()).await;
+    assert!(
+        checked.is_ok(),
+        "the minimal agent served the Studio golden: {report}"
+    );
+    let (refused, report) = check_with(copy.path(), "g1", &BuiltinAgent::default()).await;
     assert!(
         matches!(refused, Err(ToolError::Differs(n)) if n > 0),
         "{report}"
@@ -188,17 +165,8 @@ async fn a_live_conversation_checks_the_same_as_it_streamed() {
     .await;
     last(&client, "/api/studio/interrupt", &answer(&plan, "approve")).await;
     server.stop().await;
-    let mut report = Vec::new();
-    replay_check(
-        dir.path(),
-        CONVERSATION,
-        None,
-        &BuiltinAgent::default(),
-        &mut report,
-    )
-    .await
-    .unwrap();
-    let report = String::from_utf8(report).unwrap();
+    let (checked, report) = check_with(dir.path(), CONVERSATION, &BuiltinAgent::default()).await;
+    assert!(checked.is_ok(), "{report}");
     assert_eq!(
         report.lines().filter(|l| l.ends_with(": same")).count(),
         2,
@@ -227,16 +195,7 @@ async fn the_check_runs_the_agent_each_segment_recorded() {
     );
 
     // Another agent is named as such before it is found to differ.
-    let mut report = Vec::new();
-    let refused = replay_check(
-        dir.path(),
-        CONVERSATION,
-        None,
-        &BuiltinAgent::default(),
-        &mut report,
-    )
-    .await;
-    let report = String::from_utf8(report).unwrap();
+    let (refused, report) = check_with(dir.path(), CONVERSATION, &BuiltinAgent::default()).await;
     assert!(matches!(refused, Err(ToolError::Differs(_))), "{report}");
     assert!(
         report.contains("the agent checking is not the one recorded"),
@@ -262,5 +221,16 @@ async fn check_recorded(store: &Path) -> (Result<(), ToolError>, String) {
     let scenarios = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
     let mut report = Vec::new();
     let checked = replay_check_recorded(store, CONVERSATION, None, &scenarios, &mut report).await;
+    (checked, String::from_utf8(report).expect("UTF-8"))
+}
+
+/// `replay --check` with `agent`: its outcome and what it printed.
+async fn check_with(
+    store: &Path,
+    conversation: &str,
+    agent: &dyn ledgerwire::agent::Agent,
+) -> (Result<(), ToolError>, String) {
+    let mut report = Vec::new();
+    let checked = replay_check(store, conversation, None, agent, &mut report).await;
     (checked, String::from_utf8(report).expect("UTF-8"))
 }
