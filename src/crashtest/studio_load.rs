@@ -141,12 +141,9 @@ impl StudioDriver {
             return busy(response).await;
         }
         let mut unassigned = Vec::new();
-        let mut events = response.bytes_stream().eventsource();
-        while let Some(event) = events.next().await {
-            let event = event.map_err(|error| error.to_string())?;
-            let Ok(frame) = serde_json::from_str::<Value>(&event.data) else {
-                continue;
-            };
+        let mut frames = Box::pin(frames(response));
+        while let Some(frame) = frames.next().await {
+            let (data, frame) = frame?;
             let seq = frame["seq"].as_u64().unwrap_or(0);
             unassigned.push(seq);
             if frame["event"] == "plan.proposed" {
@@ -163,7 +160,7 @@ impl StudioDriver {
                     conversation: self.conversation.clone(),
                     turn,
                     seq,
-                    data: event.data.clone(),
+                    data,
                 });
                 let answer = json!({"kind": "interrupt.response", "conversation_id": self.conversation,
                     "interrupt_id": id, "decision": "approve"});
@@ -237,12 +234,9 @@ impl StudioDriver {
             let cancel = json!({"kind": "turn.cancel", "conversation_id": self.conversation});
             self.post("/api/studio/cancel", &cancel).await?;
         }
-        let mut events = response.bytes_stream().eventsource();
-        while let Some(event) = events.next().await {
-            let event = event.map_err(|error| error.to_string())?;
-            let Ok(frame) = serde_json::from_str::<Value>(&event.data) else {
-                continue;
-            };
+        let mut frames = Box::pin(frames(response));
+        while let Some(frame) = frames.next().await {
+            let (data, frame) = frame?;
             let seq = frame["seq"].as_u64().unwrap_or(0);
             let mut acks = acks.lock().map_err(|_| "acks")?;
             acks.seq(&self.conversation, turn, seq);
@@ -265,7 +259,7 @@ impl StudioDriver {
                     conversation: self.conversation.clone(),
                     turn,
                     seq,
-                    data: event.data.clone(),
+                    data,
                 });
                 self.stage = Stage::Idle;
                 return Ok(());
@@ -314,6 +308,25 @@ impl StudioDriver {
 }
 
 /// Waits out a busy answer (`409`, `retry_after_delay`).
+/// The JSON frames of an SSE response, in order, each with its text as
+/// sent (events that are not JSON are skipped); a broken stream is the
+/// last item.
+fn frames(
+    response: reqwest::Response,
+) -> impl futures_util::Stream<Item = Result<(String, Value), String>> {
+    response
+        .bytes_stream()
+        .eventsource()
+        .filter_map(|event| async move {
+            match event {
+                Ok(event) => serde_json::from_str::<Value>(&event.data)
+                    .ok()
+                    .map(|frame| Ok((event.data, frame))),
+                Err(error) => Some(Err(error.to_string())),
+            }
+        })
+}
+
 async fn busy(response: reqwest::Response) -> Result<(), String> {
     let error: Value = response.json().await.unwrap_or(Value::Null);
     if error["retry"] == "retry_after_delay" {
