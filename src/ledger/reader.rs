@@ -3,7 +3,8 @@
 //!
 //! Owns: `StreamReader`. Must never: hand out a record whose checksum,
 //! key or position does not check (sled's are checked here; the held ones
-//! were encoded by this process's writer), or go on past a bad record.
+//! were encoded by this process's writer), go on past a bad record, or
+//! hand out part of a round the writer is still applying to sled.
 
 use std::sync::Arc;
 
@@ -32,6 +33,10 @@ struct SledReader {
     stream: StreamKey,
     next_position: u64,
     iter: sled::Iter,
+    /// The writer applies a round to sled one insert at a time and then
+    /// publishes its end; records at or past the end published when the
+    /// read began belong to a round not wholly applied, and end the read.
+    visible_below: u64,
     failed: bool,
 }
 
@@ -48,12 +53,14 @@ impl StreamReader {
         from: u64,
         iter: sled::Iter,
     ) -> Self {
+        let visible_below = shared.applied_next_global();
         Self {
             source: Source::Sled(SledReader {
                 shared,
                 stream,
                 next_position: from,
                 iter,
+                visible_below,
                 failed: false,
             }),
         }
@@ -122,6 +129,7 @@ impl SledReader {
             return Some(Err(self.corrupt(gap)));
         }
         match Record::decode(value, self.stream.as_str(), position) {
+            Ok(record) if record.global_position() >= self.visible_below => None,
             Ok(record) => {
                 self.next_position += 1;
                 Some(Ok(record))
