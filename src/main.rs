@@ -16,6 +16,12 @@ use ledgerwire::studio::auth::AuthPolicy;
 use ledgerwire::studio::service::StudioConfig;
 use ledgerwire::tools::{self, ProbeConfig, ToolError};
 
+/// mimalloc rather than the system allocator: the server allocates and
+/// frees many small buffers per request (frames, records, sled's nodes),
+/// where glibc's malloc cost about a seventh of the server's CPU.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Environment variables read beside the flags, for `--help`.
 const ENVIRONMENT_HELP: &str = "\
 Environment:
