@@ -2,6 +2,10 @@
 //! `plan.proposed`, and approve to `done`. Prints p50 and p99 in
 //! microseconds; the target is p99 under 5 ms of CPU per turn.
 
+// The allocator the `ledgerwire` binary ships with, so the figures are its.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::collections::BTreeMap;
 use std::time::Instant;
 

@@ -10,6 +10,10 @@
 //! store serves once its start-up integrity scan has finished (as `serve`
 //! opens it, with the scan waited out so it does not share the CPU).
 
+// The allocator the `ledgerwire` binary ships with, so the figures are its.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

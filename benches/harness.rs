@@ -40,6 +40,10 @@
 //!
 //! Every wait has a timeout and every loop a bound.
 
+// The allocator the `ledgerwire` binary ships with, so the figures are its.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

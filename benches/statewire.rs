@@ -13,6 +13,10 @@
 //! (one more durable append), so a ratio near 0.5 is the expected bound.
 //! Every loop is bounded; stores live under Cargo's target tmpdir.
 
+// The allocator the `ledgerwire` binary ships with, so the figures are its.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::time::{Duration, Instant};
 
 use ledgerwire::ledger::probe::Probe;

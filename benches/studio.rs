@@ -8,6 +8,10 @@
 //!
 //! Everything runs on 127.0.0.1 in this process.
 
+// The allocator the `ledgerwire` binary ships with, so the figures are its.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

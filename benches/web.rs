@@ -9,6 +9,10 @@
 //!
 //! Needs Debian's `chromium` and `chromium-driver`. Prints its figures.
 
+// The allocator the `ledgerwire` binary ships with, so the figures are its.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};

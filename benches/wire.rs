@@ -2,6 +2,10 @@
 //! `plan.proposed` with every optional member, and `component.created`
 //! whose payload holds 1,000 points.
 
+// The allocator the `ledgerwire` binary ships with, so the figures are its.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::hint::black_box;
 use std::path::Path;
 use std::time::Duration;

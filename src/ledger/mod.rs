@@ -423,8 +423,12 @@ impl Ledger {
             // Records past the stored counter (damage): appends go on
             // after them, and the journal's first entry must start there.
             journal::delete_all(&path)?;
-            journal =
-                journal::JournalWriter::create(&path, report.next_global, hooks.trace.clone())?;
+            journal = journal::JournalWriter::create(
+                &path,
+                report.next_global,
+                hooks.journal_file_bytes,
+                hooks.trace.clone(),
+            )?;
         }
         let corrupt = report.corrupt_streams();
         let shared = Self::shared(path, db, log, report.next_global, corrupt, &journal, hooks)?;

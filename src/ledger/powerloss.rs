@@ -213,7 +213,7 @@ fn synced_lengths(trace: &Path) -> io::Result<HashMap<String, u64>> {
 }
 
 /// Turns `store`, whose process was killed, into what a power loss could
-/// have left by the trace in `trace`: journal files cut to what was
+/// have left by the trace in `trace`: journal files zeroed past what was
 /// synced, sled's files as of the last checkpoint.
 pub fn roll_back(store: &Path, trace: &Path) -> io::Result<RolledBack> {
     let lengths = synced_lengths(trace)?;
@@ -226,11 +226,16 @@ pub fn roll_back(store: &Path, trace: &Path) -> io::Result<RolledBack> {
             .to_owned();
         match lengths.get(&name) {
             Some(&synced) => {
-                let file = OpenOptions::new().write(true).open(&path)?;
-                let len = file.metadata()?.len();
+                // What was not synced reads back as the zeros the file was
+                // preallocated with; its size stays what it was.
+                let bytes = fs::read(&path)?;
+                let written = bytes.iter().rposition(|&b| b != 0).map_or(0, |at| at + 1);
+                let len = bytes.len() as u64;
                 if len > synced {
+                    let file = OpenOptions::new().write(true).open(&path)?;
                     file.set_len(synced)?;
-                    rolled.journal_bytes_dropped += len - synced;
+                    file.set_len(len)?;
+                    rolled.journal_bytes_dropped += (written as u64).saturating_sub(synced);
                 }
             }
             None => {

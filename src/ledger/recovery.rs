@@ -45,7 +45,12 @@ pub(super) fn recover(
     // only (a killed process), so it is synced before the journal goes.
     sled_durable(db, &File::open(path.join("db"))?, path, hooks)?;
     journal::delete_all(path)?;
-    let journal = journal::JournalWriter::create(path, replayed.next_global, hooks.trace.clone())?;
+    let journal = journal::JournalWriter::create(
+        path,
+        replayed.next_global,
+        hooks.journal_file_bytes,
+        hooks.trace.clone(),
+    )?;
     Ok((replayed.next_global, journal))
 }
 

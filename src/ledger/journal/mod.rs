@@ -34,6 +34,10 @@ pub const JOURNAL_DIR: &str = "journal";
 /// (about twice this) and what an open replays.
 pub const JOURNAL_FILE_BYTES: u64 = 32 * 1024 * 1024;
 
+/// Bytes allocated past a journal file's rotation size when it is
+/// created: the last round before a rotation ends a little past it.
+const PREALLOCATION_SLACK_BYTES: u64 = 1024 * 1024;
+
 /// The first bytes of every journal file.
 const MAGIC: &[u8; 8] = b"LWJRNL01";
 
@@ -128,8 +132,8 @@ pub struct JournalFile {
 
 impl JournalFile {
     /// Makes every byte written so far stable: one `fdatasync` (which
-    /// persists the data and the file's size, and flushes the device's
-    /// write cache). Nothing to do if a sync already covered them.
+    /// persists the data, and the file's size if a write grew it, and
+    /// flushes the device's write cache). Nothing to do if a sync already covered them.
     pub fn sync(&self) -> io::Result<()> {
         let written = self.written.load(Ordering::Acquire);
         if self.synced.load(Ordering::Acquire) >= written {
@@ -155,15 +159,23 @@ pub struct JournalWriter {
     store: PathBuf,
     current: Arc<JournalFile>,
     base: u64,
+    /// The rotation size each new file is allocated for.
+    file_bytes: u64,
     buf: Vec<u8>,
     trace: Option<Arc<Trace>>,
 }
 
 impl JournalWriter {
     /// Starts a new, empty journal file whose first entry will hold
-    /// global position `base`; the file, its header and its directory
-    /// entry are on stable storage when this returns.
-    pub fn create(store: &Path, base: u64, trace: Option<Arc<Trace>>) -> io::Result<Self> {
+    /// global position `base`, with its blocks allocated for
+    /// `file_bytes` (the rotation size); the file, its header, its size
+    /// and its directory entry are on stable storage when this returns.
+    pub fn create(
+        store: &Path,
+        base: u64,
+        file_bytes: u64,
+        trace: Option<Arc<Trace>>,
+    ) -> io::Result<Self> {
         let dir = store.join(JOURNAL_DIR);
         let fresh_dir = !dir.exists();
         fs::create_dir_all(&dir)?;
@@ -177,6 +189,7 @@ impl JournalWriter {
             .truncate(true)
             .open(&path)?;
         file.write_all(&header(base))?;
+        preallocate(&file, file_bytes.saturating_add(PREALLOCATION_SLACK_BYTES))?;
         file.sync_all()?;
         sync_dir(&dir)?;
         if let Some(trace) = &trace {
@@ -193,6 +206,7 @@ impl JournalWriter {
                 trace: trace.clone(),
             }),
             base,
+            file_bytes,
             buf: Vec::new(),
             trace,
         })
@@ -267,9 +281,31 @@ impl JournalWriter {
     /// exists, so only the newest file can ever end torn.
     pub fn rotate(&mut self, base: u64) -> io::Result<()> {
         self.current.sync()?;
-        let next = Self::create(&self.store, base, self.trace.clone())?;
+        let next = Self::create(&self.store, base, self.file_bytes, self.trace.clone())?;
         *self = next;
         Ok(())
+    }
+}
+
+/// Gives `file` its blocks and its size up to `len` bytes ahead of the
+/// writes (`fallocate`; reads of what is not written yet return zeros).
+/// Why: an `fdatasync` after a write that grows a file must also persist
+/// the new size, which measured here a quarter slower than one that
+/// only flushes data into blocks the file already has. A reader takes
+/// the zeros after the last entry for the file's end. A file system
+/// that cannot preallocate keeps the file growing with each entry.
+fn preallocate(file: &File, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let len = libc::off_t::try_from(len).map_err(io::Error::other)?;
+    // SAFETY: a plain system call on a descriptor `file` keeps open.
+    let result = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
+    if result == 0 {
+        return Ok(());
+    }
+    let error = io::Error::last_os_error();
+    match error.raw_os_error() {
+        Some(libc::EOPNOTSUPP) => Ok(()),
+        _ => Err(error),
     }
 }
 
@@ -333,7 +369,7 @@ mod tests {
     #[test]
     fn entries_read_back_up_to_a_torn_end() {
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 5, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 5, 4096, None).unwrap();
         let (a, b) = (envelope(0, 5), envelope(1, 6));
         writer
             .append(5, 7, [a.as_slice(), b.as_slice()].into_iter())
@@ -341,7 +377,8 @@ mod tests {
         let boundary = writer.len() as usize;
         write(&mut writer, 2, 7);
         let path = files(dir.path()).unwrap().pop().unwrap().1;
-        let whole = fs::read(&path).unwrap();
+        // What was written, without the preallocated zeros after it.
+        let whole = fs::read(&path).unwrap()[..writer.len() as usize].to_vec();
         // Nothing was synced: every cut short of the end is a torn tail
         // that loses the last entry, never more, and is never damage.
         for cut in (FILE_HEADER_BYTES..whole.len()).step_by(7) {
@@ -374,9 +411,39 @@ mod tests {
     }
 
     #[test]
+    fn a_preallocated_file_ends_cleanly_at_its_zeros_and_a_tear_before_them_shows() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        write(&mut writer, 0, 0);
+        let boundary = writer.len() as usize;
+        write(&mut writer, 1, 1);
+        let end = writer.len() as usize;
+        let path = files(dir.path()).unwrap().pop().unwrap().1;
+        let mut bytes = fs::read(&path).unwrap();
+        assert!(
+            bytes.len() as u64 > 4096,
+            "allocated ahead: {}",
+            bytes.len()
+        );
+        assert!(bytes[end..].iter().all(|&b| b == 0));
+        let scan = scan_file(&path, true).unwrap();
+        assert_eq!((scan.entries.len(), scan.torn_at), (2, None));
+        assert!(scan.damage.is_empty());
+        // The second entry's last bytes never reached the disk.
+        bytes[end - 5..end].fill(0);
+        fs::write(&path, &bytes).unwrap();
+        let scan = scan_file(&path, true).unwrap();
+        assert_eq!(scan.entries.len(), 1);
+        assert_eq!(scan.torn_at, Some(boundary as u64));
+        // In an older file (synced whole), the same bytes are damage.
+        let scan = scan_file(&path, false).unwrap();
+        assert_eq!(scan.damage.len(), 1);
+    }
+
+    #[test]
     fn a_bad_entry_that_was_synced_is_damage_and_an_unsynced_one_is_a_torn_tail() {
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 0, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
         write(&mut writer, 0, 0);
         let second = writer.len() as usize;
         write(&mut writer, 1, 1);
@@ -393,7 +460,7 @@ mod tests {
 
         // The same bad bytes once a sync covered them, and an entry after.
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 0, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
         write(&mut writer, 0, 0);
         write(&mut writer, 1, 1);
         writer.file().sync().unwrap();
@@ -421,7 +488,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = sled::Config::new().temporary(true).open().unwrap();
         let log = db.open_tree("log").unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 0, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
         for g in 0..4 {
             write(&mut writer, g, g);
         }
@@ -434,7 +501,7 @@ mod tests {
         assert_eq!((partly.next_global, partly.rounds), (4, 2));
         // A journal starting past what sled holds: records are lost.
         delete_all(dir.path()).unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 10, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 10, 4096, None).unwrap();
         write(&mut writer, 0, 10);
         assert!(matches!(
             replay(dir.path(), &log, 4),
@@ -448,7 +515,7 @@ mod tests {
     #[test]
     fn rotation_and_deletion_keep_the_uncovered_files() {
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 0, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
         writer.rotate(10).unwrap();
         writer.rotate(20).unwrap();
         assert_eq!(delete_before(dir.path(), 15).unwrap(), 1);

@@ -174,7 +174,8 @@ fn resync(bytes: &[u8], from: usize, expected: u64) -> Option<(Entry, usize)> {
 /// were written after the last sync and are the torn end of a crash (the
 /// kernel writes pages back in any order, so a later unsynced entry may
 /// have reached the disk while an earlier one did not): the file ends at
-/// X, and nothing there was acknowledged.
+/// X, and nothing there was acknowledged. Zeros from X to the end are the
+/// file's preallocated space: a clean end.
 pub fn scan_file(path: &Path, last: bool) -> io::Result<FileScan> {
     let bytes = fs::read(path)?;
     let mut scan = FileScan {
@@ -247,6 +248,9 @@ pub fn scan_file(path: &Path, last: bool) -> io::Result<FileScan> {
                 scan.entries.push(entry);
                 at += len;
             }
+            // Past the last entry, a file holds the zeros of its
+            // preallocation: its end, not a tear.
+            Err(_) if bytes[at..].iter().all(|&byte| byte == 0) => return Ok(scan),
             Err(why) => {
                 let detail = match why {
                     NotAnEntry::Short => "the file ends inside an entry",
