@@ -278,7 +278,10 @@ impl Segment {
             at_ms: now_ms(),
         }
         .to_record();
-        match self.append(vec![renewal], Durability::Buffered).await {
+        match self
+            .append_folded(vec![renewal], Durability::Buffered)
+            .await
+        {
             Ok(state)
                 if state
                     .state
@@ -368,18 +371,22 @@ impl Segment {
     }
 
     /// Appends as the lease owner; refuses once the lease is someone else's.
+    /// Does not fold: the segment goes on owning the lease at the position
+    /// after its own records (nobody else appended in between, or the
+    /// append would have conflicted), until the expiry it last folded;
+    /// past it, or after a conflict, the next append folds again.
     async fn append(
         &mut self,
         records: Vec<NewRecord>,
         durability: Durability,
-    ) -> Result<Arc<Folded<Conversation>>, Lost> {
+    ) -> Result<(), Lost> {
         let studio = &self.studio.inner;
         for _ in 0..MAX_DECISION_ATTEMPTS {
             // A lapsed lease is lost too: anyone may claim the turn now.
             let now = now_ms();
             let known = self.owned_at.take().filter(|at| at.expires_at_ms > now);
-            let position = match known {
-                Some(at) => at.position,
+            let owned = match known {
+                Some(at) => at,
                 None => {
                     let folded = studio.folds.state(&self.stream).map_err(|_| Lost)?;
                     let owned = OwnedAt::of(&folded, self.segment, now);
@@ -389,19 +396,21 @@ impl Segment {
                         tracing::warn!(stream = %self.stream, segment = self.segment, "segment lost its lease");
                         return Err(Lost);
                     };
-                    at.position
+                    at
                 }
             };
-            let expected = ExpectedPosition::Exactly(position);
+            let expected = ExpectedPosition::Exactly(owned.position);
             match studio
                 .ledger
                 .append(&self.stream, expected, records.clone(), durability)
                 .await
             {
-                Ok(_) => {
-                    let folded = studio.folds.state(&self.stream).map_err(|_| Lost)?;
-                    self.owned_at = OwnedAt::of(&folded, self.segment, now_ms());
-                    return Ok(folded);
+                Ok(outcome) => {
+                    self.owned_at = Some(OwnedAt {
+                        position: outcome.next_position,
+                        ..owned
+                    });
+                    return Ok(());
                 }
                 Err(LedgerError::Conflict { .. }) => continue,
                 Err(error) => {
@@ -411,6 +420,23 @@ impl Segment {
             }
         }
         Err(Lost)
+    }
+
+    /// [`Segment::append`], then the conversation as it stands after it.
+    async fn append_folded(
+        &mut self,
+        records: Vec<NewRecord>,
+        durability: Durability,
+    ) -> Result<Arc<Folded<Conversation>>, Lost> {
+        self.append(records, durability).await?;
+        let folded = self
+            .studio
+            .inner
+            .folds
+            .state(&self.stream)
+            .map_err(|_| Lost)?;
+        self.owned_at = OwnedAt::of(&folded, self.segment, now_ms());
+        Ok(folded)
     }
 
     async fn release(&mut self, end: SegmentEnd) {
@@ -428,7 +454,7 @@ impl Segment {
             end,
         }
         .to_record();
-        let state = self.append(vec![record], durability).await?;
+        let state = self.append_folded(vec![record], durability).await?;
         self.ended = Some(end);
         Ok(state)
     }
@@ -464,8 +490,8 @@ impl Segment {
         }
         // Encoded once: the record holds these bytes, and the client gets them.
         let frame_json = json(&frame);
-        let state = match self.record(&frame, &frame_json, ends).await {
-            Ok(state) => state,
+        match self.record(&frame, &frame_json, ends).await {
+            Ok(()) => {}
             Err(Lost) => {
                 if ends {
                     // The pausing or closing frame is not durable: the client
@@ -490,8 +516,14 @@ impl Segment {
         // A component frame can change the canvas (auto-add, a revised
         // block, an edit's replacement); the fold decides, and the client
         // gets the manifest whenever its revision moved.
+        let Some(canvas_before) = canvas_before else {
+            return true;
+        };
+        let Ok(state) = self.studio.inner.folds.state(&self.stream) else {
+            return false;
+        };
         let canvas_after = state.state.composition.as_ref().map(|m| m.revision);
-        let moved = canvas_before.is_some_and(|before| before != canvas_after);
+        let moved = canvas_before != canvas_after;
         let manifest = moved.then(|| state.state.composition.clone()).flatten();
         drop(state);
         if let Some(manifest) = manifest {
@@ -506,12 +538,7 @@ impl Segment {
 
     /// Records a frame; a closing frame is recorded durably together with
     /// the lease release, and so is one the seq guard asks for.
-    async fn record(
-        &mut self,
-        frame: &Frame,
-        frame_json: &str,
-        ends: bool,
-    ) -> Result<Arc<Folded<Conversation>>, Lost> {
+    async fn record(&mut self, frame: &Frame, frame_json: &str, ends: bool) -> Result<(), Lost> {
         let mut records = vec![
             FrameSent {
                 turn: self.turn,
@@ -543,14 +570,14 @@ impl Segment {
         } else {
             Durability::Buffered
         };
-        let state = self.append(records, durability).await?;
+        self.append(records, durability).await?;
         if durability == Durability::Durable {
             self.seq_guard.durable(frame.seq());
         }
         if end.is_some() {
             self.ended = end;
         }
-        Ok(state)
+        Ok(())
     }
 
     async fn send(&self, frame: &Frame) -> Result<(), ()> {
