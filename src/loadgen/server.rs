@@ -5,7 +5,9 @@
 //! Owns: starting `serve` with the zero-work minimal agent on a free
 //! 127.0.0.1 port, stopping it, and the scratch directory it made for it.
 //! Must never: listen beyond loopback, or leave the process running after
-//! the run (it is killed and reaped on drop too).
+//! the run (it is asked to stop with SIGTERM, so a `--data` store is left
+//! closed cleanly, and killed if it has not within `STOP_TIMEOUT_MS`, or
+//! when dropped).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -15,6 +17,13 @@ use std::time::Duration;
 /// Longest the started server may take to say where it listens, in
 /// milliseconds.
 pub const STARTUP_TIMEOUT_MS: u64 = 30_000;
+
+/// Longest a stopped server may take to drain and close its store, in
+/// milliseconds, before it is killed.
+pub const STOP_TIMEOUT_MS: u64 = 10_000;
+
+/// How often a stopping server is looked at, in milliseconds.
+const STOP_POLL_MS: u64 = 10;
 
 /// Clock ticks per second of `/proc/<pid>/stat` (`USER_HZ`, 100 on every
 /// Linux architecture this builds for): CPU times are counted in 10 ms.
@@ -122,9 +131,24 @@ impl ServerProcess {
         self.child.id()
     }
 
-    /// Kills and reaps the server, and removes its scratch directory.
-    pub fn stop(self) {
-        drop(self);
+    /// Stops the server as an operator would (SIGTERM: it drains and
+    /// closes its store), killing it if it has not exited within
+    /// `STOP_TIMEOUT_MS`; reaps it and removes its scratch directory.
+    pub fn stop(mut self) {
+        let Ok(pid) = libc::pid_t::try_from(self.child.id()) else {
+            return;
+        };
+        // SAFETY: a signal to the child this value owns and has not reaped.
+        if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+            return;
+        }
+        let deadline = std::time::Instant::now() + Duration::from_millis(STOP_TIMEOUT_MS);
+        while std::time::Instant::now() < deadline {
+            match self.child.try_wait() {
+                Ok(None) => std::thread::sleep(Duration::from_millis(STOP_POLL_MS)),
+                _ => return,
+            }
+        }
     }
 }
 

@@ -74,6 +74,12 @@ fn bench_spawns_a_server_and_every_conversation_completes() {
     let (status, report, text) = bench(&["--spawn", "--data", data]);
     assert!(status.success(), "{text}");
     assert_complete(&report, "studio", &text);
+    // It was stopped as an operator stops it: drained and closed, so no
+    // journal entry is left for the next open to replay.
+    let journal: Vec<_> = std::fs::read_dir(dir.path().join("store").join("journal"))
+        .expect("the store's journal directory")
+        .collect();
+    assert!(journal.is_empty(), "left to replay: {journal:?}");
     // The server it started ran on the directory it was given, and wrote
     // every conversation there (the log verifies).
     let verify = binary()
