@@ -253,56 +253,6 @@ impl Shared {
         }
     }
 
-    /// Where the rounds wholly applied to sled end: readers see records
-    /// below it only (see `writer::apply_in_order`).
-    fn applied_next_global(&self) -> u64 {
-        self.applied_next_global.load(Ordering::Acquire)
-    }
-
-    /// The stream's next position: the recent records' head, or read
-    /// from the last key of the stream that belongs to a round wholly
-    /// applied (at most one round is being applied, so the walk back
-    /// is short).
-    fn read_head(&self, stream: &StreamKey) -> Result<u64> {
-        if let Some(head) = self.recent.head(stream) {
-            return Ok(head);
-        }
-        let visible_below = self.applied_next_global();
-        let mut keys = self.log.scan_prefix(stream_prefix(stream)).rev();
-        let applying = |value: &sled::IVec| {
-            Record::from_envelope(value.clone())
-                .is_ok_and(|record| record.global_position() >= visible_below)
-        };
-        let last = keys.find(|entry| !entry.as_ref().is_ok_and(|(_, value)| applying(value)));
-        match last {
-            None => Ok(0),
-            Some(Err(error)) if damage::is_damage(&error) => {
-                let corruption = Corruption::Storage {
-                    detail: error.to_string(),
-                };
-                let mut corrupt = self.corrupt.write().unwrap_or_else(|p| p.into_inner());
-                corrupt
-                    .entry(stream.to_string())
-                    .or_insert((0, corruption.clone()));
-                Err(LedgerError::Corrupt {
-                    stream: stream.to_string(),
-                    position: 0,
-                    corruption,
-                })
-            }
-            Some(entry) => {
-                let (key, _) = entry?;
-                let (_, position) =
-                    record::parse_record_key(&key).ok_or_else(|| LedgerError::Corrupt {
-                        stream: stream.to_string(),
-                        position: 0,
-                        corruption: Corruption::BadKey,
-                    })?;
-                Ok(position + 1)
-            }
-        }
-    }
-
     fn notify_watchers(&self, heads: &HashMap<StreamKey, u64>) {
         let mut guard = self.watchers.lock().unwrap_or_else(|p| p.into_inner());
         let watchers = &mut guard.senders;
@@ -842,46 +792,5 @@ mod tests {
         drop(live);
         watchers.prune_if_due();
         assert_eq!(watchers.senders.len(), 4);
-    }
-
-    /// What a reader sees while the writer is halfway through a round:
-    /// the round's records already in sled but its end not yet published.
-    #[test]
-    fn readers_of_sled_stop_at_the_end_of_the_rounds_wholly_applied() {
-        let dir = tempfile::tempdir().expect("a scratch directory");
-        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
-        let stream = StreamKey::new("half/applied").expect("a key");
-        let record = |n: u8| NewRecord {
-            kind: 1,
-            payload: vec![n],
-        };
-        let appended = ledger
-            .append_blocking(
-                &stream,
-                ExpectedPosition::Exactly(0),
-                vec![record(0), record(1), record(2)],
-                Durability::Buffered,
-            )
-            .expect("append");
-        // As if only the first record of the round were published.
-        let published = appended.first_global_position + 1;
-        ledger
-            .shared
-            .applied_next_global
-            .store(published, Ordering::Release);
-        ledger.shared.recent.forget(stream.as_str());
-        let seen: Vec<u64> = ledger
-            .read(&stream, 0)
-            .expect("read")
-            .map(|record| record.expect("a record").position())
-            .collect();
-        assert_eq!(seen, vec![0]);
-        assert_eq!(ledger.head(&stream).expect("head"), 1);
-        ledger
-            .shared
-            .applied_next_global
-            .store(published + 2, Ordering::Release);
-        assert_eq!(ledger.read(&stream, 0).expect("read").count(), 3);
-        assert_eq!(ledger.head(&stream).expect("head"), 3);
     }
 }
