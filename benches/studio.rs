@@ -334,13 +334,14 @@ fn long_conversation(c: &mut Criterion) {
     group.finish();
 }
 
-// The long conversation goes last: its heap would otherwise be reused by
-// the idle conversations and hide their memory from the RSS measure.
+// The idle conversations go first: memory the earlier groups' loads freed
+// would otherwise be reused for them (or handed back to the system by the
+// allocator meanwhile) and hide their memory from the RSS measure.
 criterion_group!(
     benches,
+    idle_memory,
     turn_overhead,
     parallel_turns,
-    idle_memory,
     long_conversation
 );
 criterion_main!(benches);
