@@ -22,8 +22,13 @@ pub const SNAPSHOT_INTERVAL_RECORDS: u64 = 1024;
 /// Default number of streams whose folded state stays in memory.
 pub const FOLD_CACHE_STREAMS: usize = 10_000;
 
-/// Version byte of the snapshot value layout.
-const SNAPSHOT_FORMAT: u8 = 1;
+/// Version byte of the snapshot value layout: 2, the state as
+/// MessagePack (named fields). Snapshots of format 1 (the state as JSON)
+/// are still read.
+const SNAPSHOT_FORMAT: u8 = 2;
+
+/// The snapshot format whose state is JSON, written before format 2.
+const SNAPSHOT_FORMAT_JSON: u8 = 1;
 
 /// Why a record could not be folded.
 #[derive(Debug, thiserror::Error)]
@@ -201,9 +206,13 @@ impl<F: Fold> FoldCache<F> {
     }
 
     fn write_snapshot(&self, stream: &StreamKey, folded: &Folded<F::State>) -> Result<()> {
-        // JSON, not postcard: fold states may hold `serde_json::Value`s,
-        // which postcard (not self-describing) cannot read back.
-        let state = serde_json::to_vec(&folded.state).map_err(|error| LedgerError::Fold {
+        // Self-describing, unlike postcard: fold states hold
+        // `serde_json::Value`s and skip empty fields, which postcard cannot
+        // read back. MessagePack rather than JSON: the states are mostly
+        // JSON text held as strings, which JSON escapes quote by quote; a
+        // 500-turn conversation's state encodes 2.5 times and decodes 2.5
+        // times as fast (measured: 1.28 / 1.43 ms as JSON, 0.50 / 0.56 ms).
+        let state = rmp_serde::to_vec_named(&folded.state).map_err(|error| LedgerError::Fold {
             stream: stream.to_string(),
             position: folded.position,
             reason: format!("snapshot does not encode: {error}"),
@@ -223,6 +232,12 @@ impl<F: Fold> FoldCache<F> {
             .snapshots()
             .insert(Self::snapshot_key(stream), value)?;
         Ok(())
+    }
+
+    /// The stream's stored snapshot, if one passes every check (what a
+    /// cold fold starts from; for audits and tests).
+    pub fn stored_snapshot(&self, stream: &StreamKey) -> Result<Option<Folded<F::State>>> {
+        self.load_snapshot(stream)
     }
 
     /// The stream's snapshot, if there is one that passes every check.
@@ -265,17 +280,75 @@ fn decode_snapshot<F: Fold>(value: &[u8]) -> Option<Folded<F::State>> {
     }
     let (&format, rest) = body.split_first()?;
     let version = u32::from_le_bytes(rest.get(0..4)?.try_into().ok()?);
-    if format != SNAPSHOT_FORMAT || version != F::VERSION {
+    if version != F::VERSION {
         return None;
     }
     let position = u64::from_le_bytes(rest.get(4..12)?.try_into().ok()?);
     let last_crc = u32::from_le_bytes(rest.get(12..16)?.try_into().ok()?);
     let len = u32::from_le_bytes(rest.get(16..20)?.try_into().ok()?) as usize;
-    let state = serde_json::from_slice(rest.get(20..20 + len)?).ok()?;
+    let state = rest.get(20..20 + len)?;
+    let state = match format {
+        SNAPSHOT_FORMAT => rmp_serde::from_slice(state).ok()?,
+        SNAPSHOT_FORMAT_JSON => serde_json::from_slice(state).ok()?,
+        _ => return None,
+    };
     Some(Folded {
         state,
         position,
         last_crc,
         snapshot_position: position,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Words;
+
+    impl Fold for Words {
+        type State = Vec<String>;
+        const NAME: &'static str = "test-words";
+        const VERSION: u32 = 7;
+
+        fn apply(_: &mut Self::State, _: &Record) -> Result<(), FoldError> {
+            Ok(())
+        }
+    }
+
+    /// A snapshot value as `write_snapshot` lays it out, with `state`
+    /// already encoded in `format`.
+    fn value(format: u8, version: u32, state: &[u8]) -> Vec<u8> {
+        let mut value = vec![format];
+        value.extend_from_slice(&version.to_le_bytes());
+        value.extend_from_slice(&42u64.to_le_bytes());
+        value.extend_from_slice(&9u32.to_le_bytes());
+        value.extend_from_slice(&(state.len() as u32).to_le_bytes());
+        value.extend_from_slice(state);
+        let crc = crc32c::crc32c(&value);
+        value.extend_from_slice(&crc.to_le_bytes());
+        value
+    }
+
+    #[test]
+    fn snapshots_of_both_formats_read_back_and_others_are_ignored() {
+        let words = vec!["a \"quoted\" word".to_owned(), "é".to_owned()];
+        let packed = rmp_serde::to_vec_named(&words).unwrap();
+        let json = serde_json::to_vec(&words).unwrap();
+        for (format, state) in [(SNAPSHOT_FORMAT, &packed), (SNAPSHOT_FORMAT_JSON, &json)] {
+            let folded = decode_snapshot::<Words>(&value(format, 7, state)).expect("reads back");
+            assert_eq!(
+                (folded.state, folded.position, folded.last_crc),
+                (words.clone(), 42, 9)
+            );
+        }
+        // Another fold version, an unknown format, a state in the other
+        // encoding than its byte says, a flipped bit: all ignored.
+        assert!(decode_snapshot::<Words>(&value(SNAPSHOT_FORMAT, 6, &packed)).is_none());
+        assert!(decode_snapshot::<Words>(&value(3, 7, &packed)).is_none());
+        assert!(decode_snapshot::<Words>(&value(SNAPSHOT_FORMAT, 7, &json)).is_none());
+        let mut flipped = value(SNAPSHOT_FORMAT, 7, &packed);
+        flipped[22] ^= 1;
+        assert!(decode_snapshot::<Words>(&flipped).is_none());
+    }
 }

@@ -22,6 +22,7 @@ mod scenarios;
 mod seeds;
 mod server;
 mod shutdown;
+mod snapshots;
 mod statewire;
 mod studio;
 mod studio_crash;
