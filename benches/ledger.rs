@@ -97,8 +97,7 @@ fn durable_one_writer(c: &mut Criterion) {
         .open(raw_dir.path().join("preallocated.log"))
         .expect("raw file");
     preallocated
-        .set_len(0)
-        .and_then(|()| preallocated.write_all(&vec![0u8; PREALLOCATED_BYTES]))
+        .write_all(&vec![0u8; PREALLOCATED_BYTES])
         .and_then(|()| preallocated.sync_all())
         .expect("preallocate");
     let mut offset = 0usize;

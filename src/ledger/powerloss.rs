@@ -310,27 +310,22 @@ mod tests {
             .0;
         let durable = StreamKey::new("probe/0").unwrap();
         let buffered = StreamKey::new("probe/1").unwrap();
-        for n in 0..50 {
-            let record = Probe::new(0, n, 100).to_record();
-            ledger
-                .append_blocking(
-                    &durable,
-                    ExpectedPosition::Exactly(n),
-                    vec![record],
-                    Durability::Durable,
-                )
-                .unwrap();
-        }
-        for n in 0..20 {
-            let record = Probe::new(1, n, 100).to_record();
-            ledger
-                .append_blocking(
-                    &buffered,
-                    ExpectedPosition::Exactly(n),
-                    vec![record],
-                    Durability::Buffered,
-                )
-                .unwrap();
+        let writes = [
+            (0, &durable, 50, Durability::Durable),
+            (1, &buffered, 20, Durability::Buffered),
+        ];
+        for (writer, stream, count, durability) in writes {
+            for n in 0..count {
+                let record = Probe::new(writer, n, 100).to_record();
+                ledger
+                    .append_blocking(
+                        stream,
+                        ExpectedPosition::Exactly(n),
+                        vec![record],
+                        durability,
+                    )
+                    .unwrap();
+            }
         }
         // The process "dies" here: its files are copied as they are, and
         // it never closes.

@@ -383,7 +383,6 @@ impl Writer {
             return Vec::new();
         }
         let timestamp_ms = now_ms();
-        let mut inserts: Vec<(Vec<u8>, sled::IVec)> = Vec::new();
         // The records of the round, by stream, in the order they apply.
         let mut written: Vec<(StreamKey, Vec<Record>)> = Vec::new();
         let mut tentative: HashMap<StreamKey, u64> = HashMap::new();
@@ -437,10 +436,6 @@ impl Writer {
                 let envelope =
                     sled::IVec::from(record::encode(&header, &request.stream, &new.payload));
                 bytes += envelope.len() as u64;
-                inserts.push((
-                    record::record_key(&request.stream, header.position),
-                    envelope.clone(),
-                ));
                 records.push(Record::encoded(envelope, header));
             }
             next_global += request.records.len() as u64;
@@ -466,7 +461,7 @@ impl Writer {
             .append(self.next_global, next_global, envelopes.into_iter())
             .map_err(|error| format!("journal write failed: {error}"));
         let applied = journaled.and_then(|()| {
-            apply_in_order(&shared.log, inserts, next_global)
+            apply_in_order(&shared.log, &written, next_global)
                 .map_err(|error| format!("sled insert failed: {error}"))
         });
         if let Err(reason) = applied {
@@ -517,11 +512,14 @@ impl Writer {
 /// applied (`Shared::applied_next_global`, stored after this returns).
 fn apply_in_order(
     log: &sled::Tree,
-    records: Vec<(Vec<u8>, sled::IVec)>,
+    written: &[(StreamKey, Vec<Record>)],
     next_global: u64,
 ) -> sled::Result<()> {
-    for (key, envelope) in records {
-        log.insert(key, envelope)?;
+    for (stream, records) in written {
+        for record in records {
+            let key = record::record_key(stream, record.position());
+            log.insert(key, record.bytes().clone())?;
+        }
     }
     log.insert(NEXT_GLOBAL_KEY, &next_global.to_be_bytes())?;
     Ok(())
