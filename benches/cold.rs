@@ -22,6 +22,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use ledgerwire::agent::minimal::MinimalAgent;
 use ledgerwire::ledger::{Ledger, OpenMode};
 use ledgerwire::studio::auth::Principal;
+use ledgerwire::studio::conversation::Conversation;
 use ledgerwire::studio::service::{Studio, StudioConfig};
 use ledgerwire::studio::wire::ids::ConversationId;
 use ledgerwire::studio::wire::{parse_interrupt_response, parse_turn_request};
@@ -143,6 +144,42 @@ fn cold_first_turn(c: &mut Criterion) {
             }
             total
         })
+    });
+    group.finish();
+    snapshot_codec(c, dir.path());
+}
+
+/// The long conversation's state through the snapshot encoding
+/// (MessagePack, what `FoldCache` writes) against JSON (what it wrote
+/// before), same run: what a snapshot write and a cold fold pay for it.
+fn snapshot_codec(c: &mut Criterion, dir: &Path) {
+    let studio = open(dir);
+    let id = ConversationId::new("long".to_owned()).expect("a conversation id");
+    let folded = studio
+        .conversation(&principal(), &id)
+        .expect("the conversation");
+    let state: &Conversation = &folded.state;
+    let packed = rmp_serde::to_vec_named(state).expect("encodes");
+    let json = serde_json::to_vec(state).expect("encodes");
+    eprintln!(
+        "snapshot of {} turns: {} bytes as MessagePack, {} as JSON",
+        state.turns.len(),
+        packed.len(),
+        json.len()
+    );
+    let mut group = c.benchmark_group("studio_snapshot_codec_long_conversation");
+    group.sample_size(SAMPLES);
+    group.bench_function("messagepack_encode", |b| {
+        b.iter(|| rmp_serde::to_vec_named(state).expect("encodes"))
+    });
+    group.bench_function("messagepack_decode", |b| {
+        b.iter(|| rmp_serde::from_slice::<Conversation>(&packed).expect("decodes"))
+    });
+    group.bench_function("baseline_json_encode", |b| {
+        b.iter(|| serde_json::to_vec(state).expect("encodes"))
+    });
+    group.bench_function("baseline_json_decode", |b| {
+        b.iter(|| serde_json::from_slice::<Conversation>(&json).expect("decodes"))
     });
     group.finish();
 }

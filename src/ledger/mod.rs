@@ -747,10 +747,10 @@ impl Ledger {
 }
 
 /// Counts an append and, if it was acknowledged, how long that took.
-/// The scrubber's CPU priority (`nice`): the lowest, so the scan a
-/// restart starts reads the store only with the CPU requests leave idle
-/// (measured: it otherwise took half the CPU of a 2-core machine during
-/// the first requests after an open).
+/// The scrubber's CPU priority (`nice`): the lowest. `serve` opens with
+/// the scan running beside the first requests (`open_scrubbing`); a full
+/// scan of a large store takes a core for seconds, so it gets only the
+/// CPU requests leave idle.
 const SCRUBBER_NICE: libc::c_int = 19;
 
 /// Lowers the calling thread's CPU priority to [`SCRUBBER_NICE`] (on
