@@ -217,13 +217,15 @@ fn durable_many_writers(c: &mut Criterion) {
     group.finish();
     let stats = ledger.stats();
     eprintln!(
-        "64 writers: {} durable appends in {} flushes and {} writer rounds: \
-         {:.1} appends per flush, {:.1} per round",
+        "64 writers: {} durable appends in {} flushes, {} writer rounds and {} index batches: \
+         {:.1} appends per flush, {:.1} per round, {:.1} rounds per index batch",
         stats.flushed_waiters,
         stats.flushes,
         stats.rounds,
+        stats.index_batches,
         stats.flushed_waiters as f64 / stats.flushes.max(1) as f64,
-        stats.flushed_waiters as f64 / stats.rounds.max(1) as f64
+        stats.flushed_waiters as f64 / stats.rounds.max(1) as f64,
+        stats.rounds as f64 / stats.index_batches.max(1) as f64
     );
 }
 

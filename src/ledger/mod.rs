@@ -14,6 +14,7 @@
 pub mod damage;
 pub mod error;
 pub mod fold;
+mod indexer;
 pub mod journal;
 pub mod kinds;
 pub mod powerloss;
@@ -45,7 +46,6 @@ pub use record::{NewRecord, Record, StreamKey};
 pub use store::OpenMode;
 pub use verify::{Problem, VerifyReport};
 
-use record::stream_prefix;
 pub(crate) use recovery::stored_next_global;
 use recovery::{check_watermark, recover, sled_durable};
 use writer::{AppendRequest, Command, FlushQueue};
@@ -121,8 +121,11 @@ pub(crate) struct Shared {
     /// Set when the last handle goes: the scrubber stops early.
     stopping: AtomicBool,
     stats: Counters,
-    /// The global position after the writer's latest applied round.
+    /// The global position after the latest round the indexer applied to
+    /// sled (readers of sled stop there).
     applied_next_global: AtomicU64,
+    /// Rounds journaled, on their way into sled.
+    index_queue: indexer::IndexQueue,
     /// The durable watermark's file (`None` if it could not be opened).
     watermark: Mutex<Option<watermark::Watermark>>,
     /// When the watermark was last advanced after a group commit.
@@ -136,6 +139,7 @@ pub(crate) struct Counters {
     pub records: AtomicU64,
     pub flushes: AtomicU64,
     pub flushed_waiters: AtomicU64,
+    pub index_batches: AtomicU64,
 }
 
 /// How the write path has behaved since open.
@@ -149,6 +153,9 @@ pub struct LedgerStats {
     /// Durable appends and flush requests acknowledged by those flushes;
     /// divided by `flushes`, the group-commit factor.
     pub flushed_waiters: u64,
+    /// Batches of rounds the indexer applied to sled (each stores the
+    /// next global position once).
+    pub index_batches: u64,
 }
 
 impl Shared {
@@ -446,28 +453,35 @@ impl Ledger {
             stopping: AtomicBool::new(false),
             stats: Counters::default(),
             applied_next_global: AtomicU64::new(next_global),
+            index_queue: indexer::IndexQueue::default(),
             watermark: Mutex::new(watermark),
             watermark_at: Mutex::new(None),
         }))
     }
 
-    /// Starts the writer, the flusher, the checkpointer and, if asked,
-    /// the scrubber.
+    /// Starts the writer, the indexer, the flusher, the checkpointer and,
+    /// if asked, the scrubber.
     fn start(shared: Arc<Shared>, journal: journal::JournalWriter, scrub: bool) -> Result<Self> {
         let (commands, receiver) = mpsc::channel(MAX_PENDING_APPENDS);
         let queue = Arc::new(FlushQueue::default());
-        let (rotations, rotated) = std::sync::mpsc::channel();
+        let (checkpoints, checkpoint_requests) = std::sync::mpsc::channel();
         let writer = {
             let (shared, queue) = (shared.clone(), queue.clone());
             std::thread::Builder::new()
                 .name("ledger-writer".into())
-                .spawn(move || writer::run_writer(shared, receiver, queue, journal, rotations))?
+                .spawn(move || writer::run_writer(shared, receiver, queue, journal))?
+        };
+        let indexer = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("ledger-indexer".into())
+                .spawn(move || indexer::run_indexer(shared, checkpoints))?
         };
         let checkpointer = {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("ledger-checkpointer".into())
-                .spawn(move || writer::run_checkpointer(shared, rotated))?
+                .spawn(move || writer::run_checkpointer(shared, checkpoint_requests))?
         };
         let flusher = {
             let shared = shared.clone();
@@ -475,7 +489,7 @@ impl Ledger {
                 .name("ledger-flusher".into())
                 .spawn(move || writer::run_flusher(shared, queue))?
         };
-        let mut handles = vec![writer, flusher, checkpointer];
+        let mut handles = vec![writer, indexer, flusher, checkpointer];
         if scrub {
             let shared = shared.clone();
             handles.push(
@@ -530,6 +544,7 @@ impl Ledger {
             records_appended: counters.records.load(Ordering::Relaxed),
             flushes: counters.flushes.load(Ordering::Relaxed),
             flushed_waiters: counters.flushed_waiters.load(Ordering::Relaxed),
+            index_batches: counters.index_batches.load(Ordering::Relaxed),
         }
     }
 
@@ -649,15 +664,10 @@ impl Ledger {
         if let recent::Lookup::Held(records) = self.shared.recent.read(stream, from) {
             return Ok(StreamReader::held(records));
         }
-        let prefix = stream_prefix(stream);
-        let start = record::record_key(stream, from);
-        let mut end = prefix;
-        end.extend_from_slice(&u64::MAX.to_be_bytes());
         Ok(StreamReader::sled(
             self.shared.clone(),
             stream.clone(),
             from,
-            self.shared.log.range(start..=end),
         ))
     }
 
@@ -711,8 +721,10 @@ impl Ledger {
             .subscribe()
     }
 
-    /// Every stream key in the store, in key order.
+    /// Every stream key in the store, in key order: every stream appended
+    /// to before the call is among them.
     pub fn streams(&self) -> impl Iterator<Item = Result<StreamKey>> + use<> {
+        self.shared.index_queue.wait_until_applied();
         verify::stream_keys(self.shared.log.clone())
     }
 
@@ -729,8 +741,10 @@ impl Ledger {
         list
     }
 
-    /// Checks the whole store again (what `ledgerwire log verify` runs).
+    /// Checks the whole store again (what `ledgerwire log verify` runs),
+    /// every record appended before the call included.
     pub fn verify(&self) -> Result<VerifyReport> {
+        self.shared.index_queue.wait_until_applied();
         verify::verify(&self.shared.log)
     }
 
@@ -746,7 +760,6 @@ impl Ledger {
     }
 }
 
-/// Counts an append and, if it was acknowledged, how long that took.
 /// The scrubber's CPU priority (`nice`): the lowest. `serve` opens with
 /// the scan running beside the first requests (`open_scrubbing`); a full
 /// scan of a large store takes a core for seconds, so it gets only the
@@ -767,6 +780,7 @@ fn lower_this_threads_priority() {
     }
 }
 
+/// Counts an append and, if it was acknowledged, how long that took.
 fn count_append(
     durability: Durability,
     result: &Result<AppendOutcome>,

@@ -1,12 +1,15 @@
 //! Reading one stream in position order: from the records this process
-//! appended lately when they cover the read, from sled otherwise.
+//! appended lately when they cover the read, from sled otherwise, and
+//! from sled on to the recent records for what the indexer has not
+//! applied yet.
 //!
 //! Owns: `StreamReader` and the head lookup (`Shared::read_head`), both
-//! bounded by the end of the rounds wholly applied. Must never: hand out
-//! a record whose checksum, key or position does not check (sled's are
-//! checked here; the held ones were encoded by this process's writer), go
-//! on past a bad record, or hand out part of a round the writer is still
-//! applying to sled.
+//! reading sled only up to the end of the rounds wholly applied. Must
+//! never: hand out a record whose checksum, key or position does not
+//! check (sled's are checked here; the held ones were encoded by this
+//! process's writer), go on past a bad record, hand out part of a round
+//! the indexer is still applying to sled, or end before a record that was
+//! appended before the read began.
 
 use std::sync::Arc;
 
@@ -15,6 +18,7 @@ use std::sync::atomic::Ordering;
 use crate::ledger::Shared;
 use crate::ledger::damage;
 use crate::ledger::error::{Corruption, LedgerError, Result};
+use crate::ledger::recent::Lookup;
 use crate::ledger::record::{self, Record, StreamKey, stream_prefix};
 
 /// An iterator over one stream's records, in position order. It stops at
@@ -37,10 +41,15 @@ struct SledReader {
     stream: StreamKey,
     next_position: u64,
     iter: sled::Iter,
-    /// The writer applies a round to sled one insert at a time and then
-    /// publishes its end; records at or past the end published when the
-    /// read began belong to a round not wholly applied, and end the read.
+    /// The indexer applies a round to sled one insert at a time and then
+    /// publishes its end; records at or past the end published when this
+    /// pass over sled began belong to a round not wholly applied, and end
+    /// the pass.
     visible_below: u64,
+    /// The pass handed out a record (or is the first pass).
+    progressed: bool,
+    /// The rest of the stream, from the recent records.
+    held: Option<std::vec::IntoIter<Record>>,
     failed: bool,
 }
 
@@ -51,13 +60,10 @@ impl StreamReader {
         }
     }
 
-    pub(crate) fn sled(
-        shared: Arc<Shared>,
-        stream: StreamKey,
-        from: u64,
-        iter: sled::Iter,
-    ) -> Self {
+    pub(crate) fn sled(shared: Arc<Shared>, stream: StreamKey, from: u64) -> Self {
+        // Read before the pass starts: every record below it is in sled.
         let visible_below = shared.applied_next_global();
+        let iter = stream_range(&shared.log, &stream, from);
         Self {
             source: Source::Sled(SledReader {
                 shared,
@@ -65,10 +71,20 @@ impl StreamReader {
                 next_position: from,
                 iter,
                 visible_below,
+                progressed: true,
+                held: None,
                 failed: false,
             }),
         }
     }
+}
+
+/// sled's keys of `stream` from position `from` on.
+fn stream_range(log: &sled::Tree, stream: &StreamKey, from: u64) -> sled::Iter {
+    let start = record::record_key(stream, from);
+    let mut end = stream_prefix(stream);
+    end.extend_from_slice(&u64::MAX.to_be_bytes());
+    log.range(start..=end)
 }
 
 impl Iterator for StreamReader {
@@ -105,16 +121,16 @@ impl SledReader {
 }
 
 impl Shared {
-    /// Where the rounds wholly applied to sled end: readers see records
-    /// below it only (see `writer::apply_in_order`).
+    /// Where the rounds wholly applied to sled end: readers of sled see
+    /// records below it only (see `indexer::publish`).
     pub(crate) fn applied_next_global(&self) -> u64 {
         self.applied_next_global.load(Ordering::Acquire)
     }
 
     /// The stream's next position: the recent records' head, or read
     /// from the last key of the stream that belongs to a round wholly
-    /// applied (at most one round is being applied, so the walk back
-    /// is short).
+    /// applied (a stream not held has every record in sled, so the walk
+    /// back passes only records of rounds being applied as it looks).
     pub(crate) fn read_head(&self, stream: &StreamKey) -> Result<u64> {
         if let Some(head) = self.recent.head(stream) {
             return Ok(head);
@@ -157,10 +173,42 @@ impl Shared {
 }
 
 impl SledReader {
+    /// Passes over sled, each to the end of what was applied when it
+    /// began, and then the recent records. Why this ends nowhere before a
+    /// record appended before the read began: the recent records drop no
+    /// record sled lacks, so at a pass's end the next record is either
+    /// held (the read goes on there), or was in sled when the held ones
+    /// were looked at, hence below the end published after that look,
+    /// which the next pass reads to. A pass that hands out nothing ends
+    /// the read.
     fn next(&mut self) -> Option<Result<Record>> {
-        if self.failed {
-            return None;
+        loop {
+            if let Some(held) = &mut self.held {
+                return held.next().map(Ok);
+            }
+            if self.failed {
+                return None;
+            }
+            if let Some(item) = self.next_in_pass() {
+                self.progressed = true;
+                return Some(item);
+            }
+            if !self.progressed {
+                return None;
+            }
+            if let Lookup::Held(records) = self.shared.recent.read(&self.stream, self.next_position)
+            {
+                self.held = Some(records.into_iter());
+                continue;
+            }
+            self.visible_below = self.shared.applied_next_global();
+            self.iter = stream_range(&self.shared.log, &self.stream, self.next_position);
+            self.progressed = false;
         }
+    }
+
+    /// The pass's next record, or `None` at its end.
+    fn next_in_pass(&mut self) -> Option<Result<Record>> {
         let (key, value) = match self.iter.next()? {
             Ok(entry) => entry,
             Err(error) if damage::is_damage(&error) => {
@@ -200,7 +248,7 @@ mod tests {
     use crate::ledger::{Durability, ExpectedPosition, Ledger, NewRecord, OpenMode, StreamKey};
     use std::sync::atomic::Ordering;
 
-    /// What a reader sees while the writer is halfway through a round:
+    /// What a reader sees while the indexer is halfway through a round:
     /// the round's records already in sled but its end not yet published.
     #[test]
     fn readers_of_sled_stop_at_the_end_of_the_rounds_wholly_applied() {
@@ -220,6 +268,7 @@ mod tests {
             )
             .expect("append");
         // As if only the first record of the round were published.
+        ledger.shared.index_queue.wait_until_applied();
         let published = appended.first_global_position + 1;
         ledger
             .shared
@@ -239,5 +288,53 @@ mod tests {
             .store(published + 2, Ordering::Release);
         assert_eq!(ledger.read(&stream, 0).expect("read").count(), 3);
         assert_eq!(ledger.head(&stream).expect("head"), 3);
+    }
+
+    /// Records the indexer has not applied yet are read from memory, also
+    /// by a read that starts in sled.
+    #[test]
+    fn a_read_from_sled_goes_on_into_the_records_not_yet_indexed() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
+        let stream = StreamKey::new("not/indexed").expect("a key");
+        let records = |n: usize| {
+            (0..n)
+                .map(|i| NewRecord {
+                    kind: 1,
+                    payload: vec![i as u8],
+                })
+                .collect::<Vec<_>>()
+        };
+        let append = |expected, n| {
+            ledger
+                .append_blocking(
+                    &stream,
+                    ExpectedPosition::Exactly(expected),
+                    records(n),
+                    Durability::Buffered,
+                )
+                .expect("append")
+        };
+        append(0, 100);
+        ledger.shared.index_queue.wait_until_applied();
+        // Only sled holds the first hundred now.
+        ledger.shared.recent.forget(stream.as_str());
+        ledger.shared.index_queue.pause(true);
+        append(100, 3);
+        let positions: Vec<u64> = ledger
+            .read(&stream, 0)
+            .expect("read")
+            .map(|record| record.expect("a record").position())
+            .collect();
+        assert_eq!(positions, (0..103).collect::<Vec<_>>());
+        assert_eq!(ledger.head(&stream).expect("head"), 103);
+        let applied = ledger.shared.applied_next_global();
+        assert_eq!(applied, 100, "the indexer was held back");
+        ledger.shared.index_queue.pause(false);
+        ledger.shared.index_queue.wait_until_applied();
+        assert_eq!(ledger.shared.applied_next_global(), 103);
+        ledger.shared.recent.forget(stream.as_str());
+        assert_eq!(ledger.read(&stream, 0).expect("read").count(), 103);
+        assert_eq!(ledger.head(&stream).expect("head"), 103);
     }
 }

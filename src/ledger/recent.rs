@@ -5,8 +5,11 @@
 //! Owns: the newest [`RECENT_RECORDS_PER_STREAM`] records of each stream
 //! the writer extended, within [`RECENT_BYTES`] for all streams, and each
 //! such stream's head. Must never: answer for a position it does not
-//! hold, or hold a record sled does not hold (the writer adds records
-//! after their batch is applied, before the append is acknowledged).
+//! hold, or drop a record the indexer has not applied to sled yet (until
+//! then it is the only place readers find it; the writer adds a round's
+//! records once they are journaled, before the append is acknowledged).
+//! Records the indexer has yet to apply may take it past its bounds, by
+//! at most the indexer's backlog (`indexer::MAX_UNINDEXED_BYTES`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -62,8 +65,10 @@ pub enum Lookup {
 
 impl Recent {
     /// Adds the records one round appended: for each stream, its records
-    /// in position order, starting where the stream stood.
-    pub fn extend(&self, appended: impl Iterator<Item = (StreamKey, Vec<Record>)>) {
+    /// in position order, starting where the stream stood. Only records
+    /// whose global position is below `indexed_below` (sled holds them)
+    /// may be dropped to make room.
+    pub fn extend(&self, appended: &[(StreamKey, Vec<Record>)], indexed_below: u64) {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         for (stream, records) in appended {
             let Some(first) = records.first().map(Record::position) else {
@@ -80,17 +85,23 @@ impl Recent {
                 touched,
             });
             if tail.next() != first {
-                // Not contiguous with what is held (the cache was dropped
-                // in between): start again from these records.
+                // Not contiguous with what is held (not expected: the
+                // writer takes a held stream's head from here): start
+                // again from these records.
                 freed += tail.bytes;
                 tail.records.clear();
                 tail.bytes = 0;
                 tail.first = first;
             }
-            tail.records.extend(records);
+            tail.records.extend(records.iter().cloned());
             tail.bytes += added;
             tail.touched = touched;
-            while tail.records.len() > RECENT_RECORDS_PER_STREAM {
+            while tail.records.len() > RECENT_RECORDS_PER_STREAM
+                && tail
+                    .records
+                    .front()
+                    .is_some_and(|old| old.global_position() < indexed_below)
+            {
                 if let Some(old) = tail.records.pop_front() {
                     tail.first += 1;
                     tail.bytes -= old.encoded_len();
@@ -98,9 +109,9 @@ impl Recent {
                 }
             }
             inner.bytes = inner.bytes + added - freed;
-            inner.order.push_back((stream, touched));
+            inner.order.push_back((stream.clone(), touched));
         }
-        inner.evict();
+        inner.evict(indexed_below);
     }
 
     /// The records of `stream` from `from` to its end, if held.
@@ -132,17 +143,27 @@ impl Recent {
 }
 
 impl Inner {
-    fn evict(&mut self) {
+    /// Drops the streams extended longest ago while over [`RECENT_BYTES`],
+    /// stopping at the first one holding a record sled lacks (every stream
+    /// extended after it holds a later one).
+    fn evict(&mut self, indexed_below: u64) {
         while self.bytes > RECENT_BYTES {
-            let Some((stream, touched)) = self.order.pop_front() else {
+            let Some((stream, touched)) = self.order.front().cloned() else {
                 break;
             };
-            if self
-                .streams
-                .get(&stream)
-                .is_some_and(|t| t.touched == touched)
-                && let Some(tail) = self.streams.remove(&stream)
+            let Some(tail) = self.streams.get(&stream).filter(|t| t.touched == touched) else {
+                self.order.pop_front();
+                continue;
+            };
+            if tail
+                .records
+                .back()
+                .is_some_and(|last| last.global_position() >= indexed_below)
             {
+                break;
+            }
+            self.order.pop_front();
+            if let Some(tail) = self.streams.remove(&stream) {
                 self.bytes -= tail.bytes;
             }
         }
@@ -177,7 +198,7 @@ mod tests {
         let recent = Recent::default();
         let s = StreamKey::new("r/s").unwrap();
         assert!(matches!(recent.read(&s, 0), Lookup::Missing));
-        recent.extend([(s.clone(), vec![record(&s, 3), record(&s, 4)])].into_iter());
+        recent.extend(&[(s.clone(), vec![record(&s, 3), record(&s, 4)])], u64::MAX);
         assert_eq!(recent.head(&s), Some(5));
         let positions = |l: Lookup| match l {
             Lookup::Held(records) => Some(records.iter().map(Record::position).collect::<Vec<_>>()),
@@ -190,7 +211,7 @@ mod tests {
         let many: Vec<Record> = (5..5 + RECENT_RECORDS_PER_STREAM as u64 + 3)
             .map(|p| record(&s, p))
             .collect();
-        recent.extend([(s.clone(), many)].into_iter());
+        recent.extend(&[(s.clone(), many)], u64::MAX);
         assert_eq!(positions(recent.read(&s, 5)), None);
         assert_eq!(
             positions(recent.read(&s, 8)).map(|p| p.len()),
@@ -198,5 +219,48 @@ mod tests {
         );
         recent.forget("r/s");
         assert_eq!(recent.head(&s), None);
+    }
+
+    /// The indexer's backlog: records sled lacks stay, past both bounds,
+    /// and go once sled holds them.
+    #[test]
+    fn records_sled_lacks_are_kept_past_the_bounds() {
+        let recent = Recent::default();
+        let s = StreamKey::new("r/unindexed").unwrap();
+        let over = RECENT_RECORDS_PER_STREAM as u64 * 2;
+        let many: Vec<Record> = (0..over).map(|p| record(&s, p)).collect();
+        // Nothing below global 0 is in sled: every record stays.
+        recent.extend(&[(s.clone(), many)], 0);
+        let held = |from| match recent.read(&s, from) {
+            Lookup::Held(records) => Some(records.len() as u64),
+            Lookup::Missing => None,
+        };
+        assert_eq!(held(0), Some(over));
+        // sled holds the first half now: the next round drops what it may.
+        let next = record(&s, over);
+        recent.extend(&[(s.clone(), vec![next])], over / 2);
+        assert_eq!(held(0), None);
+        assert_eq!(held(over / 2), Some(over / 2 + 1));
+
+        // Past the byte bound, a stream sled lacks records of stays.
+        let big = StreamKey::new("r/big").unwrap();
+        let payload = vec![0u8; 1024 * 1024];
+        let header = |position| Header {
+            format_version: FORMAT_VERSION,
+            kind: 1,
+            position,
+            global_position: 1_000 + position,
+            timestamp_ms: 0,
+        };
+        let chunk: Vec<Record> = (0..(RECENT_BYTES / payload.len()) as u64 + 2)
+            .map(|p| Record::encoded(encode(&header(p), &big, &payload).into(), header(p)))
+            .collect();
+        recent.extend(&[(big.clone(), chunk.clone())], 1_000);
+        assert_eq!(recent.head(&big), Some(chunk.len() as u64));
+        assert_eq!(
+            recent.head(&s),
+            None,
+            "the older stream sled holds went first"
+        );
     }
 }

@@ -1,15 +1,17 @@
 //! The single writer, the group-commit flusher and the checkpointer.
 //!
 //! Owns: assigning positions, the optimistic-concurrency check, writing
-//! each round of appends to the journal as one entry and applying it to
-//! sled in order, and making rounds durable. All appends of the
+//! each round of appends to the journal as one entry, handing it to the
+//! recent records and to the indexer (which applies it to sled), and
+//! making rounds durable. All appends of the
 //! process pass through one writer thread, so the head check and the
 //! write are one step; two writers can never both extend the same
 //! position. Durable appends wait for the flusher, which makes everything
 //! journaled so far durable with one `fdatasync` of the journal for every
 //! waiter (group commit) while the writer goes on with the next round.
 //! The checkpointer makes sled durable when the writer starts a new
-//! journal file, and then deletes the journal files sled covers.
+//! journal file (once the indexer has applied every round before it), and
+//! then deletes the journal files sled covers.
 //! Must never: acknowledge a durable append before the sync of the journal
 //! entry holding it returned, delete a journal file before sled holds its
 //! rounds on stable storage, or accept a write after a write or sync
@@ -24,10 +26,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ledger::error::{LedgerError, Result};
+use crate::ledger::indexer::Round;
 use crate::ledger::journal::{self, JournalWriter};
-use crate::ledger::record::{
-    self, FORMAT_VERSION, Header, NEXT_GLOBAL_KEY, NewRecord, Record, StreamKey,
-};
+use crate::ledger::record::{self, FORMAT_VERSION, Header, NewRecord, Record, StreamKey};
 use crate::ledger::{AppendOutcome, Durability, ExpectedPosition, Shared};
 
 /// Most commands the writer takes into one round.
@@ -207,7 +208,8 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
 /// group, and the writer for a group it commits itself.
 fn commit_group(shared: &Shared, waiters: Vec<Waiter>) {
     let started = Instant::now();
-    // Read before the flush: every record below it is covered by it.
+    // Read before the flush: every record below it was journaled before
+    // the indexer applied it, so the flush covers it.
     let covered = shared.applied_next_global.load(Ordering::Acquire);
     // After a failed write or sync, a later sync may succeed without
     // the lost pages (the kernel drops them on a writeback error), so
@@ -250,20 +252,18 @@ fn commit_group(shared: &Shared, waiters: Vec<Waiter>) {
 pub const MAX_ROUND_BYTES: usize = 64 * 1024 * 1024;
 
 /// The writer thread: takes every command that is waiting, writes the
-/// accepted appends to the journal as one entry and applies them to sled,
-/// then hands durable ones to the flusher.
+/// accepted appends to the journal as one entry and hands it to the
+/// indexer, then hands durable ones to the flusher.
 pub(crate) fn run_writer(
     shared: Arc<Shared>,
     mut commands: mpsc::Receiver<Command>,
     queue: Arc<FlushQueue>,
     journal: JournalWriter,
-    rotations: std::sync::mpsc::Sender<u64>,
 ) {
     let mut writer = Writer {
         heads: HashMap::new(),
         next_global: shared.next_global_on_open,
         journal,
-        rotations,
     };
     while let Some(first) = commands.blocking_recv() {
         let mut round = vec![first];
@@ -296,12 +296,14 @@ pub(crate) fn run_writer(
         writer.maybe_rotate(&shared);
     }
     queue.close();
+    shared.index_queue.close();
 }
 
-/// The checkpointer thread: after each journal rotation, makes sled hold
-/// every record journaled before it on stable storage (sled's flush and an
-/// `fdatasync` of its data file), then deletes the journal files that
-/// covers. Off the commit path: appends go on meanwhile.
+/// The checkpointer thread: after each journal rotation, once the indexer
+/// applied every round before it, makes sled hold them on stable storage
+/// (sled's flush and an `fdatasync` of its data file), then deletes the
+/// journal files that covers. Off the commit path: appends go on
+/// meanwhile.
 pub(crate) fn run_checkpointer(shared: Arc<Shared>, rotations: std::sync::mpsc::Receiver<u64>) {
     while let Ok(mut base) = rotations.recv() {
         while let Ok(later) = rotations.try_recv() {
@@ -311,8 +313,9 @@ pub(crate) fn run_checkpointer(shared: Arc<Shared>, rotations: std::sync::mpsc::
             continue;
         }
         let started = Instant::now();
-        // Every record below `base` was applied to sled before the writer
-        // rotated, so sled's flush now covers them.
+        // The indexer applied every record below `base` (and stored the
+        // next global position past them) before it passed `base` on, so
+        // sled's flush now covers them.
         if let Err(error) = shared.make_sled_durable() {
             shared.poison(format!("checkpoint failed: {error}"));
             continue;
@@ -334,8 +337,6 @@ struct Writer {
     heads: HashMap<StreamKey, u64>,
     next_global: u64,
     journal: JournalWriter,
-    /// Tells the checkpointer the base of each new journal file.
-    rotations: std::sync::mpsc::Sender<u64>,
 }
 
 impl Writer {
@@ -351,7 +352,7 @@ impl Writer {
                     .journal_file
                     .lock()
                     .unwrap_or_else(|p| p.into_inner()) = self.journal.file();
-                let _ = self.rotations.send(self.next_global);
+                shared.index_queue.push_checkpoint(self.next_global);
             }
             Err(error) => shared.poison(format!("journal rotation failed: {error}")),
         }
@@ -458,14 +459,10 @@ impl Writer {
         let envelopes: Vec<&[u8]> = envelopes.collect();
         let journaled = self
             .journal
-            .append(self.next_global, next_global, envelopes.into_iter())
-            .map_err(|error| format!("journal write failed: {error}"));
-        let applied = journaled.and_then(|()| {
-            apply_in_order(&shared.log, &written, next_global)
-                .map_err(|error| format!("sled insert failed: {error}"))
-        });
-        if let Err(reason) = applied {
-            // sled's or the journal's state is unknown: stop writing.
+            .append(self.next_global, next_global, envelopes.into_iter());
+        if let Err(error) = journaled {
+            // The journal's state is unknown: stop writing.
+            let reason = format!("journal write failed: {error}");
             shared.poison(reason.clone());
             for (waiter, _) in accepted {
                 waiter.resolve(Err(LedgerError::Poisoned {
@@ -483,12 +480,16 @@ impl Writer {
             .increment(next_global - self.next_global);
         metrics::counter!(crate::telemetry::LEDGER_BYTES).increment(bytes);
         self.next_global = next_global;
-        shared
-            .applied_next_global
-            .store(next_global, Ordering::Release);
-        shared.recent.extend(written.into_iter());
+        // Readers find the round among the recent records until the
+        // indexer has applied it to sled (and only then may they drop it).
+        shared.recent.extend(&written, shared.applied_next_global());
         shared.notify_watchers(&tentative);
         self.heads.extend(tentative);
+        shared.index_queue.push(Round {
+            written,
+            next_global,
+            bytes: bytes as usize,
+        });
         let mut durable = Vec::new();
         for (waiter, durability) in accepted {
             match durability {
@@ -498,31 +499,6 @@ impl Writer {
         }
         durable
     }
-}
-
-/// Applies a round's records to sled one insert at a time, in global
-/// order, then the next global position. Not one `apply_batch`: sled
-/// 0.34 seals and writes out its I/O buffer twice for every batch (a
-/// `pwrite` and a `sync_file_range` each, on its thread pool), which cost
-/// more than the round itself. Nothing needs the batch's atomicity: the
-/// journal entry already holds the round whole (a crash replays it on
-/// open, idempotent by global position), sled recovers a prefix of its
-/// log, so `m/next_global` written last never covers a record it lacks,
-/// and readers see no record at or past the published end of the rounds
-/// applied (`Shared::applied_next_global`, stored after this returns).
-fn apply_in_order(
-    log: &sled::Tree,
-    written: &[(StreamKey, Vec<Record>)],
-    next_global: u64,
-) -> sled::Result<()> {
-    for (stream, records) in written {
-        for record in records {
-            let key = record::record_key(stream, record.position());
-            log.insert(key, record.bytes().clone())?;
-        }
-    }
-    log.insert(NEXT_GLOBAL_KEY, &next_global.to_be_bytes())?;
-    Ok(())
 }
 
 fn fail(command: Command, error: LedgerError) {

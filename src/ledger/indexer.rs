@@ -1,0 +1,247 @@
+//! The indexer: applies the rounds the writer journaled to sled, in
+//! order, on its own thread, and publishes where the rounds it applied
+//! end.
+//!
+//! Owns: the queue of rounds journaled but not yet in sled (bounded in
+//! bytes: a writer that gets too far ahead waits), their inserts, the
+//! stored next global position (`m/next_global`, once per batch of
+//! rounds), publishing `applied_next_global`, and handing each checkpoint
+//! on once every round before it is in sled. Must never: apply a round
+//! before one journaled earlier, publish an end before every record below
+//! it is inserted, or pass a checkpoint on before sled holds the rounds it
+//! covers.
+//!
+//! Why a thread of its own: sled's inserts were about four fifths of the
+//! writer's time (node copies and splits on every insert), all of it
+//! before the round's sync could start. Durability does not need them:
+//! the journal entry is the durability point, and until the indexer has
+//! applied a record, readers find it among the recent records
+//! (`ledger::recent` never drops one the indexer has not applied).
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use crate::ledger::Shared;
+use crate::ledger::record::{self, NEXT_GLOBAL_KEY, Record, StreamKey};
+
+/// Most bytes of records journaled but not yet in sled, in bytes; past it
+/// the writer waits for the indexer (one round bigger than this is let in
+/// alone). It bounds the memory the backlog holds beyond the recent
+/// records' own bound.
+pub const MAX_UNINDEXED_BYTES: usize = 32 * 1024 * 1024;
+
+/// One round the writer journaled: its records, by stream, in global order.
+pub(crate) struct Round {
+    pub written: Vec<(StreamKey, Vec<Record>)>,
+    /// The global position after the round.
+    pub next_global: u64,
+    pub bytes: usize,
+}
+
+enum Item {
+    Round(Round),
+    /// The writer started a journal file at this global position: once
+    /// every round before it is in sled, sled may be checkpointed and the
+    /// older journal files deleted.
+    Checkpoint(u64),
+}
+
+/// The rounds waiting for the indexer.
+#[derive(Default)]
+pub(crate) struct IndexQueue {
+    state: Mutex<QueueState>,
+    /// Signalled when items arrive, when the backlog shrinks and when the
+    /// queue closes.
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    items: VecDeque<Item>,
+    /// Bytes of the rounds queued or being applied.
+    bytes: usize,
+    /// Rounds ever queued, and ever applied (or skipped once poisoned).
+    queued: u64,
+    applied: u64,
+    /// The writer queues no more rounds.
+    closed: bool,
+    /// The indexer's thread ended: nothing queued will be applied.
+    gone: bool,
+    /// TEST-ONLY: the indexer takes nothing while set.
+    #[cfg(test)]
+    paused: bool,
+}
+
+impl IndexQueue {
+    fn lock(&self) -> MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait<'a>(&self, state: MutexGuard<'a, QueueState>) -> MutexGuard<'a, QueueState> {
+        self.changed.wait(state).unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues a round, first waiting while the backlog is over
+    /// [`MAX_UNINDEXED_BYTES`]. Once the indexer is gone nothing is
+    /// queued: it ended because the ledger is poisoned or closing.
+    pub(crate) fn push(&self, round: Round) {
+        let mut state = self.lock();
+        while !state.gone
+            && state.queued > state.applied
+            && state.bytes + round.bytes > MAX_UNINDEXED_BYTES
+        {
+            state = self.wait(state);
+        }
+        if state.gone {
+            return;
+        }
+        state.bytes += round.bytes;
+        state.queued += 1;
+        state.items.push_back(Item::Round(round));
+        self.changed.notify_all();
+    }
+
+    /// Queues a checkpoint at `base`, behind every round queued before.
+    pub(crate) fn push_checkpoint(&self, base: u64) {
+        let mut state = self.lock();
+        state.items.push_back(Item::Checkpoint(base));
+        self.changed.notify_all();
+    }
+
+    /// No more rounds: the indexer applies what is queued and ends.
+    pub(crate) fn close(&self) {
+        self.lock().closed = true;
+        self.changed.notify_all();
+    }
+
+    /// Blocks until every round queued before the call is in sled (or the
+    /// indexer is gone).
+    pub(crate) fn wait_until_applied(&self) {
+        let mut state = self.lock();
+        let target = state.queued;
+        while state.applied < target && !state.gone {
+            state = self.wait(state);
+        }
+    }
+
+    /// Everything queued, or `None` once the queue is closed and empty.
+    fn take(&self) -> Option<Vec<Item>> {
+        let mut state = self.lock();
+        loop {
+            #[cfg(test)]
+            let paused = state.paused && !state.closed;
+            #[cfg(not(test))]
+            let paused = false;
+            if !state.items.is_empty() && !paused {
+                return Some(state.items.drain(..).collect());
+            }
+            if state.closed {
+                return None;
+            }
+            state = self.wait(state);
+        }
+    }
+
+    /// The indexer is done with `rounds` rounds holding `bytes`.
+    fn applied(&self, rounds: u64, bytes: usize) {
+        let mut state = self.lock();
+        state.applied += rounds;
+        state.bytes -= bytes;
+        self.changed.notify_all();
+    }
+
+    /// TEST-ONLY: holds the indexer back (rounds queue up) or lets it go.
+    #[cfg(test)]
+    pub(crate) fn pause(&self, paused: bool) {
+        self.lock().paused = paused;
+        self.changed.notify_all();
+    }
+
+    fn indexer_gone(&self) {
+        let mut state = self.lock();
+        state.gone = true;
+        self.changed.notify_all();
+    }
+}
+
+/// Marks the indexer gone when its thread ends, however it ends, so a
+/// writer waiting for room never waits for a thread that is gone.
+struct GoneOnExit<'a>(&'a IndexQueue);
+
+impl Drop for GoneOnExit<'_> {
+    fn drop(&mut self) {
+        self.0.indexer_gone();
+    }
+}
+
+/// The indexer thread: takes everything queued, applies the rounds in
+/// order, then publishes their end; passes checkpoints on to the
+/// checkpointer once what precedes them is published.
+pub(crate) fn run_indexer(
+    shared: std::sync::Arc<Shared>,
+    checkpoints: std::sync::mpsc::Sender<u64>,
+) {
+    let queue = &shared.index_queue;
+    let _gone = GoneOnExit(queue);
+    while let Some(items) = queue.take() {
+        let (mut rounds, mut bytes) = (0, 0);
+        let mut end: Option<u64> = None;
+        for item in items {
+            match item {
+                Item::Round(round) => {
+                    rounds += 1;
+                    bytes += round.bytes;
+                    if shared.poisoned().is_none() {
+                        match insert_records(&shared.log, &round.written) {
+                            Ok(()) => end = Some(round.next_global),
+                            Err(error) => shared.poison(format!("sled insert failed: {error}")),
+                        }
+                    }
+                }
+                Item::Checkpoint(base) => {
+                    publish(&shared, end.take());
+                    let _ = checkpoints.send(base);
+                }
+            }
+        }
+        publish(&shared, end);
+        shared.stats.index_batches.fetch_add(1, Ordering::Relaxed);
+        queue.applied(rounds, bytes);
+    }
+}
+
+/// Stores and publishes the end of the rounds applied: `m/next_global`
+/// after their records (sled recovers a prefix of its log, so the stored
+/// end never covers a record it lost), then `applied_next_global`, which
+/// makes them visible to sled readers.
+fn publish(shared: &Shared, end: Option<u64>) {
+    let Some(end) = end else {
+        return;
+    };
+    if shared.poisoned().is_some() {
+        return;
+    }
+    if let Err(error) = shared.log.insert(NEXT_GLOBAL_KEY, &end.to_be_bytes()) {
+        shared.poison(format!("sled insert failed: {error}"));
+        return;
+    }
+    shared.applied_next_global.store(end, Ordering::Release);
+}
+
+/// Inserts a round's records one at a time, in global order. Not one
+/// `apply_batch`: sled 0.34 seals and writes out its I/O buffer twice for
+/// every batch (a `pwrite` and a `sync_file_range` each, on its thread
+/// pool), which cost more than the inserts. Nothing needs the batch's
+/// atomicity: the journal entry holds the round whole (a crash replays it
+/// on open, idempotent by global position), sled recovers a prefix of its
+/// log, and readers see no record at or past the published end.
+fn insert_records(log: &sled::Tree, written: &[(StreamKey, Vec<Record>)]) -> sled::Result<()> {
+    for (stream, records) in written {
+        for record in records {
+            let key = record::record_key(stream, record.position());
+            log.insert(key, record.bytes().clone())?;
+        }
+    }
+    Ok(())
+}
