@@ -19,6 +19,7 @@ use super::records::{
     CancelRequested, CompositionMutated, FrameSent, InterruptAnswered, PlanApprovalRecorded,
     RequestApplied, SegmentClaimed, SegmentEnd, SegmentReleased, SegmentRenewed, TurnRequested,
 };
+pub use super::turns::Turns;
 use super::wire::composition::{CompositionManifest, CompositionMutation};
 use super::wire::request::{ComponentIntent, TurnRequest};
 
@@ -167,8 +168,9 @@ pub struct StreamedComponent {
 /// The folded state of one conversation.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Conversation {
-    /// Turns, oldest first (turn n at index n - 1).
-    pub turns: Vec<Turn>,
+    /// Turns, oldest first (turn n at index n - 1); a state read from a
+    /// snapshot decodes its older turns only when they are read.
+    pub turns: Turns,
     pub lease: Option<Lease>,
     /// Segments claimed so far.
     pub segments: u32,
@@ -232,7 +234,7 @@ impl Conversation {
 }
 
 /// The members of a frame the fold reads; the rest is skipped unparsed.
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
 struct FrameHead<'a> {
     event: String,
     #[serde(default)]
@@ -404,9 +406,38 @@ fn cancel_requested(state: &mut Conversation, record: CancelRequested) -> Result
     Ok(())
 }
 
+/// Frames whose fold reads their event and nothing else. `done` and
+/// `composition.updated` carry the whole canvas, tens of kilobytes on a
+/// long conversation, which the fold need not scan.
+const EVENT_ONLY_FRAMES: [&str; 5] = [
+    "done",
+    "error",
+    "composition.updated",
+    "message.delta",
+    "activity.step",
+];
+
+/// A frame's event, read off the front of its text when the frame is one
+/// of [`EVENT_ONLY_FRAMES`]: a frame is encoded with its `event` tag first
+/// (`Frame` is an internally tagged enum), so such a frame's text starts
+/// `{"event":"done",`. Any other text is parsed whole.
+fn event_only(frame: &str) -> Option<&'static str> {
+    let rest = frame.strip_prefix(r#"{"event":""#)?;
+    EVENT_ONLY_FRAMES.into_iter().find(|event| {
+        rest.strip_prefix(event)
+            .is_some_and(|after| after.starts_with(r#"","#) || after.starts_with(r#""}"#))
+    })
+}
+
 fn frame_sent(state: &mut Conversation, record: FrameSent) -> Result<(), FoldError> {
-    let head: FrameHead = serde_json::from_str(&record.frame)
-        .map_err(|error| FoldError::Invalid(format!("frame: {error}")))?;
+    let head: FrameHead = match event_only(&record.frame) {
+        Some(event) => FrameHead {
+            event: event.to_owned(),
+            ..FrameHead::default()
+        },
+        None => serde_json::from_str(&record.frame)
+            .map_err(|error| FoldError::Invalid(format!("frame: {error}")))?,
+    };
     let Some(turn) = state.turn_mut(record.turn) else {
         return Err(FoldError::Invalid(format!(
             "frame for unknown turn {}",
@@ -510,4 +541,59 @@ fn composition_mutated(
         .map_err(|error| FoldError::Invalid(format!("mutation no longer applies: {error}")))?;
     state.composition = Some(manifest);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::frames;
+    use crate::studio::wire::error::WireError;
+    use crate::studio::wire::frame::{CompositionUpdated, ErrorFrame, Frame};
+
+    /// The fast path reads the same event the full parse does, for every
+    /// frame it takes, and takes no frame whose fold reads more.
+    #[test]
+    fn event_only_frames_read_their_event_off_the_front_and_nothing_else_does() {
+        let mut canvas = None;
+        let card = StreamedComponent {
+            revision: 1,
+            component_type: "chart".into(),
+            title: "Population".into(),
+        };
+        canvas::auto_add(&mut canvas, "c1", &card);
+        let Some(composition) = canvas else {
+            panic!("auto-add makes a canvas");
+        };
+        let mut done = frames::done();
+        if let Frame::Done(frame) = &mut done {
+            frame.composition = Some(composition.clone());
+        }
+        let taken = [
+            done,
+            frames::done(),
+            Frame::Error(ErrorFrame {
+                seq: 4,
+                error: WireError::transient(1, "Try again."),
+            }),
+            Frame::CompositionUpdated(CompositionUpdated {
+                seq: 5,
+                composition,
+            }),
+            frames::message_delta("the \"done\", event"),
+        ];
+        for frame in &taken {
+            let text = serde_json::to_string(frame).expect("a frame encodes");
+            let head: FrameHead = serde_json::from_str(&text).expect("a frame parses");
+            assert_eq!(event_only(&text), Some(head.event.as_str()), "{text}");
+        }
+        for text in [
+            serde_json::to_string(&frames::message_complete("done")).expect("encodes"),
+            r#"{"event":"plan.proposed","interrupt_id":"i1"}"#.to_owned(),
+            r#"{"event":"component.created","component_id":"c1"}"#.to_owned(),
+            r#"{"event":"done.later","seq":1}"#.to_owned(),
+            r#"{ "event":"done","seq":1}"#.to_owned(),
+        ] {
+            assert_eq!(event_only(&text), None, "{text}");
+        }
+    }
 }

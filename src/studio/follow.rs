@@ -229,7 +229,7 @@ mod tests {
 
     fn conversation(turn: Turn, lease: Lease) -> Conversation {
         Conversation {
-            turns: vec![turn],
+            turns: vec![turn].into(),
             lease: Some(lease),
             segments: 2,
             ..Conversation::default()

@@ -36,4 +36,5 @@ mod segment;
 pub mod seq;
 pub mod service;
 mod turn_context;
+pub mod turns;
 pub mod wire;
