@@ -31,6 +31,13 @@ use crate::ledger::record::{self, NEXT_GLOBAL_KEY, Record, StreamKey};
 /// records' own bound.
 pub const MAX_UNINDEXED_BYTES: usize = 32 * 1024 * 1024;
 
+/// How long the indexer rests after a batch that emptied its queue, in
+/// microseconds, so that the rounds arriving meanwhile make one batch: a
+/// server's rounds are small and frequent, and waking the indexer for
+/// each cost a context switch a round. While it has a backlog it never
+/// rests; readers find what it has not applied among the recent records.
+pub const INDEX_LINGER_US: u64 = 500;
+
 /// One round the writer journaled: its records, by stream, in global order.
 pub(crate) struct Round {
     pub written: Vec<(StreamKey, Vec<Record>)>,
@@ -51,9 +58,12 @@ enum Item {
 #[derive(Default)]
 pub(crate) struct IndexQueue {
     state: Mutex<QueueState>,
-    /// Signalled when items arrive, when the backlog shrinks and when the
-    /// queue closes.
-    changed: Condvar,
+    /// The indexer waits here for items (signalled only while it waits:
+    /// a busy indexer costs a pushing writer no system call).
+    work: Condvar,
+    /// Writers waiting for room, and callers of `wait_until_applied`,
+    /// wait here (signalled only while someone waits).
+    progress: Condvar,
 }
 
 #[derive(Default)]
@@ -68,6 +78,10 @@ struct QueueState {
     closed: bool,
     /// The indexer's thread ended: nothing queued will be applied.
     gone: bool,
+    /// The indexer is waiting for items.
+    indexer_idle: bool,
+    /// Threads waiting on `progress`.
+    progress_waiters: usize,
     /// TEST-ONLY: the indexer takes nothing while set.
     #[cfg(test)]
     paused: bool,
@@ -78,8 +92,22 @@ impl IndexQueue {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn wait<'a>(&self, state: MutexGuard<'a, QueueState>) -> MutexGuard<'a, QueueState> {
-        self.changed.wait(state).unwrap_or_else(|p| p.into_inner())
+    /// Waits for the indexer to make progress (or go).
+    fn wait_for_progress<'a>(
+        &self,
+        mut state: MutexGuard<'a, QueueState>,
+    ) -> MutexGuard<'a, QueueState> {
+        state.progress_waiters += 1;
+        let mut state = self.progress.wait(state).unwrap_or_else(|p| p.into_inner());
+        state.progress_waiters -= 1;
+        state
+    }
+
+    /// Wakes the indexer if it waits for items.
+    fn wake_indexer(&self, state: &QueueState) {
+        if state.indexer_idle {
+            self.work.notify_one();
+        }
     }
 
     /// Queues a round, first waiting while the backlog is over
@@ -91,7 +119,7 @@ impl IndexQueue {
             && state.queued > state.applied
             && state.bytes + round.bytes > MAX_UNINDEXED_BYTES
         {
-            state = self.wait(state);
+            state = self.wait_for_progress(state);
         }
         if state.gone {
             return;
@@ -99,20 +127,21 @@ impl IndexQueue {
         state.bytes += round.bytes;
         state.queued += 1;
         state.items.push_back(Item::Round(round));
-        self.changed.notify_all();
+        self.wake_indexer(&state);
     }
 
     /// Queues a checkpoint at `base`, behind every round queued before.
     pub(crate) fn push_checkpoint(&self, base: u64) {
         let mut state = self.lock();
         state.items.push_back(Item::Checkpoint(base));
-        self.changed.notify_all();
+        self.wake_indexer(&state);
     }
 
     /// No more rounds: the indexer applies what is queued and ends.
     pub(crate) fn close(&self) {
-        self.lock().closed = true;
-        self.changed.notify_all();
+        let mut state = self.lock();
+        state.closed = true;
+        self.wake_indexer(&state);
     }
 
     /// Blocks until every round queued before the call is in sled (or the
@@ -121,8 +150,12 @@ impl IndexQueue {
         let mut state = self.lock();
         let target = state.queued;
         while state.applied < target && !state.gone {
-            state = self.wait(state);
+            state = self.wait_for_progress(state);
         }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.lock().items.is_empty()
     }
 
     /// Everything queued, or `None` once the queue is closed and empty.
@@ -139,7 +172,9 @@ impl IndexQueue {
             if state.closed {
                 return None;
             }
-            state = self.wait(state);
+            state.indexer_idle = true;
+            state = self.work.wait(state).unwrap_or_else(|p| p.into_inner());
+            state.indexer_idle = false;
         }
     }
 
@@ -148,20 +183,23 @@ impl IndexQueue {
         let mut state = self.lock();
         state.applied += rounds;
         state.bytes -= bytes;
-        self.changed.notify_all();
+        if state.progress_waiters > 0 {
+            self.progress.notify_all();
+        }
     }
 
     /// TEST-ONLY: holds the indexer back (rounds queue up) or lets it go.
     #[cfg(test)]
     pub(crate) fn pause(&self, paused: bool) {
-        self.lock().paused = paused;
-        self.changed.notify_all();
+        let mut state = self.lock();
+        state.paused = paused;
+        self.wake_indexer(&state);
     }
 
     fn indexer_gone(&self) {
         let mut state = self.lock();
         state.gone = true;
-        self.changed.notify_all();
+        self.progress.notify_all();
     }
 }
 
@@ -208,6 +246,9 @@ pub(crate) fn run_indexer(
         publish(&shared, end);
         shared.stats.index_batches.fetch_add(1, Ordering::Relaxed);
         queue.applied(rounds, bytes);
+        if queue.is_empty() {
+            std::thread::sleep(std::time::Duration::from_micros(INDEX_LINGER_US));
+        }
     }
 }
 
