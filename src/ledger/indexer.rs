@@ -154,10 +154,6 @@ impl IndexQueue {
         }
     }
 
-    fn is_empty(&self) -> bool {
-        self.lock().items.is_empty()
-    }
-
     /// Everything queued, or `None` once the queue is closed and empty.
     fn take(&self) -> Option<Vec<Item>> {
         let mut state = self.lock();
@@ -178,14 +174,16 @@ impl IndexQueue {
         }
     }
 
-    /// The indexer is done with `rounds` rounds holding `bytes`.
-    fn applied(&self, rounds: u64, bytes: usize) {
+    /// The indexer is done with `rounds` rounds holding `bytes`; whether
+    /// nothing more is queued.
+    fn applied(&self, rounds: u64, bytes: usize) -> bool {
         let mut state = self.lock();
         state.applied += rounds;
         state.bytes -= bytes;
         if state.progress_waiters > 0 {
             self.progress.notify_all();
         }
+        state.items.is_empty()
     }
 
     /// TEST-ONLY: holds the indexer back (rounds queue up) or lets it go.
@@ -245,8 +243,7 @@ pub(crate) fn run_indexer(
         }
         publish(&shared, end);
         shared.stats.index_batches.fetch_add(1, Ordering::Relaxed);
-        queue.applied(rounds, bytes);
-        if queue.is_empty() {
+        if queue.applied(rounds, bytes) {
             std::thread::sleep(std::time::Duration::from_micros(INDEX_LINGER_US));
         }
     }
