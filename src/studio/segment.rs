@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::response::sse::Event;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use tokio::sync::mpsc;
 
 use crate::agent::{Beat, Fault, TurnContext, frames};
@@ -37,6 +37,10 @@ use super::turn_context::{REPLAN_NOTICE, Recovery};
 const EXIT_DRAIN_MS: u64 = 1_000;
 /// How often it looks, in milliseconds.
 const EXIT_DRAIN_POLL_MS: u64 = 20;
+
+/// Most frames a run held together; past it the run is sent and the
+/// segment looks at cancels, heartbeats and the client before going on.
+const HELD_RUN_MAX_FRAMES: usize = 16;
 
 /// A segment can no longer write: the lease now belongs to another
 /// segment, or the ledger failed.
@@ -106,6 +110,11 @@ pub(super) struct Segment {
     /// runs; any other writer in between makes it a conflict, and then
     /// the segment folds and checks again.
     pub(super) owned_at: Option<OwnedAt>,
+    /// Frames recorded but not yet sent, while the segment records a run
+    /// of frames the agent had ready at once (`None`: each is sent as it
+    /// is recorded). The run goes to the client together, so the socket
+    /// gets one write for it instead of one per frame.
+    pub(super) held: Option<Vec<(u64, String)>>,
 }
 
 /// The stream position at which a fold showed the segment owning its
@@ -143,6 +152,8 @@ impl Segment {
         recovery: Option<Recovery>,
     ) -> SegmentOutcome {
         self.stream(context, approved, recovery).await;
+        // Whatever way the segment ended, what it recorded is sent.
+        let _ = self.send_held().await;
         SegmentOutcome {
             end: self.ended,
             next_seq: self.next_seq,
@@ -194,6 +205,22 @@ impl Segment {
         // (the drain timeout passed) stops it.
         let mut cut = Box::pin(self.studio.inner.lifecycle.until_cut());
         loop {
+            // A frame the agent has ready now is recorded at once and held
+            // with the run it belongs to; before the segment waits for
+            // anything, the run is sent.
+            let room = self
+                .held
+                .as_ref()
+                .is_none_or(|held| held.len() < HELD_RUN_MAX_FRAMES);
+            if let Some(beat) = room.then(|| beats.next().now_or_never()).flatten() {
+                self.held.get_or_insert_with(Vec::new);
+                if !self.on_beat(beat, &mut superseded, &mut ticker).await {
+                    return;
+                }
+                continue;
+            }
+            // A client that left shows in `closed` below.
+            let _ = self.send_held().await;
             tokio::select! {
                 () = &mut cut => {
                     self.stop_for_shutdown().await;
@@ -212,44 +239,7 @@ impl Segment {
                     }
                 }
                 beat = beats.next() => {
-                    let frame = match beat {
-                        Some(Beat::Frame(frame)) => Some(*frame),
-                        Some(Beat::Fault(fault)) => {
-                            if !self.act_out(fault, &mut ticker).await {
-                                return;
-                            }
-                            continue;
-                        }
-                        None => None,
-                    };
-                    let Some(frame) = frame else {
-                        // An agent that ends without a closing frame: close honestly.
-                        let error = WireError::transient(1, "The answer ended unexpectedly; ask again.");
-                        self.emit(Frame::Error(ErrorFrame { seq: 0, error })).await;
-                        return;
-                    };
-                    // Once the new plan is announced the switch has applied:
-                    // a later cancel no longer takes it back.
-                    if matches!(frame, Frame::PlanVersioned(_)) {
-                        self.switch_reoffer = None;
-                    }
-                    // A re-planned turn announces the new plan as the
-                    // successor of the unreadable one.
-                    if let Frame::PlanProposed(plan) = &frame
-                        && let Some(old) = superseded.take()
-                    {
-                        let versioned = Frame::PlanVersioned(PlanVersioned {
-                            seq: 0,
-                            plan_version_id: plan.plan_version_id.clone(),
-                            version: plan.version,
-                            supersedes: PlanVersionId::new(old)
-                                .unwrap_or_else(|_| plan.plan_version_id.clone()),
-                        });
-                        if !self.emit(versioned).await {
-                            return;
-                        }
-                    }
-                    if !self.emit(frame).await {
+                    if !self.on_beat(beat, &mut superseded, &mut ticker).await {
                         return;
                     }
                 }
@@ -265,6 +255,60 @@ impl Segment {
                 }
             }
         }
+    }
+
+    /// Handles one beat of the agent: a frame is recorded and sent (or
+    /// held), a fault acted out. False when the segment has ended.
+    async fn on_beat(
+        &mut self,
+        beat: Option<Beat>,
+        superseded: &mut Option<String>,
+        ticker: &mut tokio::time::Interval,
+    ) -> bool {
+        let frame = match beat {
+            Some(Beat::Frame(frame)) => Some(*frame),
+            Some(Beat::Fault(fault)) => return self.act_out(fault, ticker).await,
+            None => None,
+        };
+        let Some(frame) = frame else {
+            // An agent that ends without a closing frame: close honestly.
+            let error = WireError::transient(1, "The answer ended unexpectedly; ask again.");
+            self.emit(Frame::Error(ErrorFrame { seq: 0, error })).await;
+            return false;
+        };
+        // Once the new plan is announced the switch has applied:
+        // a later cancel no longer takes it back.
+        if matches!(frame, Frame::PlanVersioned(_)) {
+            self.switch_reoffer = None;
+        }
+        // A re-planned turn announces the new plan as the
+        // successor of the unreadable one.
+        if let Frame::PlanProposed(plan) = &frame
+            && let Some(old) = superseded.take()
+        {
+            let versioned = Frame::PlanVersioned(PlanVersioned {
+                seq: 0,
+                plan_version_id: plan.plan_version_id.clone(),
+                version: plan.version,
+                supersedes: PlanVersionId::new(old)
+                    .unwrap_or_else(|_| plan.plan_version_id.clone()),
+            });
+            if !self.emit(versioned).await {
+                return false;
+            }
+        }
+        self.emit(frame).await
+    }
+
+    /// Sends the frames held, in order; `Err` once the client is gone.
+    async fn send_held(&mut self) -> Result<(), ()> {
+        let Some(held) = self.held.take() else {
+            return Ok(());
+        };
+        for (seq, frame_json) in held {
+            self.send_now(seq, frame_json).await?;
+        }
+        Ok(())
     }
 
     /// Sends `: ka`, renews the lease and looks for a cancel.
@@ -315,6 +359,9 @@ impl Segment {
     /// ended.
     async fn act_out(&mut self, fault: Fault, ticker: &mut tokio::time::Interval) -> bool {
         tracing::warn!(stream = %self.stream, segment = self.segment, ?fault, "acting out a scripted fault");
+        // The frames before the fault reach the client, as a crash just
+        // after them would let them.
+        let _ = self.send_held().await;
         match fault {
             Fault::Cut => self.client_left().await,
             Fault::Stall(duration) => {
@@ -580,12 +627,23 @@ impl Segment {
         Ok(())
     }
 
-    async fn send(&self, frame: &Frame) -> Result<(), ()> {
+    async fn send(&mut self, frame: &Frame) -> Result<(), ()> {
         self.send_encoded(frame.seq(), json(frame)).await
     }
 
-    /// Sends a frame already encoded as `frame_json`.
-    async fn send_encoded(&self, seq: u64, frame_json: String) -> Result<(), ()> {
+    /// Sends a frame already encoded as `frame_json`, or holds it with the
+    /// run being recorded.
+    async fn send_encoded(&mut self, seq: u64, frame_json: String) -> Result<(), ()> {
+        match &mut self.held {
+            Some(held) => {
+                held.push((seq, frame_json));
+                Ok(())
+            }
+            None => self.send_now(seq, frame_json).await,
+        }
+    }
+
+    async fn send_now(&self, seq: u64, frame_json: String) -> Result<(), ()> {
         let event = Event::default().id(seq.to_string()).data(frame_json);
         self.listener.send(Ok(event)).await
     }

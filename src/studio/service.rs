@@ -716,6 +716,7 @@ impl Studio {
             switch_reoffer: switch_reoffer(&context),
             ended: None,
             owned_at: None,
+            held: None,
         };
         let approved =
             approved_plan.and_then(|frame| match serde_json::from_str::<Frame>(&frame) {
