@@ -202,12 +202,17 @@ impl IndexQueue {
 }
 
 /// Marks the indexer gone when its thread ends, however it ends, so a
-/// writer waiting for room never waits for a thread that is gone.
-struct GoneOnExit<'a>(&'a IndexQueue);
+/// writer waiting for room never waits for a thread that is gone; an end
+/// by panic also poisons the ledger (nothing would reach sled or be
+/// checkpointed any more, and the recent records could drop nothing).
+struct GoneOnExit<'a>(&'a Shared);
 
 impl Drop for GoneOnExit<'_> {
     fn drop(&mut self) {
-        self.0.indexer_gone();
+        if std::thread::panicking() {
+            self.0.poison("the indexer stopped".to_owned());
+        }
+        self.0.index_queue.indexer_gone();
     }
 }
 
@@ -219,7 +224,7 @@ pub(crate) fn run_indexer(
     checkpoints: std::sync::mpsc::Sender<u64>,
 ) {
     let queue = &shared.index_queue;
-    let _gone = GoneOnExit(queue);
+    let _gone = GoneOnExit(&shared);
     while let Some(items) = queue.take() {
         let (mut rounds, mut bytes) = (0, 0);
         let mut end: Option<u64> = None;
