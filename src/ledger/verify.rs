@@ -111,13 +111,22 @@ const STOP_CHECK_RECORDS: u64 = 4096;
 
 /// [`verify`] while appends go on (the scrubber), giving up (`None`) once
 /// `stop` is set. It judges only the records that existed when it began,
-/// those below the global position stored then: a round's records and
-/// that position are one atomic batch, so every record below it is
-/// visible, while records appended during the scan may be seen in part
+/// those below the global position stored then: the indexer stores that
+/// position after inserting every record below it, so they are all
+/// visible, while records inserted during the scan may be seen in part
 /// (one stream's but not another's) and would look like a hole.
 pub fn verify_live(log: &sled::Tree, stop: &AtomicBool) -> Result<Option<VerifyReport>> {
     let horizon = super::stored_next_global(log)?;
     scan(log, stop, Some(horizon))
+}
+
+/// [`verify`] of the records below `horizon` only, for a store the
+/// indexer is writing to: every record below it is in sled, and those at
+/// or past it, possibly inserted in part while the scan runs, are left
+/// out rather than taken for holes.
+pub fn verify_below(log: &sled::Tree, horizon: u64) -> Result<VerifyReport> {
+    let never = AtomicBool::new(false);
+    Ok(scan(log, &never, Some(horizon))?.unwrap_or_default())
 }
 
 /// The scan: every record, or with a `horizon` every record whose global
