@@ -340,10 +340,11 @@ struct Writer {
 }
 
 impl Writer {
-    /// Starts a new journal file once the current one is full, and asks
-    /// for a checkpoint of everything before it.
+    /// Starts a new journal file once the current one is full (or a
+    /// spare is ready to replace an allocated one), and asks for a
+    /// checkpoint of everything before it.
     fn maybe_rotate(&mut self, shared: &Shared) {
-        if self.journal.len() < shared.hooks.journal_file_bytes || shared.poisoned().is_some() {
+        if !self.journal.wants_rotation() || shared.poisoned().is_some() {
             return;
         }
         match self.journal.rotate(self.next_global) {

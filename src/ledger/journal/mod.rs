@@ -161,6 +161,11 @@ pub struct JournalWriter {
     base: u64,
     /// The rotation size each new file is allocated for.
     file_bytes: u64,
+    /// Whether the current file was a spare: every block written and
+    /// synced before its first entry, so its syncs flush data only.
+    zeroed: bool,
+    /// The next file, prepared ahead (`spare`).
+    spare: Spare,
     buf: Vec<u8>,
     trace: Option<Arc<Trace>>,
 }
@@ -168,8 +173,10 @@ pub struct JournalWriter {
 impl JournalWriter {
     /// Starts a new, empty journal file whose first entry will hold
     /// global position `base`, with its blocks allocated for
-    /// `file_bytes` (the rotation size); the file, its header, its size
-    /// and its directory entry are on stable storage when this returns.
+    /// `file_bytes` (the rotation size): the spare if one is there (its
+    /// blocks written), else a new file allocated ahead. The file, its
+    /// header, its size and its directory entry are on stable storage
+    /// when this returns.
     pub fn create(
         store: &Path,
         base: u64,
@@ -183,14 +190,11 @@ impl JournalWriter {
             sync_dir(store)?;
         }
         let path = dir.join(file_name(base));
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)?;
-        file.write_all(&header(base))?;
-        preallocate(&file, file_bytes.saturating_add(PREALLOCATION_SLACK_BYTES))?;
-        file.sync_all()?;
+        let (file, zeroed) =
+            match spare::take(&dir, allocated_len(file_bytes), &header(base), &path)? {
+                Some(file) => (file, true),
+                None => (create_allocated(&path, base, file_bytes)?, false),
+            };
         sync_dir(&dir)?;
         if let Some(trace) = &trace {
             trace.synced(&path, FILE_HEADER_BYTES as u64);
@@ -207,9 +211,27 @@ impl JournalWriter {
             }),
             base,
             file_bytes,
+            zeroed,
+            spare: Spare::Absent,
             buf: Vec::new(),
             trace,
         })
+    }
+
+    /// Whether the writer should start the next file now: the current
+    /// one reached the rotation size, or it is an allocated file (slower
+    /// to sync) with entries and a spare is ready to take its place.
+    pub fn wants_rotation(&mut self) -> bool {
+        self.len() >= self.file_bytes || (!self.zeroed && !self.is_empty() && self.spare.is_ready())
+    }
+
+    /// Starts preparing the next file once this one holds enough to be
+    /// worth it (`spare::SPARE_AFTER_BYTES`, or half a small rotation size).
+    fn maybe_prepare_spare(&mut self) {
+        if self.len() >= SPARE_AFTER_BYTES.min(self.file_bytes / 2) {
+            let dir = self.store.join(JOURNAL_DIR);
+            self.spare.start(&dir, allocated_len(self.file_bytes));
+        }
     }
 
     /// The file the flusher syncs.
@@ -273,6 +295,7 @@ impl JournalWriter {
         if self.buf.capacity() > RETAINED_BUFFER_BYTES {
             self.buf = Vec::new();
         }
+        self.maybe_prepare_spare();
         Ok(())
     }
 
@@ -281,10 +304,32 @@ impl JournalWriter {
     /// exists, so only the newest file can ever end torn.
     pub fn rotate(&mut self, base: u64) -> io::Result<()> {
         self.current.sync()?;
+        self.spare.wait();
         let next = Self::create(&self.store, base, self.file_bytes, self.trace.clone())?;
         *self = next;
         Ok(())
     }
+}
+
+/// Bytes a new journal file is given ahead: its rotation size and some
+/// slack (the last round before a rotation ends a little past it).
+fn allocated_len(file_bytes: u64) -> u64 {
+    file_bytes.saturating_add(PREALLOCATION_SLACK_BYTES.min(file_bytes))
+}
+
+/// A new journal file at `path` with its header, its blocks allocated
+/// (not written) for `file_bytes`, all synced: what a writer starts when
+/// no spare is ready.
+fn create_allocated(path: &Path, base: u64, file_bytes: u64) -> io::Result<File> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)?;
+    file.write_all(&header(base))?;
+    preallocate(&file, allocated_len(file_bytes))?;
+    file.sync_all()?;
+    Ok(file)
 }
 
 /// Gives `file` its blocks and its size up to `len` bytes ahead of the
@@ -341,7 +386,10 @@ pub fn delete_all(store: &Path) -> io::Result<()> {
 }
 
 mod scan;
+mod spare;
 pub use scan::*;
+use spare::Spare;
+pub use spare::{SPARE_AFTER_BYTES, SPARE_FILE};
 
 #[cfg(test)]
 mod tests {
@@ -527,5 +575,72 @@ mod tests {
         assert_eq!(bases, vec![10, 20]);
         delete_all(dir.path()).unwrap();
         assert!(files(dir.path()).unwrap().is_empty());
+    }
+
+    /// Writes one-record entries until the file holds `len` bytes.
+    fn fill_to(writer: &mut JournalWriter, len: u64, next: &mut u64) {
+        while writer.len() < len {
+            write(writer, *next, *next);
+            *next += 1;
+        }
+    }
+
+    #[test]
+    fn a_spare_written_ahead_becomes_the_next_file_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = dir.path().join(JOURNAL_DIR);
+        let file_bytes = 64 * 1024;
+        let mut writer = JournalWriter::create(dir.path(), 0, file_bytes, None).unwrap();
+        assert!(!writer.zeroed, "no spare yet: the first file is allocated");
+        let mut next = 0;
+        fill_to(&mut writer, file_bytes / 2 - 100, &mut next);
+        assert!(
+            matches!(writer.spare, Spare::Absent),
+            "too early for a spare"
+        );
+        fill_to(&mut writer, file_bytes / 2, &mut next);
+        writer.spare.wait();
+        assert!(matches!(writer.spare, Spare::Ready));
+        let spare = fs::read(journal.join(SPARE_FILE)).unwrap();
+        assert_eq!(spare.len() as u64, allocated_len(file_bytes));
+        assert!(spare.iter().all(|&b| b == 0));
+        // An allocated file with entries gives way to a ready spare.
+        assert!(writer.wants_rotation());
+        writer.rotate(next).unwrap();
+        assert!(writer.zeroed);
+        assert!(!journal.join(SPARE_FILE).exists(), "the spare was taken");
+        assert!(!writer.wants_rotation(), "a spare is kept until it is full");
+        let first = next;
+        fill_to(&mut writer, 4096, &mut next);
+        let path = files(dir.path()).unwrap().pop().unwrap().1;
+        assert_eq!(
+            fs::metadata(&path).unwrap().len(),
+            allocated_len(file_bytes)
+        );
+        let scan = scan_file(&path, true).unwrap();
+        assert_eq!(scan.base, Some(first));
+        assert_eq!(scan.entries.len() as u64, next - first);
+        assert_eq!((scan.torn_at, scan.damage.len()), (None, 0));
+    }
+
+    #[test]
+    fn a_spare_left_with_a_header_is_taken_whole_and_one_of_another_size_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = dir.path().join(JOURNAL_DIR);
+        fs::create_dir_all(&journal).unwrap();
+        // A crash between writing a taker's header and the rename.
+        let mut left = vec![0u8; allocated_len(4096) as usize];
+        left[..FILE_HEADER_BYTES].copy_from_slice(&header(99));
+        fs::write(journal.join(SPARE_FILE), &left).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 7, 4096, None).unwrap();
+        assert!(writer.zeroed);
+        write(&mut writer, 0, 7);
+        let scan = scan_file(&files(dir.path()).unwrap()[0].1, true).unwrap();
+        assert_eq!((scan.base, scan.entries.len()), (Some(7), 1));
+        // Prepared for another rotation size: deleted, not taken.
+        fs::write(journal.join(SPARE_FILE), vec![0u8; 100]).unwrap();
+        let writer = JournalWriter::create(dir.path(), 8, 4096, None).unwrap();
+        assert!(!writer.zeroed);
+        assert!(!journal.join(SPARE_FILE).exists());
     }
 }

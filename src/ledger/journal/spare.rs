@@ -1,0 +1,158 @@
+//! The spare journal file: the next journal file, written full of zeros
+//! and synced ahead of need, off the commit path.
+//!
+//! Why: ext4 (and most file systems) keep blocks given by `fallocate` as
+//! "unwritten" until a write reaches them, and converting them is a
+//! metadata change that the next `fdatasync` must commit too (a journal
+//! commit of the file system, a second device flush). Measured here, a
+//! sync after 20 KB written into such blocks took 200–240 µs against
+//! 120–140 µs into blocks already written once; a group commit of 64
+//! writers writes about that much per sync. A file whose every block was
+//! written (with zeros) and synced before its first entry syncs data
+//! only, and the journal's reader already takes zeros for a file's clean
+//! end.
+//!
+//! Owns: `journal/spare` (complete, synced, zeros only) and
+//! `journal/spare.partial` (being written), the thread that prepares the
+//! spare, and handing it over as a new journal file.
+//! Must never: let a file that is not all zeros and synced be named
+//! `spare`; hand the spare over before its preparation finished; block
+//! the writer while it is prepared (a rotation waits only for a
+//! preparation already under way).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::Path;
+use std::thread::JoinHandle;
+
+use super::sync_dir;
+
+/// The spare's name in the journal directory; not a journal file's name
+/// (those are `<base>.wal`), so nothing reads it as one.
+pub const SPARE_FILE: &str = "spare";
+
+/// The spare while it is written; renamed to [`SPARE_FILE`] once synced.
+const PARTIAL_FILE: &str = "spare.partial";
+
+/// Bytes a journal file holds before the next spare is prepared: early
+/// enough to be ready long before a rotation (preparing 33 MiB took
+/// about 30 ms here), late enough that a store written briefly (a test,
+/// a one-off command) never writes one.
+pub const SPARE_AFTER_BYTES: u64 = 1024 * 1024;
+
+/// Zeros written per `write` while preparing, in bytes.
+const ZERO_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// Where the spare stands for the file being written.
+#[derive(Debug, Default)]
+pub enum Spare {
+    /// None prepared for this file yet.
+    #[default]
+    Absent,
+    /// A thread is writing it (its handle, taken when joined).
+    Preparing(Option<JoinHandle<io::Result<()>>>),
+    /// `journal/spare` is complete and synced.
+    Ready,
+    /// Preparing it failed (logged); this file's rotation starts a file
+    /// the usual way, and the next file tries again.
+    Failed,
+}
+
+impl Spare {
+    /// Starts preparing a spare of `len` bytes in `dir`, once per file.
+    pub fn start(&mut self, dir: &Path, len: u64) {
+        if !matches!(self, Spare::Absent) {
+            return;
+        }
+        let dir = dir.to_path_buf();
+        let spawned = std::thread::Builder::new()
+            .name("ledger-spare".into())
+            .spawn(move || prepare(&dir, len));
+        *self = match spawned {
+            Ok(handle) => Spare::Preparing(Some(handle)),
+            Err(error) => failed(&error),
+        };
+    }
+
+    /// Whether the spare is complete, without waiting for it.
+    pub fn is_ready(&mut self) -> bool {
+        if let Spare::Preparing(Some(handle)) = self
+            && handle.is_finished()
+        {
+            self.wait();
+        }
+        matches!(self, Spare::Ready)
+    }
+
+    /// Waits for a preparation under way to finish (a rotation, so that
+    /// a half-written spare is never passed over for a slower file).
+    pub fn wait(&mut self) {
+        if let Spare::Preparing(handle) = self
+            && let Some(handle) = handle.take()
+        {
+            *self = match handle.join() {
+                Ok(Ok(())) => Spare::Ready,
+                Ok(Err(error)) => failed(&error),
+                Err(_) => failed(&io::Error::other("the thread preparing it panicked")),
+            };
+        }
+    }
+}
+
+/// A writer closing waits for its spare: a thread left writing one could
+/// still be renaming it when the store is opened again.
+impl Drop for Spare {
+    fn drop(&mut self) {
+        self.wait();
+    }
+}
+
+fn failed(error: &io::Error) -> Spare {
+    tracing::warn!(%error, "the spare journal file was not prepared; the next file is allocated instead");
+    Spare::Failed
+}
+
+/// Writes `dir/spare`: `len` zeros, synced, then renamed into place and
+/// the directory synced, so a spare that exists is always whole.
+fn prepare(dir: &Path, len: u64) -> io::Result<()> {
+    let partial = dir.join(PARTIAL_FILE);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&partial)?;
+    let zeros = vec![0u8; ZERO_CHUNK_BYTES];
+    let mut left = len;
+    while left > 0 {
+        let n = usize::try_from(left).map_or(ZERO_CHUNK_BYTES, |l| l.min(ZERO_CHUNK_BYTES));
+        file.write_all(&zeros[..n])?;
+        left -= n as u64;
+    }
+    file.sync_all()?;
+    fs::rename(&partial, dir.join(SPARE_FILE))?;
+    sync_dir(dir)
+}
+
+/// Takes the spare in `dir` to become the journal file `path`, if one of
+/// exactly `len` bytes is there: `header` written over its first bytes
+/// and synced, then renamed (the caller syncs the directory). A crash
+/// before the rename leaves a spare whose header the next taker writes
+/// again; the bytes after it stay zeros. A spare of another length (a
+/// store opened with another rotation size) is deleted instead.
+pub fn take(dir: &Path, len: u64, header: &[u8], path: &Path) -> io::Result<Option<File>> {
+    let spare = dir.join(SPARE_FILE);
+    let found = match fs::metadata(&spare) {
+        Ok(meta) => meta.len(),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    if found != len {
+        fs::remove_file(&spare)?;
+        return Ok(None);
+    }
+    let mut file = OpenOptions::new().write(true).open(&spare)?;
+    file.write_all(header)?;
+    file.sync_data()?;
+    fs::rename(&spare, path)?;
+    Ok(Some(file))
+}
