@@ -115,6 +115,23 @@ pub(super) struct Segment {
     /// is recorded). The run goes to the client together, so the socket
     /// gets one write for it instead of one per frame.
     pub(super) held: Option<Vec<(u64, String)>>,
+    /// The records of a run's frames not appended yet: appended together
+    /// (one append, all or nothing) before anything of the run is sent or
+    /// the conversation is folded, and ahead of any other append.
+    pub(super) pending: PendingRun,
+}
+
+/// A run's frame records waiting for their one append.
+#[derive(Default)]
+pub(super) struct PendingRun {
+    records: Vec<NewRecord>,
+    /// The highest seq among them that the seq guard wants durable before
+    /// it is sent (then the append is durable).
+    durable_through: Option<u64>,
+    /// How many held frames were recorded (appended) already: if the
+    /// run's append fails, the frames after them were never recorded and
+    /// are not sent.
+    recorded_held: usize,
 }
 
 /// The stream position at which a fold showed the segment owning its
@@ -300,11 +317,15 @@ impl Segment {
         self.emit(frame).await
     }
 
-    /// Sends the frames held, in order; `Err` once the client is gone.
+    /// Sends the frames held, in order, once their records are appended;
+    /// `Err` once the client is gone.
     async fn send_held(&mut self) -> Result<(), ()> {
+        // A failed append leaves only the frames recorded before it held.
+        let _ = self.append_pending().await;
         let Some(held) = self.held.take() else {
             return Ok(());
         };
+        self.pending.recorded_held = 0;
         for (seq, frame_json) in held {
             self.send_now(seq, frame_json).await?;
         }
@@ -427,6 +448,69 @@ impl Segment {
         records: Vec<NewRecord>,
         durability: Durability,
     ) -> Result<(), Lost> {
+        let (records, durability, durable_through) = self.with_pending(records, durability);
+        let appended = self.append_now(records, durability).await;
+        match &appended {
+            Ok(()) => {
+                if let Some(seq) = durable_through {
+                    self.seq_guard.durable(seq);
+                }
+                self.pending.recorded_held = self.held.as_ref().map_or(0, Vec::len);
+            }
+            Err(Lost) => {
+                let recorded = self.pending.recorded_held;
+                if let Some(held) = &mut self.held {
+                    held.truncate(recorded);
+                }
+            }
+        }
+        appended
+    }
+
+    /// `records` behind the run's pending ones, and the durability the
+    /// pending ones ask for.
+    fn with_pending(
+        &mut self,
+        records: Vec<NewRecord>,
+        durability: Durability,
+    ) -> (Vec<NewRecord>, Durability, Option<u64>) {
+        if self.pending.records.is_empty() {
+            return (records, durability, None);
+        }
+        let durable_through = self.pending.durable_through.take();
+        let mut all = std::mem::take(&mut self.pending.records);
+        all.extend(records);
+        let durability = if durable_through.is_some() {
+            Durability::Durable
+        } else {
+            durability
+        };
+        (all, durability, durable_through)
+    }
+
+    /// Appends the run's pending records, if any.
+    async fn append_pending(&mut self) -> Result<(), Lost> {
+        if self.pending.records.is_empty() {
+            return Ok(());
+        }
+        self.append(Vec::new(), Durability::Buffered).await
+    }
+
+    /// The conversation with every record of this segment appended.
+    async fn state(&mut self) -> Result<Arc<Folded<Conversation>>, Lost> {
+        self.append_pending().await?;
+        self.studio
+            .inner
+            .folds
+            .state(&self.stream)
+            .map_err(|_| Lost)
+    }
+
+    async fn append_now(
+        &mut self,
+        records: Vec<NewRecord>,
+        durability: Durability,
+    ) -> Result<(), Lost> {
         let studio = &self.studio.inner;
         for _ in 0..MAX_DECISION_ATTEMPTS {
             // A lapsed lease is lost too: anyone may claim the turn now.
@@ -516,10 +600,8 @@ impl Segment {
         // The canvas revision before a component frame (`None`: not one).
         let canvas_before = match &frame {
             Frame::ComponentCreated(_) | Frame::ComponentRevised(_) => Some(
-                self.studio
-                    .inner
-                    .folds
-                    .state(&self.stream)
+                self.state()
+                    .await
                     .ok()
                     .and_then(|state| state.state.composition.as_ref().map(|m| m.revision)),
             ),
@@ -528,10 +610,8 @@ impl Segment {
         if let Frame::Done(done) = &mut frame {
             // `done` carries the canvas as it stands.
             done.composition = self
-                .studio
-                .inner
-                .folds
-                .state(&self.stream)
+                .state()
+                .await
                 .ok()
                 .and_then(|state| state.state.composition.clone());
         }
@@ -566,7 +646,7 @@ impl Segment {
         let Some(canvas_before) = canvas_before else {
             return true;
         };
-        let Ok(state) = self.studio.inner.folds.state(&self.stream) else {
+        let Ok(state) = self.state().await else {
             return false;
         };
         let canvas_after = state.state.composition.as_ref().map(|m| m.revision);
@@ -584,7 +664,9 @@ impl Segment {
     }
 
     /// Records a frame; a closing frame is recorded durably together with
-    /// the lease release, and so is one the seq guard asks for.
+    /// the lease release, and so is one the seq guard asks for. In a run,
+    /// a frame that does not close the stream joins the run's pending
+    /// records instead (appended before the run is sent).
     async fn record(&mut self, frame: &Frame, frame_json: &str, ends: bool) -> Result<(), Lost> {
         let mut records = vec![
             FrameSent {
@@ -617,6 +699,13 @@ impl Segment {
         } else {
             Durability::Buffered
         };
+        if self.held.is_some() && end.is_none() {
+            if durability == Durability::Durable {
+                self.pending.durable_through = Some(frame.seq());
+            }
+            self.pending.records.extend(records);
+            return Ok(());
+        }
         self.append(records, durability).await?;
         if durability == Durability::Durable {
             self.seq_guard.durable(frame.seq());

@@ -717,6 +717,7 @@ impl Studio {
             ended: None,
             owned_at: None,
             held: None,
+            pending: Default::default(),
         };
         let approved =
             approved_plan.and_then(|frame| match serde_json::from_str::<Frame>(&frame) {

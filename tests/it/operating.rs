@@ -295,6 +295,35 @@ async fn metrics_are_prometheus_text_and_move_with_a_known_workload() {
     }
 }
 
+/// A run of frames the agent had ready together is recorded with one
+/// append: the minimal agent's `hello` answers at once, so the frames
+/// after its first and the lease release are one append.
+#[tokio::test]
+async fn frames_the_agent_has_ready_together_are_one_append() {
+    let dir = scratch();
+    let server = ServerProcess::start(dir.path(), &["--agent", "minimal"]);
+    let client = StudioClient::new(server.addr, "me");
+    let before = scrape(server.addr).await;
+    let frames = client
+        .stream("/api/studio/turn", &turn("run", "hello"))
+        .await;
+    let events: Vec<&str> = frames.iter().filter_map(|f| f["event"].as_str()).collect();
+    assert_eq!(events.last(), Some(&"done"), "{events:?}");
+    let after = scrape(server.addr).await;
+    let delta = |name: &str| sample(&after, name, &[]) - sample(&before, name, &[]);
+    let (records, appends) = (
+        delta("ledgerwire_ledger_records_appended_total"),
+        delta("ledgerwire_ledger_appends_total"),
+    );
+    // Seven records (the request, the claim, the agent, three frames, the
+    // release): one append per frame made them four appends.
+    assert!(records >= 7.0, "{records} records");
+    assert!(
+        records - appends >= 4.0,
+        "{records} records in {appends} appends"
+    );
+}
+
 #[tokio::test]
 async fn cors_answers_allowed_origins_only_and_is_off_by_default() {
     let dir = scratch();
