@@ -131,6 +131,10 @@ impl Outbox {
     /// Closes the queue with a final `fin`, delivered after what is queued
     /// (or kept aside when the queue is full). False if already closed.
     pub(super) fn close_with(&self, fin: Fin) -> bool {
+        // Closed and the fin placed under one lock: a reader that sees the
+        // queue closed takes the lock before it looks for the fin, so it
+        // never looks between the two (and ends without the fin).
+        let mut kept = self.fin.lock().unwrap_or_else(|p| p.into_inner());
         if self.closed.swap(true, Ordering::AcqRel) {
             return false;
         }
@@ -139,8 +143,9 @@ impl Outbox {
             let outbound = match error {
                 mpsc::error::TrySendError::Full(o) | mpsc::error::TrySendError::Closed(o) => o,
             };
-            *self.fin.lock().unwrap_or_else(|p| p.into_inner()) = Some(outbound);
+            *kept = Some(outbound);
         }
+        drop(kept);
         self.closing.notify_one();
         true
     }
@@ -163,7 +168,14 @@ impl Inbox {
                 Err(mpsc::error::TryRecvError::Empty) => {}
             }
             if outbox.is_closed() {
-                return outbox.fin.lock().unwrap_or_else(|p| p.into_inner()).take();
+                // Once the lock is ours, a closing `close_with` has placed
+                // its fin: in the queue (behind what is there) or aside.
+                let mut kept = outbox.fin.lock().unwrap_or_else(|p| p.into_inner());
+                if let Ok(outbound) = self.receiver.try_recv() {
+                    drop(kept);
+                    return Some(self.taken(outbox, outbound));
+                }
+                return kept.take();
             }
             tokio::select! {
                 received = self.receiver.recv() => {
@@ -244,5 +256,29 @@ mod tests {
         tokio::task::yield_now().await;
         closer.close();
         assert_eq!(reader.await.unwrap(), None);
+    }
+
+    /// A close on another thread while the reader is looking: the reader
+    /// gets the fin every time (it once could see the queue closed before
+    /// the fin was in it, and end without one).
+    #[test]
+    fn a_reader_racing_a_close_still_gets_the_fin() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for _ in 0..5_000 {
+            let (outbox, mut inbox) = outbox(QueueLimits::default());
+            let go = std::sync::Barrier::new(2);
+            let last = std::thread::scope(|scope| {
+                scope.spawn(|| {
+                    go.wait();
+                    outbox.close_with(Fin::new(FinCode::ShuttingDown, "bye"));
+                });
+                go.wait();
+                runtime.block_on(inbox.next(&outbox))
+            });
+            let fin = last.expect("the fin").packet().fin.expect("a fin packet");
+            assert_eq!(fin.code, FinCode::ShuttingDown);
+        }
     }
 }
