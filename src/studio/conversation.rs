@@ -9,7 +9,6 @@
 //! same records always fold to the same state.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -22,7 +21,6 @@ use super::records::{
 };
 pub use super::turns::Turns;
 use super::wire::composition::{CompositionManifest, CompositionMutation};
-use super::wire::frame::Frame;
 use super::wire::request::{ComponentIntent, TurnRequest};
 
 /// Where a turn stands.
@@ -48,45 +46,6 @@ pub struct Pause {
     pub answer: Option<String>,
     /// The segment the answer resumed (the latest one, after retries).
     pub resumed_segment: Option<u32>,
-    /// `frame` parsed, on first use (derived: not in snapshots).
-    #[serde(skip)]
-    pub parsed: ParsedFrame,
-}
-
-impl Pause {
-    /// The pause frame as a typed frame (`None`: it does not parse),
-    /// parsed once for every copy of this state: answering a pause reads
-    /// it to validate the answer, to decide a re-plan and to build the
-    /// agent's context.
-    pub fn parsed_frame(&self) -> Option<&Frame> {
-        self.parsed
-            .0
-            .get_or_init(|| serde_json::from_str(&self.frame).ok())
-            .as_ref()
-    }
-}
-
-/// A pause frame parsed once and shared by the state's copies (a pause's
-/// frame text never changes). Never part of equality: it follows from
-/// the frame text.
-#[derive(Clone, Default)]
-pub struct ParsedFrame(Arc<OnceLock<Option<Frame>>>);
-
-impl PartialEq for ParsedFrame {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for ParsedFrame {}
-
-impl std::fmt::Debug for ParsedFrame {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self.0.get() {
-            Some(_) => "ParsedFrame(parsed)",
-            None => "ParsedFrame(not yet)",
-        })
-    }
 }
 
 /// One turn of the conversation.
@@ -510,7 +469,6 @@ fn frame_sent(state: &mut Conversation, record: FrameSent) -> Result<(), FoldErr
                 frame: record.frame,
                 answer: None,
                 resumed_segment: None,
-                parsed: ParsedFrame::default(),
             });
         }
         "done" => turn.status = TurnStatus::Done,
@@ -637,39 +595,5 @@ mod tests {
         ] {
             assert_eq!(event_only(&text), None, "{text}");
         }
-    }
-
-    #[test]
-    fn a_pause_frame_is_parsed_once_for_every_copy_and_never_changes_equality() {
-        // Any frame will do: the cache does not look at its kind.
-        let frame = serde_json::to_string(&frames::message_complete("Which?")).unwrap();
-        let pause = Pause {
-            interrupt_id: "i-1".into(),
-            frame,
-            is_plan: false,
-            answer: None,
-            resumed_segment: None,
-            parsed: ParsedFrame::default(),
-        };
-        let copy = pause.clone();
-        assert_eq!(pause, copy);
-        let parsed = pause.parsed_frame().map(|f| f as *const Frame);
-        assert!(parsed.is_some(), "the frame parses");
-        assert_eq!(
-            copy.parsed_frame().map(|f| f as *const Frame),
-            parsed,
-            "shared, not parsed again"
-        );
-        let fresh = Pause {
-            parsed: ParsedFrame::default(),
-            ..pause.clone()
-        };
-        assert_eq!(fresh, pause, "a parsed and an unparsed pause are equal");
-        let unreadable = Pause {
-            frame: "{".into(),
-            parsed: ParsedFrame::default(),
-            ..pause
-        };
-        assert!(unreadable.parsed_frame().is_none());
     }
 }

@@ -206,7 +206,6 @@ mod tests {
                 is_plan: true,
                 answer: answered.then(|| "{}".to_owned()),
                 resumed_segment: None,
-                parsed: Default::default(),
             }],
             edit_of: None,
             close: None,

@@ -797,18 +797,18 @@ fn decide_mutation(
 
 /// The pending interrupt a pause frame describes, for answer validation.
 fn pending_interrupt(pause: &super::conversation::Pause) -> Result<PendingInterrupt, WireError> {
-    let frame = pause.parsed_frame();
+    let frame = serde_json::from_str::<Frame>(&pause.frame);
     if pause.is_plan {
         // An unreadable plan is planned again on any answer (see Recovery).
-        let pending = match frame {
-            Some(Frame::PlanProposed(plan)) => PendingPlan::from(plan),
+        let pending = match &frame {
+            Ok(Frame::PlanProposed(plan)) => PendingPlan::from(plan),
             _ => PendingPlan::default(),
         };
         return Ok(PendingInterrupt::Plan(pending));
     }
     match frame {
-        Some(Frame::ElicitationRequest(frame)) => Ok(PendingInterrupt::Elicitation(
-            PendingElicitation::from(frame),
+        Ok(Frame::ElicitationRequest(frame)) => Ok(PendingInterrupt::Elicitation(
+            PendingElicitation::from(&frame),
         )),
         _ => Err(WireError::transient(
             1,

@@ -61,7 +61,10 @@ pub(super) fn unreadable_plan(conversation: &Conversation, turn: u32) -> Option<
         .get(usize::try_from(turn).ok()?.checked_sub(1)?)?;
     let pause = turn.pauses.last().filter(|pause| pause.is_plan)?;
     let answer: InterruptResponse = serde_json::from_str(pause.answer.as_deref()?).ok()?;
-    if matches!(pause.parsed_frame(), Some(Frame::PlanProposed(_))) {
+    if matches!(
+        serde_json::from_str::<Frame>(&pause.frame),
+        Ok(Frame::PlanProposed(_))
+    ) {
         return None;
     }
     if answer.decision == Decision::Reject {
@@ -99,7 +102,7 @@ pub fn turn_context(conversation: &Conversation, turn: u32, recall: Recall) -> O
             .pauses
             .iter()
             .filter_map(|pause| {
-                let frame = pause.parsed_frame()?.clone();
+                let frame = serde_json::from_str(&pause.frame).ok()?;
                 let response = serde_json::from_str(pause.answer.as_deref()?).ok()?;
                 Some(AnsweredPause { frame, response })
             })

@@ -291,7 +291,6 @@ mod tests {
                 is_plan: true,
                 answer: Some("{}".into()),
                 resumed_segment: Some(2),
-                parsed: Default::default(),
             }],
             edit_of: None,
             close: Some(format!("answer {n}")),
