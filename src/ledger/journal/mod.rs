@@ -228,7 +228,9 @@ impl JournalWriter {
     /// Starts preparing the next file once this one holds enough to be
     /// worth it (`spare::SPARE_AFTER_BYTES`, or half a small rotation size).
     fn maybe_prepare_spare(&mut self) {
-        if self.len() >= SPARE_AFTER_BYTES.min(self.file_bytes / 2) {
+        if matches!(self.spare, Spare::Absent)
+            && self.len() >= SPARE_AFTER_BYTES.min(self.file_bytes / 2)
+        {
             let dir = self.store.join(JOURNAL_DIR);
             self.spare.start(&dir, allocated_len(self.file_bytes));
         }
