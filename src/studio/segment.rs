@@ -598,10 +598,22 @@ impl Segment {
         stamp(&mut frame, seq, self.turn, self.segment);
         let ends = frame.ends_stream();
         // The canvas revision before a component frame (`None`: not one).
+        // Both reads below fold the conversation: the run's pending records
+        // go first, and a segment that cannot append them stops, as it
+        // does when a frame cannot be recorded.
+        let reads_fold = matches!(
+            frame,
+            Frame::ComponentCreated(_) | Frame::ComponentRevised(_) | Frame::Done(_)
+        );
+        if reads_fold && self.append_pending().await.is_err() {
+            return false;
+        }
         let canvas_before = match &frame {
             Frame::ComponentCreated(_) | Frame::ComponentRevised(_) => Some(
-                self.state()
-                    .await
+                self.studio
+                    .inner
+                    .folds
+                    .state(&self.stream)
                     .ok()
                     .and_then(|state| state.state.composition.as_ref().map(|m| m.revision)),
             ),
@@ -610,8 +622,10 @@ impl Segment {
         if let Frame::Done(done) = &mut frame {
             // `done` carries the canvas as it stands.
             done.composition = self
-                .state()
-                .await
+                .studio
+                .inner
+                .folds
+                .state(&self.stream)
                 .ok()
                 .and_then(|state| state.state.composition.clone());
         }
