@@ -132,6 +132,9 @@ pub(super) struct PendingRun {
     /// run's append fails, the frames after them were never recorded and
     /// are not sent.
     recorded_held: usize,
+    /// Whether one of them can move the canvas (a component frame): only
+    /// then does a read of the canvas need them appended first.
+    moves_canvas: bool,
 }
 
 /// The stream position at which a fold showed the segment owning its
@@ -206,10 +209,12 @@ impl Segment {
             }
         };
         let mut beats = self.studio.inner.agent.beats(context);
-        if let Some(frame) = approved
-            && !self.emit(frame).await
-        {
-            return;
+        if let Some(frame) = approved {
+            // The approval opens the run of whatever the agent has ready.
+            self.held.get_or_insert_with(Vec::new);
+            if !self.emit(frame).await {
+                return;
+            }
         }
         // A /cancel is a record on this conversation's stream: watching the
         // stream sees it at once, where the heartbeat would see it only at
@@ -478,6 +483,7 @@ impl Segment {
             return (records, durability, None);
         }
         let durable_through = self.pending.durable_through.take();
+        self.pending.moves_canvas = false;
         let mut all = std::mem::take(&mut self.pending.records);
         all.extend(records);
         let durability = if durable_through.is_some() {
@@ -598,14 +604,15 @@ impl Segment {
         stamp(&mut frame, seq, self.turn, self.segment);
         let ends = frame.ends_stream();
         // The canvas revision before a component frame (`None`: not one).
-        // Both reads below fold the conversation: the run's pending records
-        // go first, and a segment that cannot append them stops, as it
-        // does when a frame cannot be recorded.
-        let reads_fold = matches!(
+        // Both reads below read the canvas from the fold: a pending record
+        // that can move it goes first (the others leave it as it is), and
+        // a segment that cannot append it stops, as it does when a frame
+        // cannot be recorded.
+        let reads_canvas = matches!(
             frame,
             Frame::ComponentCreated(_) | Frame::ComponentRevised(_) | Frame::Done(_)
         );
-        if reads_fold && self.append_pending().await.is_err() {
+        if reads_canvas && self.pending.moves_canvas && self.append_pending().await.is_err() {
             return false;
         }
         let canvas_before = match &frame {
@@ -717,6 +724,10 @@ impl Segment {
             if durability == Durability::Durable {
                 self.pending.durable_through = Some(frame.seq());
             }
+            self.pending.moves_canvas |= matches!(
+                frame,
+                Frame::ComponentCreated(_) | Frame::ComponentRevised(_)
+            );
             self.pending.records.extend(records);
             return Ok(());
         }

@@ -295,13 +295,23 @@ async fn metrics_are_prometheus_text_and_move_with_a_known_workload() {
     }
 }
 
+/// Records and appends of the ledger between two scrapes.
+fn appended(before: &prometheus_parse::Scrape, after: &prometheus_parse::Scrape) -> (f64, f64) {
+    let delta = |name: &str| sample(after, name, &[]) - sample(before, name, &[]);
+    (
+        delta("ledgerwire_ledger_records_appended_total"),
+        delta("ledgerwire_ledger_appends_total"),
+    )
+}
+
 /// A run of frames the agent had ready together is recorded with one
-/// append: the minimal agent's `hello` answers at once, so the frames
-/// after its first and the lease release are one append.
+/// append, the approval that opens a resumed segment included; only a
+/// component frame, which can move the canvas the next frames read,
+/// makes the run append what it holds so far.
 #[tokio::test]
 async fn frames_the_agent_has_ready_together_are_one_append() {
     let dir = scratch();
-    let server = ServerProcess::start(dir.path(), &["--agent", "minimal"]);
+    let server = ServerProcess::start(dir.path(), &["--agent", "minimal", "--agent-step-ms", "0"]);
     let client = StudioClient::new(server.addr, "me");
     let before = scrape(server.addr).await;
     let frames = client
@@ -309,18 +319,34 @@ async fn frames_the_agent_has_ready_together_are_one_append() {
         .await;
     let events: Vec<&str> = frames.iter().filter_map(|f| f["event"].as_str()).collect();
     assert_eq!(events.last(), Some(&"done"), "{events:?}");
-    let after = scrape(server.addr).await;
-    let delta = |name: &str| sample(&after, name, &[]) - sample(&before, name, &[]);
-    let (records, appends) = (
-        delta("ledgerwire_ledger_records_appended_total"),
-        delta("ledgerwire_ledger_appends_total"),
-    );
-    // Seven records (the request, the claim, the agent, three frames, the
-    // release): one append per frame made them four appends.
-    assert!(records >= 7.0, "{records} records");
-    assert!(
-        records - appends >= 4.0,
-        "{records} records in {appends} appends"
+    let (records, appends) = appended(&before, &scrape(server.addr).await);
+    // The request, the claim and the agent; then three frames and the
+    // release, one append (one append per frame made four in all).
+    assert_eq!((records, appends), (7.0, 2.0), "records and appends");
+
+    let plan = client
+        .stream(
+            "/api/studio/turn",
+            &turn("chart", "chart the population of Kenya"),
+        )
+        .await;
+    let pause = plan.last().expect("a plan");
+    assert_eq!(pause["event"], "plan.proposed");
+    let approve = json!({
+        "kind": "interrupt.response", "conversation_id": "chart",
+        "interrupt_id": pause["interrupt_id"], "decision": "approve"
+    });
+    let before = scrape(server.addr).await;
+    let resumed = client.stream("/api/studio/interrupt", &approve).await;
+    let events: Vec<&str> = resumed.iter().filter_map(|f| f["event"].as_str()).collect();
+    assert_eq!(events.last(), Some(&"done"), "{events:?}");
+    assert!(events.contains(&"component.created"), "{events:?}");
+    let (records, appends) = appended(&before, &scrape(server.addr).await);
+    // The answer's append, the run up to the card, and the rest with
+    // the release: three, whatever the number of frames.
+    assert_eq!(
+        appends, 3.0,
+        "{records} records in {appends} appends: {events:?}"
     );
 }
 
