@@ -110,10 +110,10 @@ pub(super) struct Segment {
     /// runs; any other writer in between makes it a conflict, and then
     /// the segment folds and checks again.
     pub(super) owned_at: Option<OwnedAt>,
-    /// Frames recorded but not yet sent, while the segment records a run
-    /// of frames the agent had ready at once (`None`: each is sent as it
-    /// is recorded). The run goes to the client together, so the socket
-    /// gets one write for it instead of one per frame.
+    /// Frames of a run not yet sent (their records appended or pending),
+    /// while the segment takes the frames the agent had ready at once
+    /// (`None`: each is recorded and sent as it comes). The run goes to
+    /// the client together, after its records.
     pub(super) held: Option<Vec<(u64, String)>>,
     /// The records of a run's frames not appended yet: appended together
     /// (one append, all or nothing) before anything of the run is sent or
@@ -227,9 +227,9 @@ impl Segment {
         // (the drain timeout passed) stops it.
         let mut cut = Box::pin(self.studio.inner.lifecycle.until_cut());
         loop {
-            // A frame the agent has ready now is recorded at once and held
-            // with the run it belongs to; before the segment waits for
-            // anything, the run is sent.
+            // A frame the agent has ready now joins the run: its record
+            // pending, the frame held; before the segment waits for
+            // anything, the run's records are appended and the run sent.
             let room = self
                 .held
                 .as_ref()

@@ -30,8 +30,9 @@ use crate::ledger::record::{self, NEXT_GLOBAL_KEY, Record};
 pub const JOURNAL_DIR: &str = "journal";
 
 /// Size past which the writer starts a new journal file and a checkpoint
-/// makes sled durable up to it, in bytes: it bounds the journal on disk
-/// (about twice this) and what an open replays.
+/// makes sled durable up to it, in bytes (a file only allocated gives way
+/// earlier, once a spare is ready): it bounds the journal on disk (about
+/// three times this, with the spare) and what an open replays.
 pub const JOURNAL_FILE_BYTES: u64 = 32 * 1024 * 1024;
 
 /// Bytes allocated past a journal file's rotation size when it is
