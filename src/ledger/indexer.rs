@@ -23,7 +23,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::ledger::Shared;
-use crate::ledger::record::{self, NEXT_GLOBAL_KEY, Record, StreamKey};
+use crate::ledger::entry;
+use crate::ledger::record::{NEXT_GLOBAL_KEY, Record, StreamKey};
 
 /// Most bytes of records journaled but not yet in sled, in bytes; past it
 /// the writer waits for the indexer (one round bigger than this is let in
@@ -272,19 +273,17 @@ fn publish(shared: &Shared, end: Option<u64>) {
     shared.applied_next_global.store(end, Ordering::Release);
 }
 
-/// Inserts a round's records one at a time, in global order. Not one
-/// `apply_batch`: sled 0.34 seals and writes out its I/O buffer twice for
-/// every batch (a `pwrite` and a `sync_file_range` each, on its thread
-/// pool), which cost more than the inserts. Nothing needs the batch's
-/// atomicity: the journal entry holds the round whole (a crash replays it
-/// on open, idempotent by global position), sled recovers a prefix of its
-/// log, and readers see no record at or past the published end.
+/// Inserts a round's records, one insert per entry (`ledger::entry`), in
+/// global order. Not one `apply_batch`: sled 0.34 seals and writes out
+/// its I/O buffer twice for every batch (a `pwrite` and a
+/// `sync_file_range` each, on its thread pool), which cost more than the
+/// inserts. Nothing needs the batch's atomicity: the journal entry holds
+/// the round whole (a crash replays it on open, idempotent by global
+/// position), sled recovers a prefix of its log, and readers see no record
+/// at or past the published end.
 fn insert_records(log: &sled::Tree, written: &[(StreamKey, Vec<Record>)]) -> sled::Result<()> {
-    for (stream, records) in written {
-        for record in records {
-            let key = record::record_key(stream, record.position());
-            log.insert(key, record.bytes().clone())?;
-        }
+    for entry in entry::entries(written) {
+        log.insert(entry.key(), entry.value())?;
     }
     Ok(())
 }

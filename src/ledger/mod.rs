@@ -12,6 +12,7 @@
 //! appends extend the same position of a stream.
 
 pub mod damage;
+pub mod entry;
 pub mod error;
 pub mod fold;
 mod indexer;

@@ -17,6 +17,7 @@ use std::sync::atomic::Ordering;
 
 use crate::ledger::Shared;
 use crate::ledger::damage;
+use crate::ledger::entry;
 use crate::ledger::error::{Corruption, LedgerError, Result};
 use crate::ledger::recent::Lookup;
 use crate::ledger::record::{self, Record, StreamKey, stream_prefix};
@@ -41,6 +42,11 @@ struct SledReader {
     stream: StreamKey,
     next_position: u64,
     iter: sled::Iter,
+    /// The entry being read: its envelopes and the position of the next.
+    entry: Option<(entry::Envelopes, u64)>,
+    /// No entry of the pass was read yet: the first may begin below
+    /// `next_position` (an entry holding the record read from).
+    first_of_pass: bool,
     /// The indexer applies a round to sled one insert at a time and then
     /// publishes its end; records at or past the end published when this
     /// pass over sled began belong to a round not wholly applied, and end
@@ -70,6 +76,8 @@ impl StreamReader {
                 stream,
                 next_position: from,
                 iter,
+                entry: None,
+                first_of_pass: true,
                 visible_below,
                 progressed: true,
                 held: None,
@@ -79,10 +87,17 @@ impl StreamReader {
     }
 }
 
-/// sled's keys of `stream` from position `from` on.
+/// sled's entries of `stream` from the one holding position `from` on.
 fn stream_range(log: &sled::Tree, stream: &StreamKey, from: u64) -> sled::Iter {
-    let start = record::record_key(stream, from);
-    let mut end = stream_prefix(stream);
+    let prefix = stream_prefix(stream);
+    let at = record::record_key(stream, from);
+    // The entry holding `from` has the greatest key up to `from`'s.
+    let holding = log.range(prefix.clone()..=at.clone()).next_back();
+    let start = match holding {
+        Some(Ok((key, _))) => key.to_vec(),
+        _ => at,
+    };
+    let mut end = prefix;
     end.extend_from_slice(&u64::MAX.to_be_bytes());
     log.range(start..=end)
 }
@@ -137,9 +152,9 @@ impl Shared {
         }
         let visible_below = self.applied_next_global();
         let mut keys = self.log.scan_prefix(stream_prefix(stream)).rev();
+        // An entry's records are of one round: its first tells.
         let applying = |value: &sled::IVec| {
-            Record::from_envelope(value.clone())
-                .is_ok_and(|record| record.global_position() >= visible_below)
+            entry::first_record(value).is_ok_and(|record| record.global_position() >= visible_below)
         };
         let last = keys.find(|entry| !entry.as_ref().is_ok_and(|(_, value)| applying(value)));
         match last {
@@ -158,15 +173,15 @@ impl Shared {
                     corruption,
                 })
             }
-            Some(entry) => {
-                let (key, _) = entry?;
+            Some(found) => {
+                let (key, value) = found?;
                 let (_, position) =
                     record::parse_record_key(&key).ok_or_else(|| LedgerError::Corrupt {
                         stream: stream.to_string(),
                         position: 0,
                         corruption: Corruption::BadKey,
                     })?;
-                Ok(position + 1)
+                Ok(position + entry::span(&value))
             }
         }
     }
@@ -203,12 +218,50 @@ impl SledReader {
             }
             self.visible_below = self.shared.applied_next_global();
             self.iter = stream_range(&self.shared.log, &self.stream, self.next_position);
+            self.entry = None;
+            self.first_of_pass = true;
             self.progressed = false;
         }
     }
 
     /// The pass's next record, or `None` at its end.
     fn next_in_pass(&mut self) -> Option<Result<Record>> {
+        loop {
+            if let Some((envelopes, position)) = &mut self.entry {
+                let Some(envelope) = envelopes.next() else {
+                    self.entry = None;
+                    continue;
+                };
+                let at = *position;
+                *position += 1;
+                // Records before the read's start, in the entry holding it.
+                if at < self.next_position {
+                    continue;
+                }
+                self.next_position = at;
+                let record = envelope.and_then(|e| Record::decode(e, self.stream.as_str(), at));
+                return match record {
+                    Ok(record) if record.global_position() >= self.visible_below => {
+                        // A round not wholly applied: the pass ends here.
+                        self.entry = None;
+                        None
+                    }
+                    Ok(record) => {
+                        self.next_position += 1;
+                        Some(Ok(record))
+                    }
+                    Err(corruption) => Some(Err(self.corrupt(corruption))),
+                };
+            }
+            match self.next_entry()? {
+                Ok(entry) => self.entry = Some(entry),
+                Err(error) => return Some(Err(error)),
+            }
+        }
+    }
+
+    /// The pass's next entry and its first position, or `None` at its end.
+    fn next_entry(&mut self) -> Option<Result<(entry::Envelopes, u64)>> {
         let (key, value) = match self.iter.next()? {
             Ok(entry) => entry,
             Err(error) if damage::is_damage(&error) => {
@@ -225,21 +278,16 @@ impl SledReader {
         let Some((_, position)) = record::parse_record_key(&key) else {
             return Some(Err(self.corrupt(Corruption::BadKey)));
         };
-        if position != self.next_position {
+        let holds_the_start =
+            std::mem::take(&mut self.first_of_pass) && position < self.next_position;
+        if position != self.next_position && !holds_the_start {
             let gap = Corruption::Gap {
                 expected: self.next_position,
                 found: position,
             };
             return Some(Err(self.corrupt(gap)));
         }
-        match Record::decode(value, self.stream.as_str(), position) {
-            Ok(record) if record.global_position() >= self.visible_below => None,
-            Ok(record) => {
-                self.next_position += 1;
-                Some(Ok(record))
-            }
-            Err(corruption) => Some(Err(self.corrupt(corruption))),
-        }
+        Some(Ok((entry::envelopes(value), position)))
     }
 }
 
@@ -248,28 +296,37 @@ mod tests {
     use crate::ledger::{Durability, ExpectedPosition, Ledger, NewRecord, OpenMode, StreamKey};
     use std::sync::atomic::Ordering;
 
-    /// What a reader sees while the indexer is halfway through a round:
-    /// the round's records already in sled but its end not yet published.
+    /// What a reader sees while the indexer is halfway through its
+    /// rounds: the second round's entry already in sled but its end not yet
+    /// published (an end is published at a round's end only).
     #[test]
     fn readers_of_sled_stop_at_the_end_of_the_rounds_wholly_applied() {
         let dir = tempfile::tempdir().expect("a scratch directory");
         let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
         let stream = StreamKey::new("half/applied").expect("a key");
-        let record = |n: u8| NewRecord {
-            kind: 1,
-            payload: vec![n],
+        let records = |from: u8, n: u8| {
+            (from..from + n)
+                .map(|i| NewRecord {
+                    kind: 1,
+                    payload: vec![i],
+                })
+                .collect::<Vec<_>>()
         };
-        let appended = ledger
-            .append_blocking(
-                &stream,
-                ExpectedPosition::Exactly(0),
-                vec![record(0), record(1), record(2)],
-                Durability::Buffered,
-            )
-            .expect("append");
-        // As if only the first record of the round were published.
+        let append = |expected, from, n| {
+            ledger
+                .append_blocking(
+                    &stream,
+                    ExpectedPosition::Exactly(expected),
+                    records(from, n),
+                    Durability::Buffered,
+                )
+                .expect("append")
+        };
+        append(0, 0, 3);
+        let second = append(3, 3, 2);
+        // As if only the first round were published.
         ledger.shared.index_queue.wait_until_applied();
-        let published = appended.first_global_position + 1;
+        let published = second.first_global_position;
         ledger
             .shared
             .applied_next_global
@@ -280,14 +337,21 @@ mod tests {
             .expect("read")
             .map(|record| record.expect("a record").position())
             .collect();
-        assert_eq!(seen, vec![0]);
-        assert_eq!(ledger.head(&stream).expect("head"), 1);
+        assert_eq!(seen, vec![0, 1, 2]);
+        assert_eq!(ledger.head(&stream).expect("head"), 3);
+        let from_inside: Vec<u64> = ledger
+            .read(&stream, 1)
+            .expect("read")
+            .map(|record| record.expect("a record").position())
+            .collect();
+        assert_eq!(from_inside, vec![1, 2], "a read from inside an entry");
         ledger
             .shared
             .applied_next_global
             .store(published + 2, Ordering::Release);
-        assert_eq!(ledger.read(&stream, 0).expect("read").count(), 3);
-        assert_eq!(ledger.head(&stream).expect("head"), 3);
+        assert_eq!(ledger.read(&stream, 0).expect("read").count(), 5);
+        assert_eq!(ledger.read(&stream, 4).expect("read").count(), 1);
+        assert_eq!(ledger.head(&stream).expect("head"), 5);
     }
 
     /// Records the indexer has not applied yet are read from memory, also

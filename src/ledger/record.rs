@@ -248,6 +248,16 @@ impl fmt::Debug for Record {
     }
 }
 
+/// The length of the envelope that starts `bytes`, as its header states
+/// it, or `None` when `bytes` is too short to hold a header.
+pub(crate) fn envelope_len(bytes: &[u8]) -> Option<usize> {
+    if bytes.len() < HEADER_BYTES {
+        return None;
+    }
+    let payload_len = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
+    Some(HEADER_BYTES + key_len(bytes) + payload_len + CRC_BYTES)
+}
+
 fn key_len(bytes: &[u8]) -> usize {
     u16::from_le_bytes([bytes[32], bytes[33]]) as usize
 }
@@ -263,9 +273,7 @@ fn check_envelope(bytes: &[u8]) -> Result<Header, Corruption> {
     if bytes.len() < HEADER_BYTES + CRC_BYTES {
         return Err(Corruption::Truncated { len: bytes.len() });
     }
-    let payload_len = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
-    let expected_len = HEADER_BYTES + key_len(bytes) + payload_len + CRC_BYTES;
-    if bytes.len() != expected_len {
+    if envelope_len(bytes) != Some(bytes.len()) {
         return Err(Corruption::Truncated { len: bytes.len() });
     }
     let body = &bytes[..bytes.len() - CRC_BYTES];

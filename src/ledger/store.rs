@@ -12,9 +12,12 @@ use crate::ledger::error::{LedgerError, Result, StoreProblem};
 /// Version of the store as a whole (marker file, tree names, key layout,
 /// the journal). Bumped only when a change makes old code misread a new
 /// store: format 2 added the journal (`ledger::journal`), whose rounds a
-/// format-1 build would not apply to sled. Opening a format-1 store
-/// upgrades its marker (the layout is otherwise the same).
-pub const STORE_FORMAT: u32 = 2;
+/// format-1 build would not apply to sled; format 3 stores a round's run
+/// of one stream's records as one sled entry (`ledger::entry`), which a
+/// format-2 build would take for a torn record. Opening an older store
+/// upgrades its marker: its entries are all of one record, which this
+/// build reads as they are, and a replay of its journal replaces them.
+pub const STORE_FORMAT: u32 = 3;
 
 /// Name of the marker file at the root of every store.
 pub const MARKER_FILE: &str = "LEDGERWIRE";

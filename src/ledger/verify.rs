@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
+use crate::ledger::entry;
 use crate::ledger::error::{Corruption, LedgerError, Result};
 use crate::ledger::record::{self, RECORD_KEY_TAG, Record, StreamKey};
 
@@ -133,14 +134,14 @@ pub fn verify_below(log: &sled::Tree, horizon: u64) -> Result<VerifyReport> {
 /// position is below it.
 fn scan(log: &sled::Tree, stop: &AtomicBool, horizon: Option<u64>) -> Result<Option<VerifyReport>> {
     let stored_next_global = super::stored_next_global(log)?;
-    let mut report = VerifyReport::default();
-    let mut globals = GlobalSet::default();
-    let mut max_global: Option<u64> = None;
-    let mut current: Option<StreamScan> = None;
+    let mut scan = Scan {
+        horizon,
+        ..Scan::default()
+    };
     let mut seen: u64 = 0;
     let mut entries = Entries::new(log);
-    while let Some(entry) = entries.next() {
-        let (key, value) = match entry? {
+    while let Some(item) = entries.next() {
+        let (key, value) = match item? {
             Entry::Record(key, value) => (key, value),
             Entry::Unreadable {
                 after,
@@ -148,14 +149,7 @@ fn scan(log: &sled::Tree, stop: &AtomicBool, horizon: Option<u64>) -> Result<Opt
                 detail,
             } => {
                 let problems = entries.unreadable(after.as_deref(), next.as_deref(), &detail);
-                if let Some(scan) = current.as_mut()
-                    && problems
-                        .iter()
-                        .any(|p| p.stream.as_deref() == Some(&scan.name))
-                {
-                    scan.broken = true;
-                }
-                report.problems.extend(problems);
+                scan.unreadable(problems);
                 continue;
             }
         };
@@ -163,16 +157,57 @@ fn scan(log: &sled::Tree, stop: &AtomicBool, horizon: Option<u64>) -> Result<Opt
         if seen.is_multiple_of(STOP_CHECK_RECORDS) && stop.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        let Some((stream, position)) = record::parse_record_key(&key) else {
-            report.records += 1;
-            report
+        let Some((stream, first)) = record::parse_record_key(&key) else {
+            scan.report.records += 1;
+            scan.report
                 .problems
                 .push(problem(None, None, Corruption::BadKey));
             continue;
         };
-        if current.as_ref().is_none_or(|scan| scan.name != stream) {
-            report.streams += 1;
-            current = Some(StreamScan {
+        scan.enter(stream);
+        for (position, envelope) in (first..).zip(entry::envelopes(value)) {
+            let len = match &envelope {
+                Ok(envelope) => envelope.len(),
+                Err(Corruption::Truncated { len }) => *len,
+                Err(_) => 0,
+            } as u64;
+            let record = envelope.and_then(|e| Record::decode(e, stream, position));
+            scan.judge(stream, position, len, record);
+        }
+    }
+    Ok(Some(scan.finish(stored_next_global)))
+}
+
+/// What the scan has found so far.
+#[derive(Default)]
+struct Scan {
+    horizon: Option<u64>,
+    report: VerifyReport,
+    globals: GlobalSet,
+    max_global: Option<u64>,
+    current: Option<StreamScan>,
+}
+
+impl Scan {
+    /// Problems of a region sled cannot read; the stream being scanned is
+    /// judged no further if they name it.
+    fn unreadable(&mut self, problems: Vec<Problem>) {
+        if let Some(scan) = self.current.as_mut()
+            && problems
+                .iter()
+                .any(|p| p.stream.as_deref() == Some(&scan.name))
+        {
+            scan.broken = true;
+        }
+        self.report.problems.extend(problems);
+    }
+
+    /// An entry of `stream` comes next: a new stream unless it is the one
+    /// being scanned.
+    fn enter(&mut self, stream: &str) {
+        if self.current.as_ref().is_none_or(|scan| scan.name != stream) {
+            self.report.streams += 1;
+            self.current = Some(StreamScan {
                 name: stream.to_owned(),
                 expected_position: 0,
                 last_global: None,
@@ -180,25 +215,38 @@ fn scan(log: &sled::Tree, stop: &AtomicBool, horizon: Option<u64>) -> Result<Opt
                 beyond_horizon: false,
             });
         }
-        let Some(scan) = current.as_mut() else {
-            continue;
+    }
+
+    /// One record of the stream being scanned, found at `position`
+    /// (`len` bytes stored).
+    fn judge(
+        &mut self,
+        stream: &str,
+        position: u64,
+        len: u64,
+        record: std::result::Result<Record, Corruption>,
+    ) {
+        let Some(scan) = self.current.as_mut() else {
+            return;
         };
+        let report = &mut self.report;
         if scan.beyond_horizon {
-            continue;
+            return;
         }
-        let value_len = value.len() as u64;
-        let record = Record::decode(value, stream, position);
         if let Ok(record) = &record {
-            if horizon.is_some_and(|horizon| record.global_position() >= horizon) {
+            if self
+                .horizon
+                .is_some_and(|horizon| record.global_position() >= horizon)
+            {
                 scan.beyond_horizon = true;
-                continue;
+                return;
             }
             let count = report.kinds.entry(record.kind()).or_default();
             count.0 += 1;
             count.1 += record.encoded_len() as u64;
             let global = record.global_position();
-            max_global = max_global.max(Some(global));
-            if !globals.insert(global) && !scan.broken {
+            self.max_global = self.max_global.max(Some(global));
+            if !self.globals.insert(global) && !scan.broken {
                 scan.broken = true;
                 let corruption = Corruption::GlobalDuplicate { global };
                 report
@@ -207,9 +255,9 @@ fn scan(log: &sled::Tree, stop: &AtomicBool, horizon: Option<u64>) -> Result<Opt
             }
         }
         report.records += 1;
-        report.bytes += value_len;
+        report.bytes += len;
         if scan.broken {
-            continue;
+            return;
         }
         if position != scan.expected_position {
             scan.broken = true;
@@ -220,7 +268,7 @@ fn scan(log: &sled::Tree, stop: &AtomicBool, horizon: Option<u64>) -> Result<Opt
             report
                 .problems
                 .push(problem(Some(stream), Some(scan.expected_position), gap));
-            continue;
+            return;
         }
         scan.expected_position += 1;
         match record {
@@ -245,20 +293,24 @@ fn scan(log: &sled::Tree, stop: &AtomicBool, horizon: Option<u64>) -> Result<Opt
             }
         }
     }
-    let end = max_global.map_or(0, |g| g + 1);
-    report.next_global = end.max(stored_next_global);
-    // Every global position below the end was handed to exactly one record;
-    // a hole means a record vanished from a stream we cannot name. Torn
-    // streams lose their later records' positions too, so only look when
-    // nothing else was found. A live scan looks below its horizon only.
-    let end = horizon.unwrap_or(end);
-    if report.problems.is_empty()
-        && let Some(global) = globals.first_missing_below(end)
-    {
-        let corruption = Corruption::GlobalMissing { global };
-        report.problems.push(problem(None, None, corruption));
+
+    fn finish(mut self, stored_next_global: u64) -> VerifyReport {
+        let end = self.max_global.map_or(0, |g| g + 1);
+        self.report.next_global = end.max(stored_next_global);
+        // Every global position below the end was handed to exactly one
+        // record; a hole means a record vanished from a stream we cannot
+        // name. Torn streams lose their later records' positions too, so
+        // only look when nothing else was found. A live scan looks below
+        // its horizon only.
+        let end = self.horizon.unwrap_or(end);
+        if self.report.problems.is_empty()
+            && let Some(global) = self.globals.first_missing_below(end)
+        {
+            let corruption = Corruption::GlobalMissing { global };
+            self.report.problems.push(problem(None, None, corruption));
+        }
+        self.report
     }
-    Ok(Some(report))
 }
 
 /// One item of the log tree as the scan reads it.
@@ -279,6 +331,8 @@ struct Entries<'a> {
     log: &'a sled::Tree,
     iter: Option<sled::Iter>,
     last: Option<sled::IVec>,
+    /// How many positions the entry under `last` covers.
+    last_span: u64,
 }
 
 /// Bytes of the longest record key: the search for the end of a damaged
@@ -331,6 +385,7 @@ impl<'a> Entries<'a> {
             log,
             iter: Some(log.range(vec![RECORD_KEY_TAG]..)),
             last: None,
+            last_span: 1,
         }
     }
 
@@ -345,6 +400,7 @@ impl<'a> Entries<'a> {
                     return None;
                 }
                 self.last = Some(key.clone());
+                self.last_span = entry::span(&value);
                 return Some(Ok(Entry::Record(key, value)));
             }
             Ok(Some(Err(error))) if super::damage::is_damage(&error) => error.to_string(),
@@ -423,7 +479,10 @@ impl Entries<'_> {
     /// begins with the next stream); and, when it ends in another stream,
     /// whatever streams sort between.
     fn unreadable(&self, after: Option<&[u8]>, next: Option<&[u8]>, detail: &str) -> Vec<Problem> {
-        let parsed_after = after.and_then(record::parse_record_key);
+        // `after` is the key of an entry: its last record is the last read.
+        let parsed_after = after
+            .and_then(record::parse_record_key)
+            .map(|(stream, first)| (stream, first + self.last_span.max(1) - 1));
         let parsed_next = next.and_then(record::parse_record_key);
         // sled failed between two neighbours, and a fresh read finds the
         // second: nothing was lost (the records read are checked anyway).

@@ -379,6 +379,72 @@ fn a_torn_record_is_reported_with_its_stream_and_position_and_never_folded() {
     assert!(stdout.contains("FAILED"));
 }
 
+/// A run of one stream's records appended together is one sled entry
+/// (`ledger::entry`); with nothing held in memory, a read from any
+/// position, the head and verify see every record, and a record torn
+/// inside an entry is named at its own position.
+#[test]
+fn a_run_is_one_sled_entry_and_reads_back_from_any_position() {
+    let dir = scratch();
+    let key = stream("t/entries");
+    let append = |ledger: &Ledger, from: u64, to: u64| {
+        ledger
+            .append_blocking(
+                &key,
+                ExpectedPosition::Exactly(from),
+                (from..to).map(probe).collect(),
+                Durability::Durable,
+            )
+            .unwrap();
+    };
+    {
+        let (ledger, _) = open(dir.path());
+        append(&ledger, 0, 5);
+        append(&ledger, 5, 8);
+    }
+    {
+        let db = sled::open(dir.path()).unwrap();
+        let log = db.open_tree("log").unwrap();
+        let keys: Vec<u64> = log
+            .scan_prefix(ledgerwire::ledger::record::stream_prefix(&key))
+            .keys()
+            .map(|k| {
+                let k = k.unwrap();
+                ledgerwire::ledger::record::parse_record_key(&k).unwrap().1
+            })
+            .collect();
+        assert_eq!(keys, vec![0, 5], "one entry per append");
+    }
+    {
+        let (ledger, report) = open(dir.path());
+        assert!(report.is_clean(), "{:?}", report.problems);
+        assert_eq!(report.records, 8);
+        assert_eq!(ledger.head(&key).unwrap(), 8);
+        for from in 0..=8 {
+            let positions: Vec<u64> = ledger
+                .read(&key, from)
+                .unwrap()
+                .map(|record| record.unwrap().position())
+                .collect();
+            assert_eq!(positions, (from..8).collect::<Vec<_>>(), "from {from}");
+        }
+        append(&ledger, 8, 9);
+        assert_eq!(ledger.fold::<ProbeFold>(&key).unwrap().state.records, 9);
+    }
+    tear_record(dir.path(), &key, 2);
+    let (ledger, report) = open(dir.path());
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+    assert_eq!(report.problems[0].position, Some(2));
+    assert!(matches!(
+        report.problems[0].corruption,
+        Corruption::Truncated { .. }
+    ));
+    assert!(matches!(
+        ledger.read(&key, 0),
+        Err(LedgerError::Corrupt { position: 2, .. })
+    ));
+}
+
 #[test]
 fn a_flipped_byte_is_caught_by_the_checksum() {
     let dir = scratch();
@@ -496,7 +562,7 @@ fn a_store_from_a_newer_format_is_refused() {
         problem,
         StoreProblem::NewerFormat {
             found: 99,
-            supported: 2
+            supported: 3
         }
     ));
     assert!(problem.to_string().contains("upgrade ledgerwire"));

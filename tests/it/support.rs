@@ -424,18 +424,23 @@ impl Drop for ServerProcess {
     }
 }
 
-/// Cuts the stored bytes of one record short, as a torn write would.
+/// Cuts the stored bytes of one record short, as a torn write would: the
+/// sled entry holding it ends 7 bytes before the record's end (records
+/// stored after it in the same entry go with it).
 pub fn tear_record(dir: &std::path::Path, key: &ledgerwire::ledger::StreamKey, position: u64) {
+    use ledgerwire::ledger::record::{record_key, stream_prefix};
     let db = sled::open(dir).unwrap();
     let log = db.open_tree("log").unwrap();
-    let full = log
-        .get(ledgerwire::ledger::record::record_key(key, position))
-        .unwrap()
+    let (entry_key, value) = log
+        .range(stream_prefix(key)..=record_key(key, position))
+        .next_back()
+        .expect("an entry holding the record")
         .unwrap();
-    log.insert(
-        ledgerwire::ledger::record::record_key(key, position),
-        &full[..full.len() - 7],
-    )
-    .unwrap();
+    let (_, first) = ledgerwire::ledger::record::parse_record_key(&entry_key).unwrap();
+    let end: usize = ledgerwire::ledger::entry::envelopes(value.clone())
+        .take((position - first + 1) as usize)
+        .map(|envelope| envelope.expect("an intact envelope").len())
+        .sum();
+    log.insert(&entry_key, &value[..end - 7]).unwrap();
     db.flush().unwrap();
 }

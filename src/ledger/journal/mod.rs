@@ -563,6 +563,37 @@ mod tests {
         ));
     }
 
+    /// A round applied before as one sled entry per record (a format-2
+    /// build, or a crash between inserts) is stored again as the indexer
+    /// stores it: one entry, the single ones removed.
+    #[test]
+    fn replay_stores_a_round_as_the_indexer_does_whatever_sled_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let log = db.open_tree("log").unwrap();
+        let stream = StreamKey::new("j/s").unwrap();
+        let round: Vec<Vec<u8>> = (0..3).map(|p| envelope(p, p)).collect();
+        for (position, single) in round.iter().enumerate() {
+            log.insert(
+                record::record_key(&stream, position as u64),
+                single.as_slice(),
+            )
+            .unwrap();
+        }
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        writer
+            .append(0, 3, round.iter().map(Vec::as_slice))
+            .unwrap();
+        replay(dir.path(), &log, 0).unwrap();
+        let entries: Vec<(sled::IVec, sled::IVec)> = log
+            .scan_prefix(record::stream_prefix(&stream))
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(entries.len(), 1, "one entry for the round");
+        assert_eq!(entries[0].0, record::record_key(&stream, 0));
+        assert_eq!(entries[0].1.as_ref(), round.concat().as_slice());
+    }
+
     #[test]
     fn rotation_and_deletion_keep_the_uncovered_files() {
         let dir = tempfile::tempdir().unwrap();

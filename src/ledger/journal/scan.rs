@@ -360,6 +360,23 @@ pub struct Replayed {
 /// Damage in the journal is harmless where sled holds the records anyway;
 /// otherwise (a round that would leave a gap, or damage nothing checks
 /// after) records are lost, and the damage is reported.
+/// A journal entry's records (in global order) as the writer grouped
+/// them: runs of one stream's records, so that a replay stores the same
+/// sled entries the indexer did.
+fn by_stream(records: &[Record]) -> Result<Vec<(record::StreamKey, Vec<Record>)>> {
+    let mut written: Vec<(record::StreamKey, Vec<Record>)> = Vec::new();
+    for record in records {
+        match written.last_mut() {
+            Some((stream, run)) if stream.as_str() == record.stream() => run.push(record.clone()),
+            _ => written.push((
+                record::StreamKey::new(record.stream())?,
+                vec![record.clone()],
+            )),
+        }
+    }
+    Ok(written)
+}
+
 pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replayed> {
     let scans = scan(store)?;
     let damage = damage_of(&scans);
@@ -381,12 +398,14 @@ pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replay
             return Err(refuse(replayed.next_global, entry.first));
         }
         let mut batch = sled::Batch::default();
-        for record in &entry.records {
-            let stream = record::StreamKey::new(record.stream())?;
-            batch.insert(
-                record::record_key(&stream, record.position()),
-                record.bytes().clone(),
-            );
+        let written = by_stream(&entry.records)?;
+        for stored in crate::ledger::entry::entries(&written) {
+            // An earlier application may have stored these records one
+            // entry each (a format-2 build): the entry replaces them.
+            for covered in stored.covered_keys() {
+                batch.remove(covered);
+            }
+            batch.insert(stored.key(), stored.value());
         }
         batch.insert(NEXT_GLOBAL_KEY, &entry.next.to_be_bytes());
         log.apply_batch(batch)?;

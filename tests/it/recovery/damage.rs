@@ -90,24 +90,29 @@ fn fill_stream(dir: &Path, name: &str, megabytes: u64) {
     }
 }
 
-/// A store with the marked record in `d/b` between `d/a` and `d/c`.
+/// A store with the marked record in `d/b` between `d/a` and `d/c`. Each
+/// stream spans several of sled's leaves (a leaf holds up to 17 entries of
+/// about 60 records each), so the leaf holding the marked record holds
+/// records of `d/b` only.
 fn marked_store(dir: &Path) {
     let (ledger, _) = open(dir);
     for name in ["d/a", "d/b", "d/c"] {
-        let records = (0..300)
-            .map(|n| {
-                let marked = name == "d/b" && n == 150;
-                probe(n, if marked { MARKER.to_vec() } else { vec![0; 24] })
-            })
-            .collect();
-        ledger
-            .append_blocking(
-                &stream(name),
-                ExpectedPosition::Exactly(0),
-                records,
-                Durability::Durable,
-            )
-            .unwrap();
+        for from in [0, 1_000, 2_000] {
+            let records = (from..from + 1_000)
+                .map(|n| {
+                    let marked = name == "d/b" && n == 1_500;
+                    probe(n, if marked { MARKER.to_vec() } else { vec![0; 24] })
+                })
+                .collect();
+            ledger
+                .append_blocking(
+                    &stream(name),
+                    ExpectedPosition::Exactly(from),
+                    records,
+                    Durability::Durable,
+                )
+                .unwrap();
+        }
     }
 }
 
