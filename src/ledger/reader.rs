@@ -47,7 +47,7 @@ struct SledReader {
     /// No entry of the pass was read yet: the first may begin below
     /// `next_position` (an entry holding the record read from).
     first_of_pass: bool,
-    /// The indexer applies a round to sled one insert at a time and then
+    /// The indexer applies a round to sled one entry at a time and then
     /// publishes its end; records at or past the end published when this
     /// pass over sled began belong to a round not wholly applied, and end
     /// the pass.
@@ -91,8 +91,14 @@ impl StreamReader {
 fn stream_range(log: &sled::Tree, stream: &StreamKey, from: u64) -> sled::Iter {
     let prefix = stream_prefix(stream);
     let at = record::record_key(stream, from);
-    // The entry holding `from` has the greatest key up to `from`'s.
-    let holding = log.range(prefix.clone()..=at.clone()).next_back();
+    // The entry holding `from` has the greatest key up to `from`'s (the
+    // stream's first entry holds position 0). If sled cannot read there,
+    // the read starts at `from`'s key and names the records it cannot
+    // reach as a gap.
+    let holding = match from {
+        0 => None,
+        _ => log.range(prefix.clone()..=at.clone()).next_back(),
+    };
     let start = match holding {
         Some(Ok((key, _))) => key.to_vec(),
         _ => at,

@@ -107,8 +107,8 @@ pub fn verify(log: &sled::Tree) -> Result<VerifyReport> {
     Ok(scan(log, &never, None)?.unwrap_or_default())
 }
 
-/// Records scanned between two looks at the stop flag.
-const STOP_CHECK_RECORDS: u64 = 4096;
+/// Entries scanned between two looks at the stop flag.
+const STOP_CHECK_ENTRIES: u64 = 4096;
 
 /// [`verify`] while appends go on (the scrubber), giving up (`None`) once
 /// `stop` is set. It judges only the records that existed when it began,
@@ -154,7 +154,7 @@ fn scan(log: &sled::Tree, stop: &AtomicBool, horizon: Option<u64>) -> Result<Opt
             }
         };
         seen += 1;
-        if seen.is_multiple_of(STOP_CHECK_RECORDS) && stop.load(Ordering::Relaxed) {
+        if seen.is_multiple_of(STOP_CHECK_ENTRIES) && stop.load(Ordering::Relaxed) {
             return Ok(None);
         }
         let Some((stream, first)) = record::parse_record_key(&key) else {
