@@ -3,9 +3,10 @@
 //! the key of the first of them.
 //!
 //! Owns: how a round's records are grouped into entries (the indexer and
-//! the journal's replay both group through [`entries`], so a round
-//! applied twice makes the same entries), and splitting a stored value
-//! back into envelopes. Must never: join records of two streams or of two
+//! the journal's replay both cut through [`entries`]; the replay also
+//! removes the other keys its entries cover, so whatever sled held for a
+//! round's positions, a replay leaves its own entries only), and
+//! splitting a stored value back into envelopes. Must never: join records of two streams or of two
 //! rounds, join more than [`MAX_ENTRY_BYTES`] (a record larger than that
 //! is an entry alone), or hand out an envelope it has not cut at the
 //! length the envelope's own header states.
@@ -75,8 +76,9 @@ impl Entry<'_> {
     }
 
     /// The keys of the positions the entry covers after its first: a
-    /// replay removes them, in case an earlier application stored those
-    /// records one entry each.
+    /// replay removes them, so that no entry an earlier application
+    /// stored (one per record by a format-2 build, or cut elsewhere)
+    /// overlaps the replay's.
     pub fn covered_keys(&self) -> impl Iterator<Item = Vec<u8>> + '_ {
         self.records
             .iter()

@@ -331,8 +331,9 @@ struct Entries<'a> {
     log: &'a sled::Tree,
     iter: Option<sled::Iter>,
     last: Option<sled::IVec>,
-    /// How many positions the entry under `last` covers.
-    last_span: u64,
+    /// The value under `last`: how many positions it covers is counted
+    /// only when a region after it cannot be read.
+    last_value: Option<sled::IVec>,
 }
 
 /// Bytes of the longest record key: the search for the end of a damaged
@@ -385,7 +386,7 @@ impl<'a> Entries<'a> {
             log,
             iter: Some(log.range(vec![RECORD_KEY_TAG]..)),
             last: None,
-            last_span: 1,
+            last_value: None,
         }
     }
 
@@ -400,7 +401,7 @@ impl<'a> Entries<'a> {
                     return None;
                 }
                 self.last = Some(key.clone());
-                self.last_span = entry::span(&value);
+                self.last_value = Some(value.clone());
                 return Some(Ok(Entry::Record(key, value)));
             }
             Ok(Some(Err(error))) if super::damage::is_damage(&error) => error.to_string(),
@@ -480,9 +481,10 @@ impl Entries<'_> {
     /// whatever streams sort between.
     fn unreadable(&self, after: Option<&[u8]>, next: Option<&[u8]>, detail: &str) -> Vec<Problem> {
         // `after` is the key of an entry: its last record is the last read.
+        let span = self.last_value.as_ref().map_or(1, entry::span).max(1);
         let parsed_after = after
             .and_then(record::parse_record_key)
-            .map(|(stream, first)| (stream, first + self.last_span.max(1) - 1));
+            .map(|(stream, first)| (stream, first + span - 1));
         let parsed_next = next.and_then(record::parse_record_key);
         // sled failed between two neighbours, and a fresh read finds the
         // second: nothing was lost (the records read are checked anyway).

@@ -361,8 +361,10 @@ pub struct Replayed {
 /// otherwise (a round that would leave a gap, or damage nothing checks
 /// after) records are lost, and the damage is reported.
 /// A journal entry's records (in global order) as the writer grouped
-/// them: runs of one stream's records, so that a replay stores the same
-/// sled entries the indexer did.
+/// them: runs of one stream's records (the writer joins consecutive
+/// appends to one stream), so a replay usually stores the entries the
+/// indexer did. It need not: the replay removes every other key its
+/// entries cover.
 fn by_stream(records: &[Record]) -> Result<Vec<(record::StreamKey, Vec<Record>)>> {
     let mut written: Vec<(record::StreamKey, Vec<Record>)> = Vec::new();
     for record in records {
@@ -400,8 +402,9 @@ pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replay
         let mut batch = sled::Batch::default();
         let written = by_stream(&entry.records)?;
         for stored in crate::ledger::entry::entries(&written) {
-            // An earlier application may have stored these records one
-            // entry each (a format-2 build): the entry replaces them.
+            // An earlier application may have cut these records
+            // otherwise (one entry each, by a format-2 build): the entry
+            // replaces whatever overlaps it.
             for covered in stored.covered_keys() {
                 batch.remove(covered);
             }
