@@ -8,13 +8,14 @@
 //! yields the same states.
 
 use std::collections::{HashMap, VecDeque};
+use std::iter::Peekable;
 use std::sync::{Arc, Mutex};
 
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::ledger::Ledger;
 use crate::ledger::error::{LedgerError, Result};
 use crate::ledger::record::{Record, StreamKey};
+use crate::ledger::{Ledger, StreamReader};
 
 /// Default distance, in records, between two snapshots of one stream.
 pub const SNAPSHOT_INTERVAL_RECORDS: u64 = 1024;
@@ -95,6 +96,9 @@ impl Ledger {
     }
 }
 
+/// A state to fold further and a reader of the records after it.
+type Start<S> = (Arc<Folded<S>>, Peekable<StreamReader>);
+
 /// One stream's cached state. Its lock is held while the state is folded
 /// further, so callers on one stream fold one at a time, and the folder
 /// owns the state while it folds (no copy) unless a caller still holds an
@@ -142,11 +146,13 @@ impl<F: Fold> FoldCache<F> {
         let result = if cached.is_some() { "hit" } else { "miss" };
         metrics::counter!(crate::telemetry::FOLD_CACHE, "fold" => F::NAME, "result" => result)
             .increment(1);
-        let start = match cached.take() {
-            Some(folded) => folded,
-            None => Arc::new(self.stored_snapshot(stream)?.unwrap_or_default()),
+        let (start, mut reader) = match cached.take() {
+            Some(folded) => {
+                let reader = self.ledger.read(stream, folded.position)?;
+                (folded, reader.peekable())
+            }
+            None => self.start_cold(stream)?,
         };
-        let mut reader = self.ledger.read(stream, start.position)?.peekable();
         if reader.peek().is_none() {
             *cached = Some(Arc::clone(&start));
             return Ok(start);
@@ -234,9 +240,53 @@ impl<F: Fold> FoldCache<F> {
         Ok(())
     }
 
+    /// Where a stream with no state in memory starts folding: its stored
+    /// snapshot, if one passes every check, and a reader of the records
+    /// after it. One read serves both the snapshot's check (the record
+    /// before its position) and the fold, so a cold start looks the
+    /// stream up in sled once.
+    fn start_cold(&self, stream: &StreamKey) -> Result<Start<F::State>> {
+        if let Some(folded) = self.decoded_snapshot(stream)? {
+            let mut reader = self.ledger.read(stream, folded.position - 1)?;
+            match reader.next() {
+                Some(Ok(record)) if record.crc() == folded.last_crc => {
+                    return Ok((Arc::new(folded), reader.peekable()));
+                }
+                Some(Err(error)) => return Err(error),
+                _ => Self::warn_mismatch(stream),
+            }
+        }
+        let reader = self.ledger.read(stream, 0)?;
+        Ok((Arc::default(), reader.peekable()))
+    }
+
+    fn warn_mismatch(stream: &StreamKey) {
+        tracing::warn!(%stream, fold = F::NAME, "ignoring a snapshot that does not match the log");
+    }
+
     /// The stream's stored snapshot, if there is one that passes every
     /// check: what a cold fold starts from (public for audits and tests).
     pub fn stored_snapshot(&self, stream: &StreamKey) -> Result<Option<Folded<F::State>>> {
+        let Some(folded) = self.decoded_snapshot(stream)? else {
+            return Ok(None);
+        };
+        // The snapshot must have been taken after the record that is now at
+        // position - 1; otherwise it describes another history.
+        let mut reader = self.ledger.read(stream, folded.position - 1)?;
+        match reader.next() {
+            Some(Ok(record)) if record.crc() == folded.last_crc => Ok(Some(folded)),
+            Some(Err(error)) => Err(error),
+            _ => {
+                Self::warn_mismatch(stream);
+                Ok(None)
+            }
+        }
+    }
+
+    /// The stream's stored snapshot if it reads, passes its checksum, is
+    /// of this fold's version and follows at least one record; not yet
+    /// checked against the log.
+    fn decoded_snapshot(&self, stream: &StreamKey) -> Result<Option<Folded<F::State>>> {
         let value = match self.ledger.snapshots().get(Self::snapshot_key(stream)) {
             Ok(Some(value)) => value,
             Ok(None) => return Ok(None),
@@ -251,20 +301,9 @@ impl<F: Fold> FoldCache<F> {
             tracing::warn!(%stream, fold = F::NAME, "ignoring an unreadable or outdated snapshot");
             return Ok(None);
         };
-        // The snapshot must have been taken after the record that is now at
-        // position - 1; otherwise it describes another history.
-        if folded.position > 0 {
-            let mut reader = self.ledger.read(stream, folded.position - 1)?;
-            match reader.next() {
-                Some(Ok(record)) if record.crc() == folded.last_crc => {}
-                Some(Err(error)) => return Err(error),
-                _ => {
-                    tracing::warn!(%stream, fold = F::NAME, "ignoring a snapshot that does not match the log");
-                    return Ok(None);
-                }
-            }
-        }
-        Ok(Some(folded))
+        // Snapshots are written after at least one record; one at position
+        // 0 is no shortcut and has no record to be checked against.
+        Ok((folded.position > 0).then_some(folded))
     }
 }
 
