@@ -206,6 +206,7 @@ mod tests {
                 is_plan: true,
                 answer: answered.then(|| "{}".to_owned()),
                 resumed_segment: None,
+                approved: false,
             }],
             edit_of: None,
             close: None,

@@ -561,9 +561,8 @@ impl Studio {
             }
             .to_record(),
         ];
-        let approve_now = pause.is_plan
-            && response.decision == Decision::Approve
-            && !conversation.approvals.contains(id);
+        let approve_now =
+            pause.is_plan && response.decision == Decision::Approve && !pause.approved;
         if approve_now {
             records.push(
                 PlanApprovalRecorded {

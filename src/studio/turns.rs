@@ -235,7 +235,7 @@ impl<'de> Visitor<'de> for TurnsVisitor {
             .into_iter()
             .map(|(len, bytes)| Chunk {
                 len,
-                bytes: bytes.0.into(),
+                bytes: bytes.0,
                 decoded: Arc::new(OnceLock::new()),
             })
             .collect();
@@ -243,8 +243,8 @@ impl<'de> Visitor<'de> for TurnsVisitor {
     }
 }
 
-/// A chunk's bytes read back (`bin`, or a list of bytes).
-struct OwnedBytes(Vec<u8>);
+/// A chunk's bytes read back (`bin`, or a list of bytes), copied once.
+struct OwnedBytes(Arc<[u8]>);
 
 impl<'de> Deserialize<'de> for OwnedBytes {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -255,20 +255,17 @@ impl<'de> Deserialize<'de> for OwnedBytes {
                 f.write_str("bytes")
             }
             fn visit_bytes<E: de::Error>(self, bytes: &[u8]) -> Result<OwnedBytes, E> {
-                Ok(OwnedBytes(bytes.to_vec()))
-            }
-            fn visit_byte_buf<E: de::Error>(self, bytes: Vec<u8>) -> Result<OwnedBytes, E> {
-                Ok(OwnedBytes(bytes))
+                Ok(OwnedBytes(bytes.into()))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<OwnedBytes, A::Error> {
                 let mut bytes = Vec::new();
                 while let Some(byte) = seq.next_element::<u8>()? {
                     bytes.push(byte);
                 }
-                Ok(OwnedBytes(bytes))
+                Ok(OwnedBytes(bytes.into()))
             }
         }
-        deserializer.deserialize_byte_buf(BytesVisitor)
+        deserializer.deserialize_bytes(BytesVisitor)
     }
 }
 
@@ -291,6 +288,7 @@ mod tests {
                 is_plan: true,
                 answer: Some("{}".into()),
                 resumed_segment: Some(2),
+                approved: false,
             }],
             edit_of: None,
             close: Some(format!("answer {n}")),
