@@ -84,6 +84,33 @@ pub struct Turn {
     pub first_position: u64,
 }
 
+#[cfg(test)]
+impl Turn {
+    /// Turn `turn`, paused on one plan (`int-…` ids), answered or not.
+    pub(crate) fn paused_on_a_plan(turn: u32, interrupt_id: &str, answered: bool) -> Self {
+        Self {
+            turn,
+            request: String::new(),
+            auto_add: true,
+            last_seq: 4,
+            claimed_seq: 3,
+            status: TurnStatus::Paused,
+            pauses: vec![Pause {
+                interrupt_id: interrupt_id.into(),
+                frame: String::new(),
+                is_plan: true,
+                answer: answered.then(|| "{}".to_owned()),
+                resumed_segment: None,
+                approved: false,
+            }],
+            edit_of: None,
+            close: None,
+            cards: Vec::new(),
+            first_position: 0,
+        }
+    }
+}
+
 /// Most bytes of a turn's closing text the conversation state keeps; the
 /// full text stays in the ledger.
 pub const TURN_CLOSE_MAX_BYTES: usize = 2 * 1024;
@@ -649,27 +676,19 @@ mod tests {
         }
     }
 
-    fn paused_turn(turn: u32, interrupt_id: &str) -> Turn {
-        Turn {
-            turn,
-            request: String::from("{}"),
-            auto_add: false,
-            last_seq: 2,
-            claimed_seq: 1,
-            status: TurnStatus::Paused,
-            pauses: vec![Pause {
-                interrupt_id: interrupt_id.into(),
-                frame: String::from("{}"),
-                is_plan: true,
-                answer: None,
-                resumed_segment: None,
-                approved: false,
-            }],
-            edit_of: None,
-            close: None,
-            cards: Vec::new(),
-            first_position: 0,
-        }
+    /// Both encodings of `state` read back to it.
+    fn reads_back_from_both_encodings(state: &Conversation) -> String {
+        let packed = rmp_serde::to_vec_named(state).expect("encodes");
+        assert_eq!(
+            rmp_serde::from_slice::<Conversation>(&packed).ok().as_ref(),
+            Some(state)
+        );
+        let json = serde_json::to_string(state).expect("encodes");
+        assert_eq!(
+            serde_json::from_str::<Conversation>(&json).ok().as_ref(),
+            Some(state)
+        );
+        json
     }
 
     /// An approval marks its own pause and nothing else; one for a pause
@@ -678,8 +697,12 @@ mod tests {
     #[test]
     fn an_approval_marks_its_pause_and_an_unknown_one_is_ignored() {
         let mut state = Conversation::default();
-        state.turns.push(paused_turn(1, "int-1-2"));
-        state.turns.push(paused_turn(2, "int-2-2"));
+        state
+            .turns
+            .push(Turn::paused_on_a_plan(1, "int-1-2", false));
+        state
+            .turns
+            .push(Turn::paused_on_a_plan(2, "int-2-2", false));
         let approval = |turn, id: &str| PlanApprovalRecorded {
             turn,
             interrupt_id: id.into(),
@@ -696,16 +719,7 @@ mod tests {
         assert_eq!(state.ignored, 2);
         // The flag survives a snapshot's encoding and JSON, and a pause
         // written before it existed reads as not approved.
-        let packed = rmp_serde::to_vec_named(&state).expect("encodes");
-        assert_eq!(
-            rmp_serde::from_slice::<Conversation>(&packed).ok(),
-            Some(state.clone())
-        );
-        let json = serde_json::to_string(&state).expect("encodes");
-        assert_eq!(
-            serde_json::from_str::<Conversation>(&json).ok(),
-            Some(state)
-        );
+        let json = reads_back_from_both_encodings(&state);
         assert!(!json.contains("\"approved\":false"));
     }
 
@@ -722,16 +736,7 @@ mod tests {
             };
             state.components.insert(format!("c{i}"), card);
         }
-        let packed = rmp_serde::to_vec_named(&state).expect("encodes");
-        assert_eq!(
-            rmp_serde::from_slice::<Conversation>(&packed).ok(),
-            Some(state.clone())
-        );
-        let json = serde_json::to_string(&state).expect("encodes");
-        assert_eq!(
-            serde_json::from_str::<Conversation>(&json).ok(),
-            Some(state)
-        );
+        reads_back_from_both_encodings(&state);
         let card =
             |revision| format!(r#"{{"revision":{revision},"component_type":"chart","title":"t"}}"#);
         let twice = format!(

@@ -189,29 +189,13 @@ impl Studio {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::studio::conversation::{Lease, Pause, Turn};
+    use crate::studio::conversation::{Lease, Turn};
     use crate::studio::records::SegmentEnd;
 
     fn turn(status: TurnStatus, answered: bool) -> Turn {
         Turn {
-            turn: 1,
-            request: String::new(),
-            auto_add: true,
-            last_seq: 4,
-            claimed_seq: 3,
             status,
-            pauses: vec![Pause {
-                interrupt_id: "int-1-2".into(),
-                frame: String::new(),
-                is_plan: true,
-                answer: answered.then(|| "{}".to_owned()),
-                resumed_segment: None,
-                approved: false,
-            }],
-            edit_of: None,
-            close: None,
-            cards: Vec::new(),
-            first_position: 0,
+            ..Turn::paused_on_a_plan(1, "int-1-2", answered)
         }
     }
 
