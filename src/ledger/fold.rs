@@ -241,43 +241,39 @@ impl<F: Fold> FoldCache<F> {
     }
 
     /// Where a stream with no state in memory starts folding: its stored
-    /// snapshot, if one passes every check, and a reader of the records
-    /// after it. One read serves both the snapshot's check (the record
-    /// before its position) and the fold, so a cold start looks the
-    /// stream up in sled once.
+    /// snapshot, if one passes every check, or the empty state, with a
+    /// reader of the records after it.
     fn start_cold(&self, stream: &StreamKey) -> Result<Start<F::State>> {
-        if let Some(folded) = self.decoded_snapshot(stream)? {
-            let mut reader = self.ledger.read(stream, folded.position - 1)?;
-            match reader.next() {
-                Some(Ok(record)) if record.crc() == folded.last_crc => {
-                    return Ok((Arc::new(folded), reader.peekable()));
-                }
-                Some(Err(error)) => return Err(error),
-                _ => Self::warn_mismatch(stream),
-            }
-        }
-        let reader = self.ledger.read(stream, 0)?;
-        Ok((Arc::default(), reader.peekable()))
-    }
-
-    fn warn_mismatch(stream: &StreamKey) {
-        tracing::warn!(%stream, fold = F::NAME, "ignoring a snapshot that does not match the log");
+        Ok(match self.checked_snapshot(stream)? {
+            Some((folded, reader)) => (Arc::new(folded), reader.peekable()),
+            None => (Arc::default(), self.ledger.read(stream, 0)?.peekable()),
+        })
     }
 
     /// The stream's stored snapshot, if there is one that passes every
     /// check: what a cold fold starts from (public for audits and tests).
     pub fn stored_snapshot(&self, stream: &StreamKey) -> Result<Option<Folded<F::State>>> {
+        Ok(self.checked_snapshot(stream)?.map(|(folded, _)| folded))
+    }
+
+    /// The stream's stored snapshot checked against the log, with a reader
+    /// of the records after it. The snapshot must have been taken after
+    /// the record now at `position - 1`, or it describes another history;
+    /// one read from that record serves both the check and the fold, so a
+    /// cold start looks the stream up in sled once.
+    fn checked_snapshot(
+        &self,
+        stream: &StreamKey,
+    ) -> Result<Option<(Folded<F::State>, StreamReader)>> {
         let Some(folded) = self.decoded_snapshot(stream)? else {
             return Ok(None);
         };
-        // The snapshot must have been taken after the record that is now at
-        // position - 1; otherwise it describes another history.
         let mut reader = self.ledger.read(stream, folded.position - 1)?;
         match reader.next() {
-            Some(Ok(record)) if record.crc() == folded.last_crc => Ok(Some(folded)),
+            Some(Ok(record)) if record.crc() == folded.last_crc => Ok(Some((folded, reader))),
             Some(Err(error)) => Err(error),
             _ => {
-                Self::warn_mismatch(stream);
+                tracing::warn!(%stream, fold = F::NAME, "ignoring a snapshot that does not match the log");
                 Ok(None)
             }
         }
