@@ -351,15 +351,6 @@ pub struct Replayed {
     pub covered_damage: Vec<JournalDamage>,
 }
 
-/// Applies to `log` every journal round at or past `next_global` (what
-/// sled recovered), in order; entries sled already holds (by global
-/// position) are skipped, so a replay interrupted and run again applies
-/// each round once. sled and the journal each hold a prefix of the same
-/// sequence of rounds (sled since the store began, the journal since the
-/// last checkpoint), so the store afterwards holds the longer one.
-/// Damage in the journal is harmless where sled holds the records anyway;
-/// otherwise (a round that would leave a gap, or damage nothing checks
-/// after) records are lost, and the damage is reported.
 /// A journal entry's records (in global order) as the writer grouped
 /// them: runs of one stream's records (the writer joins consecutive
 /// appends to one stream), so a replay usually stores the entries the
@@ -379,6 +370,15 @@ fn by_stream(records: &[Record]) -> Result<Vec<(record::StreamKey, Vec<Record>)>
     Ok(written)
 }
 
+/// Applies to `log` every journal round at or past `next_global` (what
+/// sled recovered), in order; entries sled already holds (by global
+/// position) are skipped, so a replay interrupted and run again applies
+/// each round once. sled and the journal each hold a prefix of the same
+/// sequence of rounds (sled since the store began, the journal since the
+/// last checkpoint), so the store afterwards holds the longer one.
+/// Damage in the journal is harmless where sled holds the records anyway;
+/// otherwise (a round that would leave a gap, or damage nothing checks
+/// after) records are lost, and the damage is reported.
 pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replayed> {
     let scans = scan(store)?;
     let damage = damage_of(&scans);
