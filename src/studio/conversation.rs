@@ -138,6 +138,12 @@ impl Turn {
         self.pauses.iter().find(|p| p.interrupt_id == interrupt_id)
     }
 
+    fn pause_mut(&mut self, interrupt_id: &str) -> Option<&mut Pause> {
+        self.pauses
+            .iter_mut()
+            .find(|p| p.interrupt_id == interrupt_id)
+    }
+
     /// The parsed request.
     pub fn request(&self) -> Option<TurnRequest> {
         serde_json::from_str(&self.request).ok()
@@ -585,11 +591,7 @@ fn interrupt_answered(
             record.turn
         )));
     };
-    match turn
-        .pauses
-        .iter_mut()
-        .find(|pause| pause.interrupt_id == record.interrupt_id)
-    {
+    match turn.pause_mut(&record.interrupt_id) {
         Some(pause) if pause.answer.is_none() => pause.answer = Some(record.response),
         _ => state.ignored += 1,
     }
@@ -597,11 +599,9 @@ fn interrupt_answered(
 }
 
 fn plan_approved(state: &mut Conversation, record: PlanApprovalRecorded) {
-    let pause = state.turn_mut(record.turn).and_then(|turn| {
-        turn.pauses
-            .iter_mut()
-            .find(|pause| pause.interrupt_id == record.interrupt_id)
-    });
+    let pause = state
+        .turn_mut(record.turn)
+        .and_then(|turn| turn.pause_mut(&record.interrupt_id));
     match pause {
         Some(pause) => pause.approved = true,
         None => state.ignored += 1,
