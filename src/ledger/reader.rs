@@ -244,7 +244,9 @@ impl SledReader {
                 if at < self.next_position {
                     continue;
                 }
-                self.next_position = at;
+                // An entry starts at the read's position or holds it, and
+                // its envelopes are consecutive: past the skip, `at` is it.
+                debug_assert_eq!(at, self.next_position);
                 let record = envelope.and_then(|e| Record::decode(e, self.stream.as_str(), at));
                 return match record {
                     Ok(record) if record.global_position() >= self.visible_below => {
