@@ -260,7 +260,7 @@ impl<F: Fold> FoldCache<F> {
     /// of the records after it. The snapshot must have been taken after
     /// the record now at `position - 1`, or it describes another history;
     /// one read from that record serves both the check and the fold, so a
-    /// cold start looks the stream up in sled once.
+    /// cold start looks the stream up in the log tree once.
     fn checked_snapshot(
         &self,
         stream: &StreamKey,
