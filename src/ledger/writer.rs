@@ -86,6 +86,10 @@ struct FlushQueueState {
     busy: bool,
     /// Waiters of the last group committed (by the flusher or the writer).
     previous_group: usize,
+    /// While the flusher waits: how many queued waiters make it worth
+    /// waking (1 when it waits for any, the rest of its group when it
+    /// lingers); 0 while it is busy. A push below it costs no system call.
+    wake_at: usize,
 }
 
 impl FlushQueue {
@@ -95,7 +99,9 @@ impl FlushQueue {
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.waiters.extend(waiters);
-        self.ready.notify_one();
+        if state.wake_at > 0 && state.waiters.len() >= state.wake_at {
+            self.ready.notify_one();
+        }
     }
 
     fn close(&self) {
@@ -116,7 +122,9 @@ impl FlushQueue {
             if state.closed {
                 return None;
             }
+            state.wake_at = 1;
             state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
+            state.wake_at = 0;
         }
     }
 
@@ -166,11 +174,13 @@ impl FlushQueue {
             if waiters.len() >= expected || state.closed || now >= deadline {
                 return;
             }
+            state.wake_at = expected - waiters.len();
             state = self
                 .ready
                 .wait_timeout(state, deadline - now)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
+            state.wake_at = 0;
         }
     }
 }
@@ -518,4 +528,63 @@ fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|elapsed| elapsed.as_millis() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiter() -> Waiter {
+        Waiter::Flush(oneshot::channel().0)
+    }
+
+    /// Longer than any test here may take: a wait that ran to it failed.
+    const NEVER: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_waiting_flusher_takes_the_first_waiter_pushed() {
+        let queue = FlushQueue::default();
+        std::thread::scope(|scope| {
+            let taker = scope.spawn(|| queue.take().map(|group| group.len()));
+            queue.push(vec![waiter()]);
+            assert_eq!(taker.join().unwrap(), Some(1));
+        });
+    }
+
+    #[test]
+    fn a_lingering_flush_ends_when_its_group_is_complete_not_at_its_deadline() {
+        let queue = FlushQueue::default();
+        std::thread::scope(|scope| {
+            let gatherer = scope.spawn(|| {
+                let started = Instant::now();
+                let mut group = vec![waiter()];
+                queue.gather(&mut group, 4, NEVER);
+                (group.len(), started.elapsed())
+            });
+            // One push below the rest of the group, then the rest of it.
+            queue.push(vec![waiter()]);
+            queue.push(vec![waiter(), waiter()]);
+            let (gathered, waited) = gatherer.join().unwrap();
+            assert_eq!(gathered, 4);
+            assert!(
+                waited < NEVER / 2,
+                "it waited {waited:?}, as if never woken"
+            );
+        });
+    }
+
+    #[test]
+    fn closing_ends_a_lingering_flush_and_a_waiting_one() {
+        let queue = FlushQueue::default();
+        std::thread::scope(|scope| {
+            let gatherer = scope.spawn(|| {
+                let mut group = vec![waiter()];
+                queue.gather(&mut group, 8, NEVER);
+                group.len()
+            });
+            queue.close();
+            assert_eq!(gatherer.join().unwrap(), 1);
+            assert!(queue.take().is_none());
+        });
+    }
 }
