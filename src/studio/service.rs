@@ -43,7 +43,7 @@ pub use super::keyed::{Applied, MAX_REQUEST_KEY_BYTES, RequestKey};
 use super::refusals::{busy, ledger_failure};
 pub(super) use super::refusals::{refusal, seconds_ceil};
 use super::segment::{Listener, Segment, log_segment_end};
-use super::turn_context::{LiveRecall, switch_reoffer, unreadable_plan};
+use super::turn_context::{LiveRecall, answered_plan, segment_start, switch_reoffer};
 pub use super::turn_context::{
     SWITCH_CANCELLED, SWITCH_CANCELLED_REASON, past_turns, segment_replans, turn_context,
 };
@@ -133,8 +133,9 @@ pub struct Started {
 /// What a decision hands to the segment it starts.
 struct SegmentStart {
     started: Started,
-    /// Send `plan.approved` for this plan first (the approve answer).
-    approved_plan: Option<String>,
+    /// Send `plan.approved` first, for the plan the resume answers (the
+    /// approve answer).
+    approves_plan: bool,
     /// It resumes again after a segment that died (see `TurnContext`).
     retried: bool,
 }
@@ -443,7 +444,7 @@ impl Studio {
                 first_seq: 1,
                 interrupt_id: None,
             },
-            approved_plan: None,
+            approves_plan: false,
             retried: false,
         };
         Ok((records, start))
@@ -536,7 +537,7 @@ impl Studio {
                     first_seq,
                     interrupt_id: Some(id.to_owned()),
                 },
-                approved_plan: None,
+                approves_plan: false,
                 retried: true,
             };
             return Ok((records, start));
@@ -580,7 +581,7 @@ impl Studio {
                 first_seq,
                 interrupt_id: Some(id.to_owned()),
             },
-            approved_plan: approve_now.then(|| pause.frame.clone()),
+            approves_plan: approve_now,
             retried: false,
         };
         Ok((records, start))
@@ -690,7 +691,7 @@ impl Studio {
     ) -> Result<(), WireError> {
         let SegmentStart {
             started: start,
-            approved_plan,
+            approves_plan,
             retried,
         } = start;
         let folded = self.fold(&stream)?;
@@ -699,10 +700,9 @@ impl Studio {
             stream: stream.clone(),
             turn: start.turn,
         }));
-        let mut context = turn_context(&folded.state, start.turn, recall)
+        let (mut context, recovery) = segment_start(&folded.state, start.turn, recall)
             .ok_or_else(|| WireError::transient(1, "The turn could not be read back; retry."))?;
         context.retried = retried;
-        let recovery = unreadable_plan(&folded.state, start.turn);
         drop(folded);
         let segment = Segment {
             studio: self.clone(),
@@ -718,13 +718,12 @@ impl Studio {
             held: None,
             pending: Default::default(),
         };
-        let approved =
-            approved_plan.and_then(|frame| match serde_json::from_str::<Frame>(&frame) {
-                Ok(Frame::PlanProposed(plan)) => Some(Frame::PlanApproved(
-                    self.inner.agent.approved(&plan, &context.answers),
-                )),
-                _ => None,
-            });
+        let approved = start
+            .interrupt_id
+            .as_deref()
+            .filter(|_| approves_plan)
+            .and_then(|id| answered_plan(&context, id))
+            .map(|plan| Frame::PlanApproved(self.inner.agent.approved(plan, &context.answers)));
         let counted = (
             self.inner.lifecycle.track(StreamKind::StudioSegment),
             crate::telemetry::Open::new(metrics::gauge!(crate::telemetry::STUDIO_SEGMENTS_LIVE)),

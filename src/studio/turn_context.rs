@@ -12,7 +12,7 @@ use crate::agent::{
 };
 use crate::ledger::StreamKey;
 
-use super::conversation::Conversation;
+use super::conversation::{Conversation, Pause, Turn};
 use super::wire::frame::Frame;
 use super::wire::plan::{PlanProposed, SwitchFailed};
 use super::wire::request::{Decision, InterruptResponse};
@@ -56,15 +56,20 @@ pub(super) enum Recovery {
 
 /// Whether the turn's latest answer answers a plan that does not parse.
 pub(super) fn unreadable_plan(conversation: &Conversation, turn: u32) -> Option<Recovery> {
-    let turn = conversation
-        .turns
-        .get(usize::try_from(turn).ok()?.checked_sub(1)?)?;
-    let pause = turn.pauses.last().filter(|pause| pause.is_plan)?;
-    let answer: InterruptResponse = serde_json::from_str(pause.answer.as_deref()?).ok()?;
-    if matches!(
-        serde_json::from_str::<Frame>(&pause.frame),
-        Ok(Frame::PlanProposed(_))
-    ) {
+    let pause = turn_record(conversation, turn)?.pauses.last()?;
+    let answer = pause.answer.as_deref().and_then(read_answer);
+    recovery_for(pause, &serde_json::from_str(&pause.frame), answer.as_ref())
+}
+
+/// What a resume does after `answer` to `pause` (its frame read as
+/// `frame`), when the pause is a plan that does not parse.
+fn recovery_for(
+    pause: &Pause,
+    frame: &serde_json::Result<Frame>,
+    answer: Option<&InterruptResponse>,
+) -> Option<Recovery> {
+    let answer = answer.filter(|_| pause.is_plan)?;
+    if matches!(frame, Ok(Frame::PlanProposed(_))) {
         return None;
     }
     if answer.decision == Decision::Reject {
@@ -75,6 +80,16 @@ pub(super) fn unreadable_plan(conversation: &Conversation, turn: u32) -> Option<
         .and_then(|frame| frame["plan_version_id"].as_str().map(str::to_owned))
         .unwrap_or_else(|| String::from("unreadable-plan"));
     Some(Recovery::Replan { supersedes })
+}
+
+fn read_answer(answer: &str) -> Option<InterruptResponse> {
+    serde_json::from_str(answer).ok()
+}
+
+fn turn_record(conversation: &Conversation, turn: u32) -> Option<&Turn> {
+    conversation
+        .turns
+        .get(usize::try_from(turn).ok()?.checked_sub(1)?)
 }
 
 /// Whether the next segment of `turn` re-plans a plan the server can no
@@ -92,23 +107,45 @@ pub(super) const REPLAN_NOTICE: &str =
 /// that can no longer be read the agent sees no answers: it plans again
 /// from the question.
 pub fn turn_context(conversation: &Conversation, turn: u32, recall: Recall) -> Option<TurnContext> {
-    let record = conversation
-        .turns
-        .get(usize::try_from(turn).ok()?.checked_sub(1)?)?;
-    let answers = if unreadable_plan(conversation, turn).is_some() {
-        Vec::new()
-    } else {
-        record
-            .pauses
-            .iter()
-            .filter_map(|pause| {
-                let frame = serde_json::from_str(&pause.frame).ok()?;
-                let response = serde_json::from_str(pause.answer.as_deref()?).ok()?;
-                Some(AnsweredPause { frame, response })
+    segment_start(conversation, turn, recall).map(|(context, _)| context)
+}
+
+/// [`turn_context`] and, when the turn's latest answer answers a plan that
+/// does not parse, what the segment does instead ([`unreadable_plan`]).
+/// Each pause's frame and answer is parsed once: a resume reads the plan
+/// it answers here and nowhere else.
+pub(super) fn segment_start(
+    conversation: &Conversation,
+    turn: u32,
+    recall: Recall,
+) -> Option<(TurnContext, Option<Recovery>)> {
+    let record = turn_record(conversation, turn)?;
+    let mut read: Vec<_> = record
+        .pauses
+        .iter()
+        .map(|pause| {
+            let frame = serde_json::from_str::<Frame>(&pause.frame);
+            (frame, pause.answer.as_deref().and_then(read_answer))
+        })
+        .collect();
+    let recovery = record
+        .pauses
+        .last()
+        .zip(read.last())
+        .and_then(|(pause, (frame, answer))| recovery_for(pause, frame, answer.as_ref()));
+    if recovery.is_some() {
+        read.clear();
+    }
+    let answers = read
+        .into_iter()
+        .filter_map(|(frame, response)| {
+            Some(AnsweredPause {
+                frame: frame.ok()?,
+                response: response?,
             })
-            .collect()
-    };
-    Some(TurnContext {
+        })
+        .collect();
+    let context = TurnContext {
         turn,
         request: record.request()?,
         answers,
@@ -117,7 +154,24 @@ pub fn turn_context(conversation: &Conversation, turn: u32, recall: Recall) -> O
         history: digest(conversation, turn),
         recall,
         retried: false,
-    })
+    };
+    Some((context, recovery))
+}
+
+/// The plan a resume approves, as the context read it: the answered
+/// pause `interrupt_id`, when its frame is a plan.
+pub(super) fn answered_plan<'a>(
+    context: &'a TurnContext,
+    interrupt_id: &str,
+) -> Option<&'a PlanProposed> {
+    context
+        .answers
+        .iter()
+        .rev()
+        .find_map(|answer| match &answer.frame {
+            Frame::PlanProposed(plan) if plan.interrupt_id.as_str() == interrupt_id => Some(plan),
+            _ => None,
+        })
 }
 
 /// A turn's record as the digests describe it.
