@@ -523,9 +523,9 @@ fn run(command: Command) -> Result<(), ToolError> {
             }
         }
         Command::Bench(args) => {
-            let report = ledgerwire::loadgen::main(args, &mut out)
+            let incomplete = ledgerwire::loadgen::main(args, &mut out)
                 .map_err(|error| ToolError::Failed(error.to_string()))?;
-            match report.incomplete() {
+            match incomplete {
                 0 => Ok(()),
                 incomplete => Err(ToolError::Incomplete(incomplete)),
             }

@@ -4,9 +4,10 @@
 //! settings check refused.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::series::{self, Build, MAX_RUNS, Run};
 use super::{Door, LoadConfig, LoadError, Target};
 
 /// Conversations a run measures unless told otherwise.
@@ -61,26 +62,44 @@ pub struct BenchArgs {
         hide_env_values = true
     )]
     pub token: String,
-    /// Print the report as one JSON object.
+    /// Repeat the run this many times, each on a server started afresh
+    /// (with --spawn), and summarise: per figure, the median and range.
+    #[arg(long, default_value_t = 1)]
+    pub runs: u32,
+    /// With --spawn: another `ledgerwire` binary to compare with. Each
+    /// run is made against both servers, in the order this, baseline,
+    /// baseline, this, …, and the summary gives this build's medians over
+    /// the baseline's.
+    #[arg(
+        long,
+        value_name = "BINARY",
+        requires = "spawn",
+        conflicts_with = "data"
+    )]
+    pub baseline: Option<PathBuf>,
+    /// Print the report as one JSON object (for a series: every run's
+    /// report and the summary).
     #[arg(long)]
     pub json: bool,
 }
 
-/// Runs `ledgerwire bench` and prints its report.
-pub fn main(args: BenchArgs, out: &mut impl Write) -> Result<super::Report, LoadError> {
-    let target = if args.spawn {
-        Target::Spawn {
-            binary: std::env::current_exe()?,
-            data: args.data,
-        }
-    } else {
-        Target::Running {
-            url: args.url,
-            pid: args.server_pid,
-        }
-    };
-    let config = LoadConfig {
-        target,
+/// Runs `ledgerwire bench` and prints its report (or its series' runs and
+/// summary); returns how many conversations asked for did not complete.
+pub fn main(args: BenchArgs, out: &mut impl Write) -> Result<u64, LoadError> {
+    check_series(&args)?;
+    let this = std::env::current_exe()?;
+    let config = |binary: &Path| LoadConfig {
+        target: if args.spawn {
+            Target::Spawn {
+                binary: binary.to_owned(),
+                data: args.data.clone(),
+            }
+        } else {
+            Target::Running {
+                url: args.url.clone(),
+                pid: args.server_pid,
+            }
+        },
         door: if args.statewire {
             Door::Statewire
         } else {
@@ -89,17 +108,63 @@ pub fn main(args: BenchArgs, out: &mut impl Write) -> Result<super::Report, Load
         conversations: args.conversations,
         concurrency: args.concurrency,
         max_duration: Duration::from_secs(args.max_seconds),
-        token: args.token,
+        token: args.token.clone(),
     };
-    config.check()?;
+    config(&this).check()?;
     let runtime = tokio::runtime::Runtime::new()?;
-    let report = runtime.block_on(super::run(config))?;
-    if args.json {
-        let line = serde_json::to_string(&report)
-            .map_err(|error| LoadError::Client(std::io::Error::other(error)))?;
-        writeln!(out, "{line}")?;
-    } else {
-        write!(out, "{}", report.human())?;
+    if args.runs == 1 && args.baseline.is_none() {
+        let report = runtime.block_on(super::run(config(&this)))?;
+        if args.json {
+            writeln!(out, "{}", to_json(&report)?)?;
+        } else {
+            write!(out, "{}", report.human())?;
+        }
+        return Ok(report.incomplete());
     }
-    Ok(report)
+    let mut runs = Vec::new();
+    for (number, build) in series::order(args.runs, args.baseline.is_some())
+        .into_iter()
+        .enumerate()
+    {
+        let binary = match (build, &args.baseline) {
+            (Build::Baseline, Some(baseline)) => baseline.as_path(),
+            _ => this.as_path(),
+        };
+        let report = runtime.block_on(super::run(config(binary)))?;
+        let run = Run { build, report };
+        if !args.json {
+            writeln!(out, "{}", run.line(number + 1))?;
+        }
+        runs.push(run);
+    }
+    let summary = series::summarise(&runs);
+    if args.json {
+        let series = serde_json::json!({ "runs": runs, "summary": summary });
+        writeln!(out, "{}", to_json(&series)?)?;
+    } else {
+        write!(out, "{}", summary.human())?;
+    }
+    Ok(summary.incomplete())
+}
+
+/// Refuses a series outside its bounds, or a baseline that is not there.
+fn check_series(args: &BenchArgs) -> Result<(), LoadError> {
+    if args.runs == 0 || args.runs > MAX_RUNS {
+        return Err(LoadError::Settings(format!(
+            "--runs must be 1 to {MAX_RUNS}"
+        )));
+    }
+    if let Some(baseline) = &args.baseline
+        && !baseline.is_file()
+    {
+        return Err(LoadError::Settings(format!(
+            "--baseline {}: no such file; give the path of another ledgerwire binary",
+            baseline.display()
+        )));
+    }
+    Ok(())
+}
+
+fn to_json(value: &impl serde::Serialize) -> Result<String, LoadError> {
+    serde_json::to_string(value).map_err(|error| LoadError::Client(std::io::Error::other(error)))
 }

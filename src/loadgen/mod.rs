@@ -14,6 +14,7 @@
 //! saying so.
 
 mod args;
+mod series;
 mod server;
 mod statewire;
 mod studio;
@@ -25,6 +26,7 @@ use std::time::{Duration, Instant};
 
 pub use args::{BenchArgs, main};
 pub use args::{DEFAULT_CONCURRENCY, DEFAULT_CONVERSATIONS, DEFAULT_MAX_DURATION_SECS};
+pub use series::{Build, MAX_RUNS, Summary};
 pub use server::{ServerProcess, cpu_seconds, peak_resident_bytes};
 
 /// Most conversations one run may drive.

@@ -177,3 +177,63 @@ fn bench_counts_what_it_could_not_do_and_refuses_what_it_cannot() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("--agent minimal only"));
 }
+
+#[test]
+fn bench_alternates_a_baseline_and_summarises_both_builds() {
+    // The same binary as its own baseline: what is checked is the order,
+    // the reports and the summary, not which build is faster.
+    let baseline = env!("CARGO_BIN_EXE_ledgerwire");
+    let (status, series, text) = bench(&["--spawn", "--runs", "1", "--baseline", baseline]);
+    assert!(status.success(), "{text}");
+    let runs = series["runs"].as_array().expect("runs");
+    let builds: Vec<&str> = runs
+        .iter()
+        .filter_map(|run| run["build"].as_str())
+        .collect();
+    assert_eq!(builds, ["this", "baseline"], "{text}");
+    for run in runs {
+        assert_complete(&run["report"], "studio", &text);
+    }
+    let summary = &series["summary"];
+    for build in ["this", "baseline"] {
+        assert_eq!(summary[build]["runs"], 1, "{text}");
+        assert_eq!(summary[build]["incomplete"], 0, "{text}");
+        let p99 = &summary[build]["p99_ms"];
+        assert_eq!(p99["median"], p99["min"], "{text}");
+    }
+    for figure in [
+        "conversations_per_sec",
+        "p99_ms",
+        "server_cpu_ms_per_conversation",
+    ] {
+        assert!(
+            summary["ratio"][figure].as_f64().is_some_and(|r| r > 0.0),
+            "{figure} in {text}"
+        );
+    }
+    // A series bounded, and a baseline that must exist, refused before
+    // anything runs.
+    for (args, says) in [
+        (
+            vec!["--runs", "0", "--url", "http://127.0.0.1:9"],
+            "--runs must be 1 to",
+        ),
+        (
+            vec!["--runs", "51", "--url", "http://127.0.0.1:9"],
+            "--runs must be 1 to",
+        ),
+        (
+            vec!["--spawn", "--baseline", "/nonexistent/ledgerwire"],
+            "no such file",
+        ),
+    ] {
+        let output = binary()
+            .arg("bench")
+            .args(&args)
+            .output()
+            .expect("run ledgerwire bench");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
