@@ -41,7 +41,7 @@ const PARTIAL_FILE: &str = "spare.partial";
 pub const SPARE_AFTER_BYTES: u64 = 1024 * 1024;
 
 /// Zeros written per `write` while preparing, in bytes.
-const ZERO_CHUNK_BYTES: usize = 256 * 1024;
+const ZERO_CHUNK_BYTES: usize = 1024 * 1024;
 
 /// Where the spare stands for the file being written.
 #[derive(Debug, Default)]
@@ -126,10 +126,6 @@ fn prepare(dir: &Path, len: u64) -> io::Result<()> {
     while left > 0 {
         let n = usize::try_from(left).map_or(ZERO_CHUNK_BYTES, |l| l.min(ZERO_CHUNK_BYTES));
         file.write_all(&zeros[..n])?;
-        // Each chunk on stable storage before the next: the device never
-        // holds much of the spare unflushed, so the journal's own syncs
-        // meanwhile wait behind one chunk at most, not the whole file.
-        file.sync_data()?;
         left -= n as u64;
     }
     file.sync_all()?;
