@@ -86,27 +86,53 @@ impl Spread {
     }
 }
 
+/// The figures a series compares between builds, each as a `T`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Figures<T> {
+    pub conversations_per_sec: T,
+    pub p50_ms: T,
+    pub p99_ms: T,
+    pub server_cpu_ms_per_conversation: T,
+}
+
+impl<T> Figures<T> {
+    /// Each figure made into a `T` by `figure`, given how to read it from a report.
+    fn of(figure: impl Fn(fn(&Report) -> Option<f64>) -> T) -> Self {
+        Self {
+            conversations_per_sec: figure(|r| Some(r.conversations_per_sec)),
+            p50_ms: figure(|r| Some(r.p50_ms)),
+            p99_ms: figure(|r| Some(r.p99_ms)),
+            server_cpu_ms_per_conversation: figure(|r| r.server_cpu_ms_per_conversation),
+        }
+    }
+
+    /// Each figure paired with the same figure of `other`.
+    fn zip<U, V>(&self, other: &Figures<U>, pair: impl Fn(&T, &U) -> V) -> Figures<V> {
+        Figures {
+            conversations_per_sec: pair(&self.conversations_per_sec, &other.conversations_per_sec),
+            p50_ms: pair(&self.p50_ms, &other.p50_ms),
+            p99_ms: pair(&self.p99_ms, &other.p99_ms),
+            server_cpu_ms_per_conversation: pair(
+                &self.server_cpu_ms_per_conversation,
+                &other.server_cpu_ms_per_conversation,
+            ),
+        }
+    }
+}
+
 /// One build's runs, summarised.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct BuildSummary {
     pub runs: usize,
     /// Conversations asked for that did not complete, over all its runs.
     pub incomplete: u64,
-    pub conversations_per_sec: Option<Spread>,
-    pub p50_ms: Option<Spread>,
-    pub p99_ms: Option<Spread>,
-    pub server_cpu_ms_per_conversation: Option<Spread>,
+    #[serde(flatten)]
+    pub figures: Figures<Option<Spread>>,
     pub client_cpu_ms_per_conversation: Option<Spread>,
 }
 
 /// This build's medians over the baseline's.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Ratios {
-    pub conversations_per_sec: Option<f64>,
-    pub p50_ms: Option<f64>,
-    pub p99_ms: Option<f64>,
-    pub server_cpu_ms_per_conversation: Option<f64>,
-}
+pub type Ratios = Figures<Option<f64>>;
 
 /// A series' summary: this build's, the baseline's (if run) and the
 /// ratios between them.
@@ -126,14 +152,9 @@ pub fn summarise(runs: &[Run]) -> Summary {
         .iter()
         .any(|run| run.build == Build::Baseline)
         .then(|| build_summary(runs, Build::Baseline));
-    let ratio = baseline.as_ref().map(|base| Ratios {
-        conversations_per_sec: ratio(this.conversations_per_sec, base.conversations_per_sec),
-        p50_ms: ratio(this.p50_ms, base.p50_ms),
-        p99_ms: ratio(this.p99_ms, base.p99_ms),
-        server_cpu_ms_per_conversation: ratio(
-            this.server_cpu_ms_per_conversation,
-            base.server_cpu_ms_per_conversation,
-        ),
+    let ratio = baseline.as_ref().map(|base| {
+        this.figures
+            .zip(&base.figures, |&this, &base| ratio(this, base))
     });
     Summary {
         this,
@@ -153,10 +174,7 @@ fn build_summary(runs: &[Run], build: Build) -> BuildSummary {
     BuildSummary {
         runs: reports.len(),
         incomplete: reports.iter().map(|r| r.incomplete()).sum(),
-        conversations_per_sec: spread(|r| Some(r.conversations_per_sec)),
-        p50_ms: spread(|r| Some(r.p50_ms)),
-        p99_ms: spread(|r| Some(r.p99_ms)),
-        server_cpu_ms_per_conversation: spread(|r| r.server_cpu_ms_per_conversation),
+        figures: Figures::of(spread),
         client_cpu_ms_per_conversation: spread(|r| r.client_cpu_ms_per_conversation),
     }
 }
@@ -196,10 +214,10 @@ impl Summary {
             text.push_str(&format!(
                 "{name:<8}  {runs:>4}  {rate:<31}  {p50:<21}  {p99:<21}  {cpu}\n",
                 runs = summary.runs,
-                rate = spread_text(summary.conversations_per_sec, 0),
-                p50 = spread_text(summary.p50_ms, 1),
-                p99 = spread_text(summary.p99_ms, 1),
-                cpu = spread_text(summary.server_cpu_ms_per_conversation, 3),
+                rate = spread_text(summary.figures.conversations_per_sec, 0),
+                p50 = spread_text(summary.figures.p50_ms, 1),
+                p99 = spread_text(summary.figures.p99_ms, 1),
+                cpu = spread_text(summary.figures.server_cpu_ms_per_conversation, 3),
             ));
             if summary.incomplete > 0 {
                 text.push_str(&format!(
@@ -272,6 +290,13 @@ mod tests {
         }
     }
 
+    fn run(build: Build, rate: f64, p99: f64, cpu: Option<f64>, completed: u64) -> Run {
+        Run {
+            build,
+            report: report(rate, p99, cpu, completed),
+        }
+    }
+
     #[test]
     fn a_baseline_alternates_so_each_build_runs_first_and_second_equally() {
         use Build::{Baseline as B, This as T};
@@ -284,31 +309,16 @@ mod tests {
     #[test]
     fn medians_ranges_and_ratios_are_per_build_and_keep_incomplete_runs() {
         let runs = vec![
-            Run {
-                build: Build::This,
-                report: report(300.0, 90.0, Some(0.4), 10),
-            },
-            Run {
-                build: Build::Baseline,
-                report: report(200.0, 120.0, Some(0.5), 10),
-            },
-            Run {
-                build: Build::Baseline,
-                report: report(100.0, 100.0, None, 8),
-            },
-            Run {
-                build: Build::This,
-                report: report(100.0, 70.0, Some(0.2), 10),
-            },
-            Run {
-                build: Build::This,
-                report: report(200.0, 80.0, Some(0.3), 10),
-            },
+            run(Build::This, 300.0, 90.0, Some(0.4), 10),
+            run(Build::Baseline, 200.0, 120.0, Some(0.5), 10),
+            run(Build::Baseline, 100.0, 100.0, None, 8),
+            run(Build::This, 100.0, 70.0, Some(0.2), 10),
+            run(Build::This, 200.0, 80.0, Some(0.3), 10),
         ];
         let summary = summarise(&runs);
         assert_eq!(summary.this.runs, 3);
         assert_eq!(
-            summary.this.conversations_per_sec,
+            summary.this.figures.conversations_per_sec,
             Some(Spread {
                 median: 200.0,
                 min: 100.0,
@@ -320,9 +330,12 @@ mod tests {
         assert_eq!(baseline.incomplete, 2);
         // An even count's median is the mean of the middle two; a figure
         // a run lacks is left out of that figure only.
-        assert_eq!(baseline.p99_ms.map(|s| s.median), Some(110.0));
+        assert_eq!(baseline.figures.p99_ms.map(|s| s.median), Some(110.0));
         assert_eq!(
-            baseline.server_cpu_ms_per_conversation.map(|s| s.median),
+            baseline
+                .figures
+                .server_cpu_ms_per_conversation
+                .map(|s| s.median),
             Some(0.5)
         );
         let ratio = summary.ratio.as_ref().expect("ratio");
@@ -334,13 +347,10 @@ mod tests {
 
     #[test]
     fn a_series_without_a_baseline_has_no_ratio_and_no_figure_is_invented() {
-        let runs = vec![Run {
-            build: Build::This,
-            report: report(100.0, 50.0, None, 10),
-        }];
+        let runs = vec![run(Build::This, 100.0, 50.0, None, 10)];
         let summary = summarise(&runs);
         assert!(summary.baseline.is_none() && summary.ratio.is_none());
-        assert_eq!(summary.this.server_cpu_ms_per_conversation, None);
+        assert_eq!(summary.this.figures.server_cpu_ms_per_conversation, None);
         assert!(summary.human().contains("n/a"));
     }
 }
