@@ -10,6 +10,15 @@ use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
+/// What the client reads of a frame: its type, and the pause a plan
+/// opens. The rest of the frame (a chart's data points, say) is skipped
+/// unread, so the client's parsing does not grow with the frames.
+#[derive(serde::Deserialize)]
+struct FrameHead {
+    event: Option<String>,
+    interrupt_id: Option<String>,
+}
+
 /// A Studio client of the load generator.
 pub struct StudioClient {
     http: reqwest::Client,
@@ -35,8 +44,8 @@ impl StudioClient {
         let pause = self
             .stream("/api/studio/turn", &turn, "plan.proposed")
             .await?;
-        let interrupt = pause["interrupt_id"]
-            .as_str()
+        let interrupt = pause
+            .interrupt_id
             .ok_or("plan.proposed without an interrupt id")?;
         let answer = json!({"kind": "interrupt.response", "conversation_id": id,
             "interrupt_id": interrupt, "decision": "approve"});
@@ -48,7 +57,7 @@ impl StudioClient {
     /// Posts `body` and reads its SSE stream to its end, which must come
     /// right after the frame `until`; any other pausing or closing frame is
     /// a failure. Reading to the end lets the connection be used again.
-    async fn stream(&self, path: &str, body: &Value, until: &str) -> Result<Value, String> {
+    async fn stream(&self, path: &str, body: &Value, until: &str) -> Result<FrameHead, String> {
         let response = self
             .http
             .post(format!("{}{path}", self.base))
@@ -73,9 +82,9 @@ impl StudioClient {
                     event.data
                 ));
             }
-            let frame: Value = serde_json::from_str(&event.data)
+            let frame: FrameHead = serde_json::from_str(&event.data)
                 .map_err(|error| format!("{path}: a frame that is not JSON ({error})"))?;
-            match frame["event"].as_str() {
+            match frame.event.as_deref() {
                 Some(name) if name == until => ending = Some(frame),
                 Some("done" | "error" | "plan.proposed" | "elicitation.request") => {
                     return Err(format!("{path}: ended on {}", event.data));
