@@ -56,9 +56,12 @@ pub(super) enum Recovery {
 
 /// Whether the turn's latest answer answers a plan that does not parse.
 pub(super) fn unreadable_plan(conversation: &Conversation, turn: u32) -> Option<Recovery> {
-    let pause = turn_record(conversation, turn)?.pauses.last()?;
-    let answer = pause.answer.as_deref().and_then(read_answer);
-    recovery_for(pause, &serde_json::from_str(&pause.frame), answer.as_ref())
+    let pause = turn_record(conversation, turn)?
+        .pauses
+        .last()
+        .filter(|pause| pause.is_plan)?;
+    let answer = read_answer(pause.answer.as_deref()?)?;
+    recovery_for(pause, &serde_json::from_str(&pause.frame), Some(&answer))
 }
 
 /// What a resume does after `answer` to `pause` (its frame read as
