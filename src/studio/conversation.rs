@@ -299,9 +299,14 @@ impl Conversation {
             .find_map(|turn| turn.pause(interrupt_id).map(|pause| (turn, pause)))
     }
 
+    /// Turn `turn` (numbered from 1).
+    pub fn turn(&self, turn: u32) -> Option<&Turn> {
+        self.turns.get(usize::try_from(turn).ok()?.checked_sub(1)?)
+    }
+
     fn turn_mut(&mut self, turn: u32) -> Option<&mut Turn> {
-        let index = usize::try_from(turn).ok()?.checked_sub(1)?;
-        self.turns.get_mut(index)
+        self.turns
+            .get_mut(usize::try_from(turn).ok()?.checked_sub(1)?)
     }
 }
 

@@ -42,11 +42,7 @@ pub enum Ending {
 
 /// How `turn` of `conversation` stands at `now_ms`.
 pub fn ending(conversation: &Conversation, turn: u32, now_ms: u64) -> Ending {
-    let Some(record) = usize::try_from(turn)
-        .ok()
-        .and_then(|n| n.checked_sub(1))
-        .and_then(|index| conversation.turns.get(index))
-    else {
+    let Some(record) = conversation.turn(turn) else {
         return Ending::Closed;
     };
     let lease = conversation

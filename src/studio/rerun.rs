@@ -17,7 +17,8 @@ use serde_json::Value;
 
 use super::conversation::{Conversation, ConversationFold};
 use super::records::{FrameSent, SegmentClaimed, SegmentEnd, SegmentReleased};
-use super::service::{SWITCH_CANCELLED, past_turns, segment_replans, turn_context};
+use super::service::{SWITCH_CANCELLED, past_turns};
+use super::turn_context::segment_start;
 use crate::agent::{Agent, Recall, TurnContext};
 use crate::ledger::{Fold, FoldError, Payload, Record};
 
@@ -68,12 +69,11 @@ pub async fn check_segments(
             if let Some(done) = open.take() {
                 checks.push(compare(done, None, agent).await);
             }
-            let context = (!segment_replans(&state, claim.turn))
-                .then(|| {
-                    let recall = Recall::new(Arc::new(past_turns(&state, claim.turn)));
-                    turn_context(&state, claim.turn, recall)
-                })
-                .flatten();
+            // A segment that re-planned an unreadable plan sent the
+            // server's frames, not the agent's: there is nothing to rerun.
+            let recall = Recall::new(Arc::new(past_turns(&state, claim.turn)));
+            let context = segment_start(&state, claim.turn, recall)
+                .and_then(|(context, recovery)| recovery.is_none().then_some(context));
             open = Some(Open {
                 claim,
                 context,

@@ -44,9 +44,7 @@ use super::refusals::{busy, ledger_failure};
 pub(super) use super::refusals::{refusal, seconds_ceil};
 use super::segment::{Listener, Segment, log_segment_end};
 use super::turn_context::{LiveRecall, answered_plan, segment_start, switch_reoffer};
-pub use super::turn_context::{
-    SWITCH_CANCELLED, SWITCH_CANCELLED_REASON, past_turns, segment_replans, turn_context,
-};
+pub use super::turn_context::{SWITCH_CANCELLED, SWITCH_CANCELLED_REASON, past_turns};
 use crate::lifecycle::{Lifecycle, StreamKind};
 
 /// Default lease of a segment, in milliseconds (the contract's 45 s).

@@ -12,7 +12,7 @@ use crate::agent::{
 };
 use crate::ledger::StreamKey;
 
-use super::conversation::{Conversation, Pause, Turn};
+use super::conversation::{Conversation, Pause};
 use super::wire::frame::Frame;
 use super::wire::plan::{PlanProposed, SwitchFailed};
 use super::wire::request::{Decision, InterruptResponse};
@@ -54,16 +54,6 @@ pub(super) enum Recovery {
     Close,
 }
 
-/// Whether the turn's latest answer answers a plan that does not parse.
-pub(super) fn unreadable_plan(conversation: &Conversation, turn: u32) -> Option<Recovery> {
-    let pause = turn_record(conversation, turn)?
-        .pauses
-        .last()
-        .filter(|pause| pause.is_plan)?;
-    let answer = read_answer(pause.answer.as_deref()?)?;
-    recovery_for(pause, &serde_json::from_str(&pause.frame), Some(&answer))
-}
-
 /// What a resume does after `answer` to `pause` (its frame read as
 /// `frame`), when the pause is a plan that does not parse.
 fn recovery_for(
@@ -85,50 +75,30 @@ fn recovery_for(
     Some(Recovery::Replan { supersedes })
 }
 
-fn read_answer(answer: &str) -> Option<InterruptResponse> {
-    serde_json::from_str(answer).ok()
-}
-
-fn turn_record(conversation: &Conversation, turn: u32) -> Option<&Turn> {
-    conversation
-        .turns
-        .get(usize::try_from(turn).ok()?.checked_sub(1)?)
-}
-
-/// Whether the next segment of `turn` re-plans a plan the server can no
-/// longer read (its frames are then the server's, not the agent's).
-pub fn segment_replans(conversation: &Conversation, turn: u32) -> bool {
-    unreadable_plan(conversation, turn).is_some()
-}
-
 /// What the user reads when their plan had to be planned again.
 pub(super) const REPLAN_NOTICE: &str =
     "I could no longer read the plan you answered, so I planned again from your question.";
 
 /// What the agent may read for the next segment of `turn`, exactly as the
-/// server builds it when it starts that segment. After an answer to a plan
-/// that can no longer be read the agent sees no answers: it plans again
-/// from the question.
-pub fn turn_context(conversation: &Conversation, turn: u32, recall: Recall) -> Option<TurnContext> {
-    segment_start(conversation, turn, recall).map(|(context, _)| context)
-}
-
-/// [`turn_context`] and, when the turn's latest answer answers a plan that
-/// does not parse, what the segment does instead ([`unreadable_plan`]).
-/// Each pause's frame and answer is parsed once: a resume reads the plan
-/// it answers here and nowhere else.
+/// server builds it when it starts that segment (and `replay --check`
+/// rebuilds it), and, when the turn's latest answer answers a plan that
+/// does not parse, what the segment does instead; the agent then sees no
+/// answers, as it plans again from the question. Each pause's frame and
+/// answer is parsed once: a resume reads the plan it answers here and
+/// nowhere else.
 pub(super) fn segment_start(
     conversation: &Conversation,
     turn: u32,
     recall: Recall,
 ) -> Option<(TurnContext, Option<Recovery>)> {
-    let record = turn_record(conversation, turn)?;
+    let record = conversation.turn(turn)?;
     let mut read: Vec<_> = record
         .pauses
         .iter()
         .map(|pause| {
             let frame = serde_json::from_str::<Frame>(&pause.frame);
-            (frame, pause.answer.as_deref().and_then(read_answer))
+            let answer = pause.answer.as_deref();
+            (frame, answer.and_then(|a| serde_json::from_str(a).ok()))
         })
         .collect();
     let recovery = record
@@ -259,5 +229,69 @@ impl RecallStore for LiveRecall {
                 break;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::studio::conversation::Turn;
+
+    const PLAN: &str = r#"{"event":"plan.proposed","seq":2,"interrupt_id":"int-1-2","plan_version_id":"pv-1-1","version":1,"steps":[{"id":"s1","label":"Fetch","description":"Reads the series."}]}"#;
+
+    /// Turn 1 paused on a plan whose frame is `frame`, answered `decision`.
+    fn answered(frame: &str, decision: &str) -> Conversation {
+        let mut turn = Turn::paused_on_a_plan(1, "int-1-2", true);
+        turn.request = r#"{"conversation_id":"c","message":"chart it"}"#.into();
+        turn.pauses[0].frame = frame.into();
+        turn.pauses[0].answer = Some(format!(
+            r#"{{"conversation_id":"c","interrupt_id":"int-1-2","decision":"{decision}"}}"#
+        ));
+        let mut conversation = Conversation::default();
+        conversation.turns.push(turn);
+        conversation
+    }
+
+    fn start(conversation: &Conversation) -> (TurnContext, Option<Recovery>) {
+        let recall = Recall::new(Arc::new(Vec::<PastTurn>::new()));
+        segment_start(conversation, 1, recall).expect("turn 1 reads back")
+    }
+
+    #[test]
+    fn a_readable_plan_is_an_answer_the_agent_reads_and_the_approval_finds() {
+        let conversation = answered(PLAN, "approve");
+        let (context, recovery) = start(&conversation);
+        assert!(recovery.is_none());
+        assert_eq!(context.answers.len(), 1);
+        let plan = answered_plan(&context, "int-1-2").expect("the answered plan");
+        assert_eq!(plan.plan_version_id.as_str(), "pv-1-1");
+        assert!(answered_plan(&context, "int-1-9").is_none());
+    }
+
+    #[test]
+    fn an_unreadable_plan_is_planned_again_or_closed_and_the_agent_sees_no_answer() {
+        let unreadable = r#"{"event":"plan.proposed","plan_version_id":"pv-1-1","steps":"?"}"#;
+        let (context, recovery) = start(&answered(unreadable, "approve"));
+        assert!(context.answers.is_empty());
+        assert!(answered_plan(&context, "int-1-2").is_none());
+        assert!(
+            matches!(recovery, Some(Recovery::Replan { supersedes }) if supersedes == "pv-1-1")
+        );
+        let (_, recovery) = start(&answered("not json", "approve"));
+        assert!(
+            matches!(recovery, Some(Recovery::Replan { supersedes }) if supersedes == "unreadable-plan")
+        );
+        let (_, recovery) = start(&answered(unreadable, "reject"));
+        assert!(matches!(recovery, Some(Recovery::Close)));
+        // Only an answered plan is recovered: an elicitation's unreadable
+        // frame is just left out of the answers.
+        let mut question = answered("not json", "approve");
+        if let Some(turn) = question.turns.get_mut(0) {
+            turn.pauses[0].is_plan = false;
+        }
+        let (context, recovery) = start(&question);
+        assert!(recovery.is_none() && context.answers.is_empty());
     }
 }
