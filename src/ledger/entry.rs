@@ -2,14 +2,17 @@
 //! one stream at consecutive positions, their envelopes end to end, under
 //! the key of the first of them.
 //!
-//! Owns: how a round's records are grouped into entries (the indexer and
-//! the journal's replay both cut through [`entries`]; the replay also
-//! removes the other keys its entries cover, so whatever sled held for a
-//! round's positions, a replay leaves its own entries only), and
-//! splitting a stored value back into envelopes. Must never: join records of two streams or of two
-//! rounds, join more than [`MAX_ENTRY_BYTES`] (a record larger than that
+//! Owns: how runs of records are cut into entries (the indexer cuts the
+//! runs of the rounds it applies together, the journal's replay those of
+//! one round, both through [`entries`]; the replay also removes the other
+//! keys its entries cover, so whatever sled held for a round's
+//! positions, a replay leaves its own entries only), and splitting a
+//! stored value back into envelopes. Must never: join records of two
+//! streams, join more than [`MAX_ENTRY_BYTES`] (a record larger than that
 //! is an entry alone), or hand out an envelope it has not cut at the
-//! length the envelope's own header states.
+//! length the envelope's own header states. (That an entry never spans a
+//! published end is the indexer's rule: it joins only the rounds of one
+//! batch.)
 //!
 //! Why entries: sled's cost is per insert (a walk down the tree, a node
 //! split every eight inserts into one stream's end), not per byte. The
@@ -29,8 +32,9 @@ use crate::ledger::record::{self, Record, StreamKey};
 /// frames (about 3 KB for a resume with a chart) fits in one.
 pub const MAX_ENTRY_BYTES: usize = 4 * 1024;
 
-/// The entries of a round's records (`written`: by stream, in global
-/// order, as the writer journaled them): each stream's records cut into
+/// The entries of runs of records (`written`: by stream, each run at
+/// consecutive positions, as a round or a batch of rounds holds them):
+/// each stream's records cut into
 /// runs of at most [`MAX_ENTRY_BYTES`], each with its key and value, and
 /// the positions an entry covers beyond its first.
 pub(crate) fn entries<'a>(

@@ -18,7 +18,7 @@
 //! applied a record, readers find it among the recent records
 //! (`ledger::recent` never drops one the indexer has not applied).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -226,32 +226,75 @@ pub(crate) fn run_indexer(
 ) {
     let queue = &shared.index_queue;
     let _gone = GoneOnExit(&shared);
+    let mut batch = Batch::default();
     while let Some(items) = queue.take() {
         let (mut rounds, mut bytes) = (0, 0);
-        let mut end: Option<u64> = None;
         for item in items {
             match item {
                 Item::Round(round) => {
                     rounds += 1;
                     bytes += round.bytes;
-                    if shared.poisoned().is_none() {
-                        match insert_records(&shared.log, &round.written) {
-                            Ok(()) => end = Some(round.next_global),
-                            Err(error) => shared.poison(format!("sled insert failed: {error}")),
-                        }
-                    }
+                    batch.join(round);
                 }
                 Item::Checkpoint(base) => {
-                    publish(&shared, end.take());
+                    batch.apply_and_publish(&shared);
                     let _ = checkpoints.send(base);
                 }
             }
         }
-        publish(&shared, end);
+        batch.apply_and_publish(&shared);
         shared.stats.index_batches.fetch_add(1, Ordering::Relaxed);
         if queue.applied(rounds, bytes) {
             std::thread::sleep(std::time::Duration::from_micros(INDEX_LINGER_US));
         }
+    }
+}
+
+/// The rounds taken together, each stream's runs joined in round order
+/// (so into consecutive positions) before they are cut into entries: a
+/// stream appended to in several rounds of one batch costs one insert per
+/// entry, not one per round. sled's cost is per insert (a tree walk, and
+/// a leaf split every eight inserts into a stream's end), and a lone
+/// writer's rounds hold one record each. Joining never crosses a
+/// published end (the batch is applied and published whole before a
+/// checkpoint or the next batch), so every entry lies wholly below or
+/// wholly past the end sled recovers, and a replay from that end
+/// overwrites whatever sled held past it.
+#[derive(Default)]
+struct Batch {
+    runs: Vec<(StreamKey, Vec<Record>)>,
+    /// Where each stream's run is in `runs`.
+    by_stream: HashMap<StreamKey, usize>,
+    /// The global position after the last round joined.
+    end: Option<u64>,
+}
+
+impl Batch {
+    fn join(&mut self, round: Round) {
+        for (stream, records) in round.written {
+            match self.by_stream.get(&stream) {
+                Some(&at) => self.runs[at].1.extend(records),
+                None => {
+                    self.by_stream.insert(stream.clone(), self.runs.len());
+                    self.runs.push((stream, records));
+                }
+            }
+        }
+        self.end = Some(round.next_global);
+    }
+
+    /// Inserts the joined runs and publishes their end (nothing once the
+    /// ledger is poisoned), and starts an empty batch.
+    fn apply_and_publish(&mut self, shared: &Shared) {
+        let end = self.end.take();
+        if end.is_some() && shared.poisoned().is_none() {
+            match insert_records(&shared.log, &self.runs) {
+                Ok(()) => publish(shared, end),
+                Err(error) => shared.poison(format!("sled insert failed: {error}")),
+            }
+        }
+        self.runs.clear();
+        self.by_stream.clear();
     }
 }
 
@@ -273,8 +316,8 @@ fn publish(shared: &Shared, end: Option<u64>) {
     shared.applied_next_global.store(end, Ordering::Release);
 }
 
-/// Inserts a round's records, one insert per entry (`ledger::entry`), in
-/// global order. Not one `apply_batch`: sled 0.34 seals and writes out
+/// Inserts the runs of records, one insert per entry (`ledger::entry`).
+/// Not one `apply_batch`: sled 0.34 seals and writes out
 /// its I/O buffer twice for every batch (a `pwrite` and a
 /// `sync_file_range` each, on its thread pool), which cost more than the
 /// inserts. Nothing needs the batch's atomicity: the journal entry holds
@@ -286,4 +329,72 @@ fn insert_records(log: &sled::Tree, written: &[(StreamKey, Vec<Record>)]) -> sle
         log.insert(entry.key(), entry.value())?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ledger::record::{self, NewRecord, StreamKey};
+    use crate::ledger::{Durability, ExpectedPosition, Ledger, OpenMode};
+
+    fn append(ledger: &Ledger, stream: &StreamKey, payload: u8) {
+        let record = NewRecord {
+            kind: 1,
+            payload: vec![payload],
+        };
+        ledger
+            .append_blocking(
+                stream,
+                ExpectedPosition::Any,
+                vec![record],
+                Durability::Durable,
+            )
+            .expect("append");
+    }
+
+    /// The first position of each sled entry of `stream`, with its record
+    /// count.
+    fn entries(ledger: &Ledger, stream: &StreamKey) -> Vec<(u64, usize)> {
+        ledger
+            .shared
+            .log
+            .scan_prefix(record::stream_prefix(stream))
+            .map(|entry| {
+                let (key, value) = entry.expect("a sled entry");
+                let (_, first) = record::parse_record_key(&key).expect("a record key");
+                (first, crate::ledger::entry::envelopes(value).count())
+            })
+            .collect()
+    }
+
+    /// Rounds the indexer takes together are stored as one entry per
+    /// stream (each stream's runs joined in order), and read back whole;
+    /// rounds taken apart stay apart.
+    #[test]
+    fn rounds_taken_together_are_one_entry_per_stream() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
+        let (a, b) = (
+            StreamKey::new("join/a").expect("a key"),
+            StreamKey::new("join/b").expect("a key"),
+        );
+        ledger.shared.index_queue.pause(true);
+        for (stream, payload) in [(&a, 0), (&b, 1), (&a, 2), (&a, 3), (&b, 4)] {
+            append(&ledger, stream, payload);
+        }
+        ledger.shared.index_queue.pause(false);
+        ledger.shared.index_queue.wait_until_applied();
+        assert_eq!(entries(&ledger, &a), vec![(0, 3)]);
+        assert_eq!(entries(&ledger, &b), vec![(0, 2)]);
+        // A round applied on its own is an entry of its own.
+        append(&ledger, &a, 5);
+        ledger.shared.index_queue.wait_until_applied();
+        assert_eq!(entries(&ledger, &a), vec![(0, 3), (3, 1)]);
+        let payloads: Vec<Vec<u8>> = ledger
+            .read(&a, 0)
+            .expect("read")
+            .map(|r| r.expect("a record").payload().to_vec())
+            .collect();
+        assert_eq!(payloads, vec![vec![0], vec![2], vec![3], vec![5]]);
+        assert!(ledger.verify().expect("verify").problems.is_empty());
+    }
 }

@@ -49,7 +49,7 @@ pub use verify::{Problem, VerifyReport};
 
 pub(crate) use recovery::stored_next_global;
 use recovery::{check_watermark, recover, sled_durable};
-use writer::{AppendRequest, Command, FlushQueue};
+use writer::{AppendRequest, Command, FlushQueue, WritePath};
 
 /// Streams watched by tails past which a new watch first drops the
 /// senders no tail listens to any more (tails that ended), in streams.
@@ -141,6 +141,7 @@ pub(crate) struct Counters {
     pub flushes: AtomicU64,
     pub flushed_waiters: AtomicU64,
     pub index_batches: AtomicU64,
+    pub led_rounds: AtomicU64,
 }
 
 /// How the write path has behaved since open.
@@ -157,6 +158,9 @@ pub struct LedgerStats {
     /// Batches of rounds the indexer applied to sled (each stores the
     /// next global position once).
     pub index_batches: u64,
+    /// Rounds a blocking caller wrote itself, finding the writer idle
+    /// (the leader path); the writer thread wrote the rest.
+    pub led_rounds: u64,
 }
 
 impl Shared {
@@ -315,6 +319,8 @@ impl Watchers {
 struct Threads {
     shared: Arc<Shared>,
     commands: Option<mpsc::Sender<Command>>,
+    /// The writer's state, for appends that lead.
+    write_path: Arc<WritePath>,
     handles: Vec<JoinHandle<()>>,
 }
 
@@ -465,12 +471,13 @@ impl Ledger {
     fn start(shared: Arc<Shared>, journal: journal::JournalWriter, scrub: bool) -> Result<Self> {
         let (commands, receiver) = mpsc::channel(MAX_PENDING_APPENDS);
         let queue = Arc::new(FlushQueue::default());
+        let write_path = Arc::new(WritePath::new(&shared, journal, queue.clone()));
         let (checkpoints, checkpoint_requests) = std::sync::mpsc::channel();
         let writer = {
-            let (shared, queue) = (shared.clone(), queue.clone());
+            let (shared, write_path) = (shared.clone(), write_path.clone());
             std::thread::Builder::new()
                 .name("ledger-writer".into())
-                .spawn(move || writer::run_writer(shared, receiver, queue, journal))?
+                .spawn(move || writer::run_writer(shared, receiver, write_path))?
         };
         let indexer = {
             let shared = shared.clone();
@@ -502,6 +509,7 @@ impl Ledger {
         let threads = Arc::new(Threads {
             shared: shared.clone(),
             commands: Some(commands),
+            write_path,
             handles,
         });
         Ok(Self { shared, threads })
@@ -546,6 +554,7 @@ impl Ledger {
             flushes: counters.flushes.load(Ordering::Relaxed),
             flushed_waiters: counters.flushed_waiters.load(Ordering::Relaxed),
             index_batches: counters.index_batches.load(Ordering::Relaxed),
+            led_rounds: counters.led_rounds.load(Ordering::Relaxed),
         }
     }
 
@@ -625,9 +634,16 @@ impl Ledger {
         let started = std::time::Instant::now();
         let result = (|| {
             let (command, receiver) = self.request(stream, expected, records, durability)?;
-            self.commands()?
-                .blocking_send(command)
-                .map_err(|_| LedgerError::Closed)?;
+            let commands = self.commands()?;
+            if let Err(command) = self
+                .threads
+                .write_path
+                .try_lead(&self.shared, command, commands)
+            {
+                commands
+                    .blocking_send(command)
+                    .map_err(|_| LedgerError::Closed)?;
+            }
             receiver.blocking_recv().map_err(|_| LedgerError::Closed)?
         })();
         count_append(durability, &result, started);

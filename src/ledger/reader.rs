@@ -306,7 +306,7 @@ mod tests {
 
     /// What a reader sees while the indexer is halfway through its
     /// rounds: the second round's entry already in sled but its end not yet
-    /// published (an end is published at a round's end only).
+    /// published (an end is published at a batch's end only).
     #[test]
     fn readers_of_sled_stop_at_the_end_of_the_rounds_wholly_applied() {
         let dir = tempfile::tempdir().expect("a scratch directory");
@@ -331,6 +331,9 @@ mod tests {
                 .expect("append")
         };
         append(0, 0, 3);
+        // Applied apart, so the rounds are two entries (the indexer joins
+        // the rounds of one batch, and publishes at a batch's end).
+        ledger.shared.index_queue.wait_until_applied();
         let second = append(3, 3, 2);
         // As if only the first round were published.
         ledger.shared.index_queue.wait_until_applied();
