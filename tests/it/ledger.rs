@@ -18,7 +18,6 @@ fn probe(n: u64) -> ledgerwire::ledger::NewRecord {
     Probe::new(0, n, 16).to_record()
 }
 
-/// Appends probe records 0..count to a new stream, one append each.
 /// [`append_probes`], each record its own sled entry: the indexer joins
 /// the rounds it applies together, so each append waits until the one
 /// before it is applied (a live `verify` waits for the indexer first).
@@ -30,24 +29,29 @@ fn append_probes_apart(
 ) {
     for n in 0..count {
         ledger.verify().unwrap();
-        ledger
-            .append_blocking(
-                key,
-                ExpectedPosition::Exactly(n),
-                vec![probe(n)],
-                durability,
-            )
-            .unwrap();
+        append_probes_from(ledger, key, n, n + 1, durability);
     }
 }
 
+/// Appends probe records 0..count to a new stream, one append each.
 fn append_probes(
     ledger: &Ledger,
     key: &ledgerwire::ledger::StreamKey,
     count: u64,
     durability: Durability,
 ) {
-    for n in 0..count {
+    append_probes_from(ledger, key, 0, count, durability);
+}
+
+/// Probes `from..to`, one append each, the stream at `from`.
+fn append_probes_from(
+    ledger: &Ledger,
+    key: &ledgerwire::ledger::StreamKey,
+    from: u64,
+    to: u64,
+    durability: Durability,
+) {
+    for n in from..to {
         ledger
             .append_blocking(
                 key,

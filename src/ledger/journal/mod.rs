@@ -585,13 +585,17 @@ mod tests {
             .append(0, 3, round.iter().map(Vec::as_slice))
             .unwrap();
         replay(dir.path(), &log, 0).unwrap();
-        let entries: Vec<(sled::IVec, sled::IVec)> = log
-            .scan_prefix(record::stream_prefix(&stream))
-            .map(Result::unwrap)
-            .collect();
+        let entries = stored_entries(&log, &stream);
         assert_eq!(entries.len(), 1, "one entry for the round");
         assert_eq!(entries[0].0, record::record_key(&stream, 0));
         assert_eq!(entries[0].1.as_ref(), round.concat().as_slice());
+    }
+
+    /// The sled entries of `stream`, key and value, in key order.
+    fn stored_entries(log: &sled::Tree, stream: &StreamKey) -> Vec<(sled::IVec, sled::IVec)> {
+        log.scan_prefix(record::stream_prefix(stream))
+            .map(Result::unwrap)
+            .collect()
     }
 
     /// sled may hold an entry the indexer joined across rounds (all of one
@@ -614,10 +618,7 @@ mod tests {
                 .unwrap();
         }
         replay(dir.path(), &log, 0).unwrap();
-        let entries: Vec<(sled::IVec, sled::IVec)> = log
-            .scan_prefix(record::stream_prefix(&stream))
-            .map(Result::unwrap)
-            .collect();
+        let entries = stored_entries(&log, &stream);
         assert_eq!(entries.len(), 3, "one entry per replayed round");
         for ((key, value), (position, one)) in entries.iter().zip((0u64..).zip(&records)) {
             assert_eq!(
