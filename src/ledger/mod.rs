@@ -158,8 +158,9 @@ pub struct LedgerStats {
     /// Batches of rounds the indexer applied to sled (each stores the
     /// next global position once).
     pub index_batches: u64,
-    /// Rounds a blocking caller wrote itself, finding the writer idle
-    /// (the leader path); the writer thread wrote the rest.
+    /// Rounds a blocking caller took itself, finding the writer idle
+    /// (the leader path), refused appends included; the writer thread
+    /// took the rest.
     pub led_rounds: u64,
 }
 
