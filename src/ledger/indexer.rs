@@ -3,13 +3,14 @@
 //! end.
 //!
 //! Owns: the queue of rounds journaled but not yet in sled (bounded in
-//! bytes: a writer that gets too far ahead waits), their inserts, the
-//! stored next global position (`m/next_global`, once per batch of
-//! rounds), publishing `applied_next_global`, and handing each checkpoint
-//! on once every round before it is in sled. Must never: apply a round
-//! before one journaled earlier, publish an end before every record below
-//! it is inserted, or pass a checkpoint on before sled holds the rounds it
-//! covers.
+//! bytes: a writer that gets too far ahead waits), how far the journal is
+//! known to be on stable storage, their inserts, the stored next global
+//! position (`m/next_global`, once per batch of rounds), publishing
+//! `applied_next_global`, and handing each checkpoint on once every round
+//! before it is in sled. Must never: apply a round before one journaled
+//! earlier, apply a round before the journal holds it on stable storage,
+//! publish an end before every record below it is inserted, or pass a
+//! checkpoint on before sled holds the rounds it covers.
 //!
 //! Why a thread of its own: sled's inserts were about four fifths of the
 //! writer's time (node copies and splits on every insert), all of it
@@ -17,6 +18,15 @@
 //! the journal entry is the durability point, and until the indexer has
 //! applied a record, readers find it among the recent records
 //! (`ledger::recent` never drops one the indexer has not applied).
+//!
+//! Why it waits for the journal's sync: sled writes its pages out on its
+//! own schedule (`pwrite` and `sync_file_range`), so after a power loss
+//! sled may hold records the journal lost, at positions the ledger then
+//! hands out again. Opening replays the journal over sled from the end
+//! sled stored, which rewrites every position the journal holds, but
+//! nothing rewrites a position the journal lost. Applying only synced
+//! rounds makes sled's records a subset of the journal's durable ones
+//! (until a checkpoint, when sled itself is made durable).
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -39,12 +49,25 @@ pub const MAX_UNINDEXED_BYTES: usize = 32 * 1024 * 1024;
 /// rests; readers find what it has not applied among the recent records.
 pub const INDEX_LINGER_US: u64 = 500;
 
+/// Longest the indexer waits for a commit to sync the rounds it holds,
+/// in milliseconds, before it syncs the journal itself. A round with a
+/// durable append or flush in it is synced by its commit within a flush;
+/// a round of buffered appends only is synced by the next commit of
+/// anyone's, or by the indexer once this has passed (so a buffered
+/// append is on stable storage within about this long, and the sync it
+/// costs is shared by every buffered append of that time).
+pub const MAX_SYNC_WAIT_MS: u64 = 50;
+
 /// One round the writer journaled: its records, by stream, in global order.
 pub(crate) struct Round {
     pub written: Vec<(StreamKey, Vec<Record>)>,
     /// The global position after the round.
     pub next_global: u64,
     pub bytes: usize,
+    /// A durable append or flush of the round waits for a commit, which
+    /// syncs the journal past it and then wakes the indexer (a push of
+    /// such a round does not).
+    pub awaits_commit: bool,
 }
 
 enum Item {
@@ -75,12 +98,21 @@ struct QueueState {
     /// Rounds ever queued, and ever applied (or skipped once poisoned).
     queued: u64,
     applied: u64,
+    /// Every round ending at or below this global position is in the
+    /// journal on stable storage.
+    durable: u64,
     /// The writer queues no more rounds.
     closed: bool,
+    /// The ledger is poisoned: nothing waits for a sync any more.
+    interrupted: bool,
     /// The indexer's thread ended: nothing queued will be applied.
     gone: bool,
-    /// The indexer is waiting for items.
+    /// The indexer is waiting for items or for a sync.
     indexer_idle: bool,
+    /// TEST-ONLY: the end of the rounds the indexer last waited to see
+    /// synced.
+    #[cfg(test)]
+    awaited_sync: Option<u64>,
     /// Threads waiting on `progress`.
     progress_waiters: usize,
     /// TEST-ONLY: the indexer takes nothing while set.
@@ -89,6 +121,14 @@ struct QueueState {
 }
 
 impl IndexQueue {
+    /// A queue for a ledger whose records below `next_global` are durable
+    /// already (in sled, or in the journal opening started).
+    pub(crate) fn starting_at(next_global: u64) -> Self {
+        let queue = Self::default();
+        queue.lock().durable = next_global;
+        queue
+    }
+
     fn lock(&self) -> MutexGuard<'_, QueueState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -127,8 +167,88 @@ impl IndexQueue {
         }
         state.bytes += round.bytes;
         state.queued += 1;
+        // A round a commit will sync wakes the indexer at that commit
+        // (`note_durable`), when it can be applied, not now.
+        let wake = !round.awaits_commit;
         state.items.push_back(Item::Round(round));
+        if wake {
+            self.wake_indexer(&state);
+        }
+    }
+
+    /// The journal holds every round ending at or below `end` on stable
+    /// storage (a commit's or a rotation's sync returned).
+    pub(crate) fn note_durable(&self, end: u64) {
+        let mut state = self.lock();
+        if end > state.durable {
+            state.durable = end;
+            self.wake_indexer(&state);
+        }
+    }
+
+    /// The ledger is poisoned: an indexer waiting for a sync stops
+    /// waiting (nothing more is applied).
+    pub(crate) fn interrupt(&self) {
+        let mut state = self.lock();
+        state.interrupted = true;
         self.wake_indexer(&state);
+    }
+
+    /// Blocks until the journal holds every round below `end` on stable
+    /// storage, or the ledger is poisoned: waits for commits to sync it
+    /// for at most [`MAX_SYNC_WAIT_MS`] (not at all once the writer is
+    /// closed), then syncs with `sync` (which notes what it made durable).
+    fn wait_until_durable(&self, end: u64, sync: impl FnOnce()) {
+        let deadline =
+            std::time::Instant::now() + std::time::Duration::from_millis(MAX_SYNC_WAIT_MS);
+        let mut state = self.lock();
+        while state.durable < end && !state.interrupted {
+            let now = std::time::Instant::now();
+            if state.closed || now >= deadline {
+                drop(state);
+                sync();
+                return;
+            }
+            #[cfg(test)]
+            {
+                state.awaited_sync = Some(end);
+                self.progress.notify_all();
+            }
+            state.indexer_idle = true;
+            let (next, _) = self
+                .work
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|p| p.into_inner());
+            state = next;
+            state.indexer_idle = false;
+        }
+    }
+
+    /// TEST-ONLY: waits (up to 10 s) until the indexer has waited for the
+    /// sync of the rounds ending at `end`. Whether it did.
+    #[cfg(test)]
+    pub(crate) fn wait_until_awaited_sync(&self, end: u64) -> bool {
+        self.wait_for_test(|state| state.awaited_sync == Some(end))
+    }
+
+    #[cfg(test)]
+    fn wait_for_test(&self, done: impl Fn(&QueueState) -> bool) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut state = self.lock();
+        while !done(&state) {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            state.progress_waiters += 1;
+            let (next, _) = self
+                .progress
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|p| p.into_inner());
+            state = next;
+            state.progress_waiters -= 1;
+        }
+        true
     }
 
     /// Queues a checkpoint at `base`, behind every round queued before.
@@ -146,7 +266,8 @@ impl IndexQueue {
     }
 
     /// Blocks until every round queued before the call is in sled (or the
-    /// indexer is gone).
+    /// indexer is gone): up to [`MAX_SYNC_WAIT_MS`] longer for a round no
+    /// commit syncs.
     pub(crate) fn wait_until_applied(&self) {
         let mut state = self.lock();
         let target = state.queued;
@@ -281,10 +402,16 @@ impl Batch {
         self.end = Some(round.next_global);
     }
 
-    /// Inserts the joined runs and publishes their end (nothing once the
-    /// ledger is poisoned), and starts an empty batch.
+    /// Once the journal holds the joined runs on stable storage, inserts
+    /// them and publishes their end (nothing once the ledger is
+    /// poisoned), and starts an empty batch.
     fn apply_and_publish(&mut self, shared: &Shared) {
         let end = self.end.take();
+        if let Some(end) = end {
+            shared.index_queue.wait_until_durable(end, || {
+                let _ = shared.sync_journal();
+            });
+        }
         if end.is_some() && shared.poisoned().is_none() {
             match insert_records(&shared.log, &self.runs) {
                 Ok(()) => publish(shared, end),
@@ -317,10 +444,12 @@ fn publish(shared: &Shared, end: Option<u64>) {
 /// Not one `apply_batch`: sled 0.34 seals and writes out
 /// its I/O buffer twice for every batch (a `pwrite` and a
 /// `sync_file_range` each, on its thread pool), which cost more than the
-/// inserts. Nothing needs the batch's atomicity: the journal entry holds
-/// the round whole (a crash replays it on open, idempotent by global
-/// position), sled recovers a prefix of its log, and readers see no record
-/// at or past the published end.
+/// inserts, and its first batch makes every sled call in the process take
+/// a reader-writer lock from then on. Nothing needs the batch's
+/// atomicity: the journal holds the round whole on stable storage before
+/// it is applied (a crash replays it on open, idempotent by global
+/// position, over whatever part of it sled kept), and readers see no
+/// record at or past the published end.
 fn insert_records(log: &sled::Tree, written: &[(StreamKey, Vec<Record>)]) -> sled::Result<()> {
     for entry in entry::entries(written) {
         log.insert(entry.key(), entry.value())?;
@@ -393,5 +522,58 @@ mod tests {
             .collect();
         assert_eq!(payloads, vec![vec![0], vec![1], vec![3], vec![4], vec![5]]);
         assert!(ledger.verify().expect("verify").problems.is_empty());
+    }
+
+    /// sled gets a round only once the journal holds it on stable
+    /// storage: a buffered append has no commit coming, so the indexer
+    /// takes its round, waits for a sync, then syncs the journal itself;
+    /// while that sync is held sled lacks the record (a power loss then
+    /// could take it from the journal and leave it in sled); after it,
+    /// sled has it.
+    #[test]
+    fn a_round_reaches_sled_only_after_the_journal_sync_that_covers_it() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
+        let stream = StreamKey::new("synced/a").expect("a key");
+        ledger.shared.sync_gate.hold(true);
+        let record = NewRecord {
+            kind: 1,
+            payload: vec![8],
+        };
+        ledger
+            .append_blocking(
+                &stream,
+                ExpectedPosition::Any,
+                vec![record],
+                Durability::Buffered,
+            )
+            .expect("a buffered append");
+        let awaited = ledger.shared.index_queue.wait_until_awaited_sync(1);
+        let in_sled = entries(&ledger, &stream);
+        ledger.shared.sync_gate.hold(false);
+        assert!(awaited, "the indexer never waited for the round's sync");
+        assert_eq!(
+            in_sled,
+            vec![],
+            "sled holds a round the journal has not synced"
+        );
+        ledger.shared.index_queue.wait_until_applied();
+        assert_eq!(entries(&ledger, &stream), vec![(0, 1)]);
+        let stats = ledger.stats();
+        assert_eq!((stats.index_syncs, stats.flushes), (1, 0), "{stats:?}");
+    }
+
+    /// A durable append's commit syncs its round and wakes the indexer:
+    /// the indexer syncs nothing itself.
+    #[test]
+    fn a_durable_round_costs_the_indexer_no_sync() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
+        let stream = StreamKey::new("synced/b").expect("a key");
+        append(&ledger, &stream, 1);
+        ledger.shared.index_queue.wait_until_applied();
+        assert_eq!(entries(&ledger, &stream), vec![(0, 1)]);
+        let stats = ledger.stats();
+        assert_eq!((stats.index_syncs, stats.flushes), (0, 1), "{stats:?}");
     }
 }

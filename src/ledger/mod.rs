@@ -127,10 +127,40 @@ pub(crate) struct Shared {
     applied_next_global: AtomicU64,
     /// Rounds journaled, on their way into sled.
     index_queue: indexer::IndexQueue,
+    /// The global position after the latest round written to the
+    /// journal (a sync that starts after reading it covers every round
+    /// below it).
+    journaled_next_global: AtomicU64,
+    /// TEST-ONLY: holds journal syncs back while closed.
+    #[cfg(test)]
+    sync_gate: SyncGate,
     /// The durable watermark's file (`None` if it could not be opened).
     watermark: Mutex<Option<watermark::Watermark>>,
     /// When the watermark was last advanced after a group commit.
     watermark_at: Mutex<Option<std::time::Instant>>,
+}
+
+/// TEST-ONLY: a gate every journal sync passes first.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct SyncGate {
+    held: Mutex<bool>,
+    opened: Condvar,
+}
+
+#[cfg(test)]
+impl SyncGate {
+    pub(crate) fn hold(&self, held: bool) {
+        *self.held.lock().unwrap_or_else(|p| p.into_inner()) = held;
+        self.opened.notify_all();
+    }
+
+    fn pass(&self) {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        while *held {
+            held = self.opened.wait(held).unwrap_or_else(|p| p.into_inner());
+        }
+    }
 }
 
 /// Write-path counters (see [`LedgerStats`]).
@@ -142,6 +172,7 @@ pub(crate) struct Counters {
     pub flushed_waiters: AtomicU64,
     pub index_batches: AtomicU64,
     pub led_rounds: AtomicU64,
+    pub index_syncs: AtomicU64,
 }
 
 /// How the write path has behaved since open.
@@ -162,6 +193,9 @@ pub struct LedgerStats {
     /// (the leader path), refused appends included; the writer thread
     /// took the rest.
     pub led_rounds: u64,
+    /// Journal syncs the indexer made itself, for rounds no commit would
+    /// sync (buffered appends only), before applying them to sled.
+    pub index_syncs: u64,
 }
 
 impl Shared {
@@ -205,9 +239,27 @@ impl Shared {
     /// journal file the writer appends to (the files before it were
     /// synced when the writer left them).
     fn make_durable(&self) -> Result<()> {
+        // Read first: the rounds below it are in this file or in ones
+        // synced when the writer left them.
+        let journaled = self.journaled_next_global.load(Ordering::Acquire);
         let file = Arc::clone(&self.journal_file.lock().unwrap_or_else(|p| p.into_inner()));
+        #[cfg(test)]
+        self.sync_gate.pass();
         file.sync()?;
+        self.index_queue.note_durable(journaled);
         Ok(())
+    }
+
+    /// [`Shared::make_durable`] for the indexer, which found a round no
+    /// commit syncs: poisons the ledger if the sync fails.
+    fn sync_journal(&self) -> Result<()> {
+        if let Some(reason) = self.poisoned() {
+            return Err(LedgerError::Poisoned { reason });
+        }
+        self.stats.index_syncs.fetch_add(1, Ordering::Relaxed);
+        self.make_durable().inspect_err(|error| {
+            self.poison(format!("flush failed: {error}"));
+        })
     }
 
     /// Makes sled hold every round applied to it on stable storage (a
@@ -244,8 +296,11 @@ impl Shared {
 
     fn poison(&self, reason: String) {
         tracing::error!(%reason, "ledger refuses further writes");
-        let mut poisoned = self.poisoned.lock().unwrap_or_else(|p| p.into_inner());
-        poisoned.get_or_insert(reason);
+        self.poisoned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(reason);
+        self.index_queue.interrupt();
     }
 
     fn poisoned(&self) -> Option<String> {
@@ -461,7 +516,10 @@ impl Ledger {
             stopping: AtomicBool::new(false),
             stats: Counters::default(),
             applied_next_global: AtomicU64::new(next_global),
-            index_queue: indexer::IndexQueue::default(),
+            index_queue: indexer::IndexQueue::starting_at(next_global),
+            journaled_next_global: AtomicU64::new(next_global),
+            #[cfg(test)]
+            sync_gate: SyncGate::default(),
             watermark: Mutex::new(watermark),
             watermark_at: Mutex::new(None),
         }))
@@ -556,6 +614,7 @@ impl Ledger {
             flushed_waiters: counters.flushed_waiters.load(Ordering::Relaxed),
             index_batches: counters.index_batches.load(Ordering::Relaxed),
             led_rounds: counters.led_rounds.load(Ordering::Relaxed),
+            index_syncs: counters.index_syncs.load(Ordering::Relaxed),
         }
     }
 

@@ -421,6 +421,8 @@ impl Writer {
                     .journal_file
                     .lock()
                     .unwrap_or_else(|p| p.into_inner()) = self.journal.file();
+                // The rotation synced the file the writer left.
+                shared.index_queue.note_durable(self.next_global);
                 shared.index_queue.push_checkpoint(self.next_global);
             }
             Err(error) => shared.poison(format!("journal rotation failed: {error}")),
@@ -549,22 +551,30 @@ impl Writer {
             .increment(next_global - self.next_global);
         metrics::counter!(crate::telemetry::LEDGER_BYTES).increment(bytes);
         self.next_global = next_global;
+        shared
+            .journaled_next_global
+            .store(next_global, Ordering::Release);
         // Readers find the round among the recent records until the
         // indexer has applied it to sled (and only then may they drop it).
         shared.recent.extend(&written, shared.applied_next_global());
         shared.notify_watchers(&tentative);
         self.heads.extend(tentative);
+        let mut durable = Vec::new();
+        let mut buffered = Vec::new();
+        for (waiter, durability) in accepted {
+            match durability {
+                Durability::Buffered => buffered.push(waiter),
+                Durability::Durable => durable.push(waiter),
+            }
+        }
         shared.index_queue.push(Round {
             written,
             next_global,
             bytes: bytes as usize,
+            awaits_commit: !durable.is_empty(),
         });
-        let mut durable = Vec::new();
-        for (waiter, durability) in accepted {
-            match durability {
-                Durability::Buffered => waiter.resolve(Ok(())),
-                Durability::Durable => durable.push(waiter),
-            }
+        for waiter in buffered {
+            waiter.resolve(Ok(()));
         }
         durable
     }
