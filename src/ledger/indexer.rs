@@ -463,17 +463,16 @@ mod tests {
     use crate::ledger::{Durability, ExpectedPosition, Ledger, OpenMode};
 
     fn append(ledger: &Ledger, stream: &StreamKey, payload: u8) {
+        append_as(ledger, stream, payload, Durability::Durable);
+    }
+
+    fn append_as(ledger: &Ledger, stream: &StreamKey, payload: u8, durability: Durability) {
         let record = NewRecord {
             kind: 1,
             payload: vec![payload],
         };
         ledger
-            .append_blocking(
-                stream,
-                ExpectedPosition::Any,
-                vec![record],
-                Durability::Durable,
-            )
+            .append_blocking(stream, ExpectedPosition::Any, vec![record], durability)
             .expect("append");
     }
 
@@ -536,18 +535,7 @@ mod tests {
         let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
         let stream = StreamKey::new("synced/a").expect("a key");
         ledger.shared.sync_gate.hold(true);
-        let record = NewRecord {
-            kind: 1,
-            payload: vec![8],
-        };
-        ledger
-            .append_blocking(
-                &stream,
-                ExpectedPosition::Any,
-                vec![record],
-                Durability::Buffered,
-            )
-            .expect("a buffered append");
+        append_as(&ledger, &stream, 8, Durability::Buffered);
         let awaited = ledger.shared.index_queue.wait_until_awaited_sync(1);
         let in_sled = entries(&ledger, &stream);
         ledger.shared.sync_gate.hold(false);
