@@ -168,8 +168,10 @@ impl IndexQueue {
         state.bytes += round.bytes;
         state.queued += 1;
         // A round a commit will sync wakes the indexer at that commit
-        // (`note_durable`), when it can be applied, not now.
-        let wake = !round.awaits_commit;
+        // (`note_durable`), when it can be applied, not now; unless a sync
+        // that began after the round was journaled already noted it (its
+        // own commit then notes nothing new and would wake no one).
+        let wake = !round.awaits_commit || state.durable >= round.next_global;
         state.items.push_back(Item::Round(round));
         if wake {
             self.wake_indexer(&state);

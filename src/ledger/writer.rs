@@ -559,22 +559,18 @@ impl Writer {
         shared.recent.extend(&written, shared.applied_next_global());
         shared.notify_watchers(&tentative);
         self.heads.extend(tentative);
-        let mut durable = Vec::new();
-        let mut buffered = Vec::new();
-        for (waiter, durability) in accepted {
-            match durability {
-                Durability::Buffered => buffered.push(waiter),
-                Durability::Durable => durable.push(waiter),
-            }
-        }
         shared.index_queue.push(Round {
             written,
             next_global,
             bytes: bytes as usize,
-            awaits_commit: !durable.is_empty(),
+            awaits_commit: accepted.iter().any(|(_, d)| *d == Durability::Durable),
         });
-        for waiter in buffered {
-            waiter.resolve(Ok(()));
+        let mut durable = Vec::new();
+        for (waiter, durability) in accepted {
+            match durability {
+                Durability::Buffered => waiter.resolve(Ok(())),
+                Durability::Durable => durable.push(waiter),
+            }
         }
         durable
     }
