@@ -218,14 +218,16 @@ fn durable_many_writers(c: &mut Criterion) {
     let stats = ledger.stats();
     eprintln!(
         "64 writers: {} durable appends in {} flushes, {} writer rounds and {} index batches: \
-         {:.1} appends per flush, {:.1} per round, {:.1} rounds per index batch",
+         {:.1} appends per flush, {:.1} per round, {:.1} rounds per index batch, \
+         {:.1} records per sled insert",
         stats.flushed_waiters,
         stats.flushes,
         stats.rounds,
         stats.index_batches,
         stats.flushed_waiters as f64 / stats.flushes.max(1) as f64,
         stats.flushed_waiters as f64 / stats.rounds.max(1) as f64,
-        stats.rounds as f64 / stats.index_batches.max(1) as f64
+        stats.rounds as f64 / stats.index_batches.max(1) as f64,
+        stats.records_appended as f64 / stats.index_entries.max(1) as f64
     );
 }
 

@@ -415,7 +415,7 @@ impl Batch {
             });
         }
         if end.is_some() && shared.poisoned().is_none() {
-            match insert_records(&shared.log, &self.runs) {
+            match insert_records(shared, &self.runs) {
                 Ok(()) => publish(shared, end),
                 Err(error) => shared.poison(format!("sled insert failed: {error}")),
             }
@@ -452,10 +452,16 @@ fn publish(shared: &Shared, end: Option<u64>) {
 /// it is applied (a crash replays it on open, idempotent by global
 /// position, over whatever part of it sled kept), and readers see no
 /// record at or past the published end.
-fn insert_records(log: &sled::Tree, written: &[(StreamKey, Vec<Record>)]) -> sled::Result<()> {
+fn insert_records(shared: &Shared, written: &[(StreamKey, Vec<Record>)]) -> sled::Result<()> {
+    let mut inserted = 0;
     for entry in entry::entries(written) {
-        log.insert(entry.key(), entry.value())?;
+        shared.log.insert(entry.key(), entry.value())?;
+        inserted += 1;
     }
+    shared
+        .stats
+        .index_entries
+        .fetch_add(inserted, Ordering::Relaxed);
     Ok(())
 }
 
@@ -512,10 +518,12 @@ mod tests {
         ledger.shared.index_queue.wait_until_applied();
         assert_eq!(entries(&ledger, &a), vec![(0, 2), (2, 2)]);
         assert_eq!(entries(&ledger, &b), vec![(0, 1)]);
+        assert_eq!(ledger.stats().index_entries, 3);
         // A round applied on its own is an entry of its own.
         append(&ledger, &a, 5);
         ledger.shared.index_queue.wait_until_applied();
         assert_eq!(entries(&ledger, &a), vec![(0, 2), (2, 2), (4, 1)]);
+        assert_eq!(ledger.stats().index_entries, 4);
         let payloads: Vec<Vec<u8>> = ledger
             .read(&a, 0)
             .expect("read")

@@ -173,6 +173,7 @@ pub(crate) struct Counters {
     pub index_batches: AtomicU64,
     pub led_rounds: AtomicU64,
     pub index_syncs: AtomicU64,
+    pub index_entries: AtomicU64,
 }
 
 /// How the write path has behaved since open.
@@ -196,6 +197,10 @@ pub struct LedgerStats {
     /// Journal syncs the indexer made itself, for rounds no commit would
     /// sync (buffered appends only), before applying them to sled.
     pub index_syncs: u64,
+    /// Entries the indexer inserted into sled (each one or more records
+    /// of one stream); `records_appended` divided by it is how many
+    /// records an insert carries.
+    pub index_entries: u64,
 }
 
 impl Shared {
@@ -615,6 +620,7 @@ impl Ledger {
             index_batches: counters.index_batches.load(Ordering::Relaxed),
             led_rounds: counters.led_rounds.load(Ordering::Relaxed),
             index_syncs: counters.index_syncs.load(Ordering::Relaxed),
+            index_entries: counters.index_entries.load(Ordering::Relaxed),
         }
     }
 
