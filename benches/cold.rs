@@ -128,6 +128,29 @@ fn cold_first_turn(c: &mut Criterion) {
             })
         });
     }
+    // The same first turn with the fold done before the clock starts: what
+    // a long conversation costs a turn after a restart beyond its fold.
+    group.bench_function("turn_after_fold_after_restart_500_turns", |b| {
+        b.iter_custom(|iters| {
+            runtime.block_on(async {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let studio = open(dir.path());
+                    let id = ConversationId::new("long".to_owned()).expect("a conversation id");
+                    drop(
+                        studio
+                            .conversation(&principal(), &id)
+                            .expect("the conversation"),
+                    );
+                    let began = Instant::now();
+                    turn(&studio, "long", "hello").await;
+                    total += began.elapsed();
+                    studio.ledger().flush().await.expect("flush");
+                }
+                total
+            })
+        })
+    });
     // Where the long conversation's first turn goes: its fold alone.
     group.bench_function("fold_after_restart_500_turns", |b| {
         b.iter_custom(|iters| {
