@@ -6,7 +6,6 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 use ledgerwire::agent::builtin::{data::Dataset, segment_frames};
@@ -66,7 +65,7 @@ fn context(message: &str, answers: Vec<AnsweredPause>) -> TurnContext {
             .expect("request"),
         answers,
         canvas: None,
-        components: BTreeMap::new(),
+        components: Default::default(),
         history: Vec::new(),
         recall: Default::default(),
         retried: false,

@@ -184,9 +184,9 @@ pub struct TurnContext {
     /// segment resumes from (none on the turn's first segment).
     pub answers: Vec<AnsweredPause>,
     /// The canvas as it stands.
-    pub canvas: Option<CompositionManifest>,
+    pub canvas: Option<Arc<CompositionManifest>>,
     /// Components the conversation streamed, by id.
-    pub components: BTreeMap<String, StreamedComponent>,
+    pub components: Arc<BTreeMap<String, StreamedComponent>>,
     /// The conversation digest: earlier turns, newest first, bounded by
     /// [`DIGEST_TURNS`] and [`DIGEST_MAX_BYTES`].
     pub history: Vec<PastTurn>,

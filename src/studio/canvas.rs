@@ -167,7 +167,7 @@ pub fn apply_mutation(
                 ),
             ));
         }
-        (Some(current), _) => current.clone(),
+        (Some(current), _) => CompositionManifest::clone(current),
         (None, named) => {
             let all_adds = !mutation.ops.is_empty()
                 && mutation

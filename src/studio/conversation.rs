@@ -9,6 +9,7 @@
 //! same records always fold to the same state.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -210,9 +211,13 @@ pub struct Conversation {
     pub lease: Option<Lease>,
     /// Segments claimed so far.
     pub segments: u32,
-    #[serde(deserialize_with = "sorted_map")]
-    pub components: BTreeMap<String, StreamedComponent>,
-    pub composition: Option<CompositionManifest>,
+    /// Shared, as the canvas is, with every turn's agent context: a
+    /// segment's start takes a pointer, not a copy of a long
+    /// conversation's 500 cards (about 200 µs for both), and the fold
+    /// copies one only when it changes it while a context still holds it.
+    #[serde(deserialize_with = "shared_sorted_map")]
+    pub components: Arc<BTreeMap<String, StreamedComponent>>,
+    pub composition: Option<Arc<CompositionManifest>>,
     /// Records folded that changed nothing (e.g. a cancel for an old
     /// segment); kept for audit.
     pub ignored: u64,
@@ -220,6 +225,28 @@ pub struct Conversation {
     /// with their outcomes (JSON text).
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     pub applied: VecDeque<(String, String)>,
+}
+
+/// [`sorted_map`], shared.
+fn shared_sorted_map<'de, D, K, V>(deserializer: D) -> Result<Arc<BTreeMap<K, V>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    K: Ord + Deserialize<'de>,
+    V: Deserialize<'de>,
+{
+    sorted_map(deserializer).map(Arc::new)
+}
+
+/// The canvas as `canvas`'s edits take it: moved out of its `Arc` (copied
+/// only if an agent context still shares it), edited, and shared again.
+fn edit_canvas<R>(
+    slot: &mut Option<Arc<CompositionManifest>>,
+    edit: impl FnOnce(&mut Option<CompositionManifest>) -> R,
+) -> R {
+    let mut canvas = slot.take().map(Arc::unwrap_or_clone);
+    let result = edit(&mut canvas);
+    *slot = canvas.map(Arc::new);
+    result
 }
 
 /// Reads a map's entries into a list and builds the tree from it at once.
@@ -561,24 +588,32 @@ fn frame_sent(state: &mut Conversation, record: FrameSent) -> Result<(), FoldErr
                 component_type: head.component_type.unwrap_or_default(),
                 title: head.title.unwrap_or_default(),
             };
-            let replaced = edit_of
-                .is_some_and(|old| canvas::replace(&mut state.composition, &old, &id, &component));
-            if !replaced && auto_add {
-                canvas::auto_add(&mut state.composition, &id, &component);
-            }
-            state.components.insert(id, component);
+            edit_canvas(&mut state.composition, |composition| {
+                let replaced =
+                    edit_of.is_some_and(|old| canvas::replace(composition, &old, &id, &component));
+                if !replaced && auto_add {
+                    canvas::auto_add(composition, &id, &component);
+                }
+            });
+            Arc::make_mut(&mut state.components).insert(id, component);
         }
         "component.revised" => {
             let revision = head.revision.as_ref().and_then(serde_json::Value::as_u64);
             let (Some(id), Some(revision)) = (head.component_id, revision) else {
                 return Err(FoldError::Invalid("component.revised without id".into()));
             };
-            if let Some(component) = state.components.get_mut(&id) {
+            if state.components.contains_key(&id) {
+                let components = Arc::make_mut(&mut state.components);
+                let Some(component) = components.get_mut(&id) else {
+                    return Ok(());
+                };
                 component.revision = revision;
                 if let Some(title) = head.title {
                     component.title = title;
                 }
-                canvas::revise(&mut state.composition, &id, component);
+                edit_canvas(&mut state.composition, |composition| {
+                    canvas::revise(composition, &id, component)
+                });
             }
         }
         _ => {}
@@ -623,7 +658,7 @@ fn composition_mutated(
     // appending it at this exact position, so it applies here too.
     let manifest = canvas::apply_mutation(state, &mutation)
         .map_err(|error| FoldError::Invalid(format!("mutation no longer applies: {error}")))?;
-    state.composition = Some(manifest);
+    state.composition = Some(Arc::new(manifest));
     Ok(())
 }
 
@@ -728,6 +763,44 @@ mod tests {
         assert!(!json.contains("\"approved\":false"));
     }
 
+    /// A copy of the state (what an agent context takes) shares the cards
+    /// and the canvas instead of copying them, and a later fold that
+    /// changes them leaves the copy as it was.
+    #[test]
+    fn a_copy_shares_the_cards_and_canvas_until_the_fold_changes_them() {
+        let mut state = Conversation::default();
+        state
+            .turns
+            .push(Turn::paused_on_a_plan(1, "int-1-2", false));
+        let card = StreamedComponent {
+            revision: 1,
+            component_type: "chart".into(),
+            title: "Population".into(),
+        };
+        edit_canvas(&mut state.composition, |canvas| {
+            canvas::auto_add(canvas, "c1", &card)
+        });
+        Arc::make_mut(&mut state.components).insert("c1".into(), card);
+        let held = state.clone();
+        assert!(Arc::ptr_eq(&held.components, &state.components));
+        let (Some(held_canvas), Some(canvas)) = (&held.composition, &state.composition) else {
+            panic!("auto-add makes a canvas");
+        };
+        assert!(Arc::ptr_eq(held_canvas, canvas));
+        let frame = r#"{"event":"component.revised","seq":3,"component_id":"c1","revision":2,"title":"Population, revised"}"#;
+        let sent = FrameSent {
+            turn: 1,
+            segment: 1,
+            seq: 3,
+            frame: frame.into(),
+        };
+        frame_sent(&mut state, sent).expect("the frame folds");
+        assert_eq!(state.components["c1"].revision, 2);
+        assert_eq!(held.components["c1"].revision, 1);
+        assert_eq!(held.components["c1"].title, "Population");
+        assert!(!Arc::ptr_eq(&held.components, &state.components));
+    }
+
     /// The components map reads back whole from both encodings, built at
     /// once; a key given twice keeps its later value, as inserts would.
     #[test]
@@ -739,7 +812,7 @@ mod tests {
                 component_type: "chart".into(),
                 title: format!("card {i}"),
             };
-            state.components.insert(format!("c{i}"), card);
+            Arc::make_mut(&mut state.components).insert(format!("c{i}"), card);
         }
         reads_back_from_both_encodings(&state);
         let card =

@@ -634,7 +634,7 @@ impl Segment {
                 .folds
                 .state(&self.stream)
                 .ok()
-                .and_then(|state| state.state.composition.clone());
+                .and_then(|state| state.state.composition.as_deref().cloned());
         }
         // Encoded once: the record holds these bytes, and the client gets them.
         let frame_json = json(&frame);
@@ -672,7 +672,9 @@ impl Segment {
         };
         let canvas_after = state.state.composition.as_ref().map(|m| m.revision);
         let moved = canvas_before != canvas_after;
-        let manifest = moved.then(|| state.state.composition.clone()).flatten();
+        let manifest = moved
+            .then(|| state.state.composition.as_deref().cloned())
+            .flatten();
         drop(state);
         if let Some(manifest) = manifest {
             let update = Frame::CompositionUpdated(CompositionUpdated {

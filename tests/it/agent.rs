@@ -1,7 +1,6 @@
 //! The built-in agent: a table of 40+ questions checked against the bundled
 //! data (through the library API), and conversations over HTTP.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ledgerwire::agent::builtin::{BuiltinAgent, segment_frames};
@@ -56,7 +55,7 @@ pub(crate) fn context(message: &str, answers: Vec<AnsweredPause>) -> TurnContext
         request,
         answers,
         canvas: None,
-        components: BTreeMap::new(),
+        components: Default::default(),
         history: Vec::new(),
         recall: Default::default(),
         retried: false,
