@@ -179,9 +179,11 @@ fn durable_many_writers(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("runtime");
+    let cpu = std::cell::Cell::new((Duration::ZERO, 0u64));
     group.bench_function("ledger_durable_append_tasks", |b| {
         b.iter_custom(|iters| {
             let per_writer = iters.div_ceil(CONCURRENT_WRITERS);
+            let cpu_before = process_cpu();
             let start = Instant::now();
             runtime.block_on(async {
                 let tasks: Vec<_> = keys
@@ -209,12 +211,22 @@ fn durable_many_writers(c: &mut Criterion) {
                     task.await.expect("writer task");
                 }
             });
+            let (spent, appends) = cpu.get();
+            cpu.set((
+                spent + process_cpu().saturating_sub(cpu_before),
+                appends + per_writer * CONCURRENT_WRITERS,
+            ));
             start
                 .elapsed()
                 .mul_f64(iters as f64 / (per_writer * CONCURRENT_WRITERS) as f64)
         })
     });
     group.finish();
+    let (spent, appends) = cpu.get();
+    eprintln!(
+        "64 writer tasks: {:.2} us of the process's CPU an append (user and system, all threads)",
+        spent.as_secs_f64() * 1e6 / appends.max(1) as f64
+    );
     let stats = ledger.stats();
     eprintln!(
         "64 writers: {} durable appends in {} flushes, {} writer rounds and {} index batches: \
@@ -229,6 +241,20 @@ fn durable_many_writers(c: &mut Criterion) {
         stats.rounds as f64 / stats.index_batches.max(1) as f64,
         stats.records_appended as f64 / stats.index_entries.max(1) as f64
     );
+}
+
+/// CPU time the process has used (user and system, every thread).
+fn process_cpu() -> Duration {
+    // SAFETY: getrusage fills the struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
 /// Fills one stream with `records` probe records, buffered in batches.
