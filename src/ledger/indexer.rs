@@ -531,6 +531,15 @@ mod tests {
             .collect()
     }
 
+    /// The first payload byte of each record of `stream`, in order.
+    fn first_bytes(ledger: &Ledger, stream: &StreamKey) -> Vec<u8> {
+        ledger
+            .read(stream, 0)
+            .expect("read")
+            .map(|r| r.expect("a record").payload()[0])
+            .collect()
+    }
+
     /// Rounds the indexer takes together are stored as one entry per
     /// stream, however their streams interleave, and read back whole in
     /// position order; rounds taken apart stay apart.
@@ -556,25 +565,13 @@ mod tests {
         ledger.shared.index_queue.wait_until_applied();
         assert_eq!(entries(&ledger, &a), vec![(0, 3), (3, 1)]);
         assert_eq!(ledger.stats().index_entries, 3);
-        let payloads = |stream: &StreamKey| -> Vec<u8> {
-            ledger
-                .read(stream, 0)
-                .expect("read")
-                .map(|r| r.expect("a record").payload()[0])
-                .collect()
-        };
-        assert_eq!(payloads(&a), vec![1, 3, 4, 6]);
-        assert_eq!(payloads(&b), vec![0, 2, 5]);
+        assert_eq!(first_bytes(&ledger, &a), vec![1, 3, 4, 6]);
+        assert_eq!(first_bytes(&ledger, &b), vec![0, 2, 5]);
         assert!(ledger.verify().expect("verify").problems.is_empty());
         // sled answers as the recent records did, after a restart too.
         drop(ledger);
         let (ledger, _) = Ledger::open(dir.path(), OpenMode::MustExist).expect("reopen");
-        let payloads: Vec<u8> = ledger
-            .read(&a, 0)
-            .expect("read")
-            .map(|r| r.expect("a record").payload()[0])
-            .collect();
-        assert_eq!(payloads, vec![1, 3, 4, 6]);
+        assert_eq!(first_bytes(&ledger, &a), vec![1, 3, 4, 6]);
     }
 
     /// sled gets a round only once the journal holds it on stable
