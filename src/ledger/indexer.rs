@@ -425,14 +425,14 @@ impl Batch {
             return;
         }
         self.runs.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut joined: Vec<(StreamKey, Vec<Record>)> = Vec::with_capacity(self.runs.len());
-        for (stream, records) in self.runs.drain(..) {
-            match joined.last_mut() {
-                Some((last, run)) if *last == stream => run.extend(records),
-                _ => joined.push((stream, records)),
+        // `dedup_by` hands the later run first and keeps the earlier one.
+        self.runs.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                earlier.1.append(&mut later.1);
             }
-        }
-        self.runs = joined;
+            same
+        });
     }
 
     /// Once the journal holds the joined runs on stable storage, inserts
