@@ -78,7 +78,7 @@ fn durable_one_writer(c: &mut Criterion) {
         .open(raw_dir.path().join("raw.log"))
         .expect("raw file");
     // The same number of bytes a ledger record of this size occupies.
-    let envelope_len = Probe::new(0, 0, FILLER_BYTES).to_record().payload.len() + 34 + 9 + 4;
+    let envelope_len = envelope_bytes("bench/one".len());
     let bytes = vec![7u8; envelope_len];
     group.bench_function("raw_write_fdatasync", |b| {
         b.iter(|| {
@@ -179,11 +179,14 @@ fn durable_many_writers(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("runtime");
-    let cpu = std::cell::Cell::new((Duration::ZERO, 0u64));
+    // The process's CPU, the bytes it handed to `write` calls and the
+    // appends, over every iteration.
+    let cpu = std::cell::Cell::new((Duration::ZERO, 0u64, 0u64));
     group.bench_function("ledger_durable_append_tasks", |b| {
         b.iter_custom(|iters| {
             let per_writer = iters.div_ceil(CONCURRENT_WRITERS);
             let cpu_before = process_cpu();
+            let written_before = bytes_handed_to_write();
             let start = Instant::now();
             runtime.block_on(async {
                 let tasks: Vec<_> = keys
@@ -211,10 +214,11 @@ fn durable_many_writers(c: &mut Criterion) {
                     task.await.expect("writer task");
                 }
             });
-            let (spent, appends) = cpu.get();
+            let (spent, appends, written) = cpu.get();
             cpu.set((
                 spent + process_cpu().saturating_sub(cpu_before),
                 appends + per_writer * CONCURRENT_WRITERS,
+                written + bytes_handed_to_write().saturating_sub(written_before),
             ));
             start
                 .elapsed()
@@ -222,10 +226,15 @@ fn durable_many_writers(c: &mut Criterion) {
         })
     });
     group.finish();
-    let (spent, appends) = cpu.get();
+    let (spent, appends, written) = cpu.get();
     eprintln!(
-        "64 writer tasks: {:.2} us of the process's CPU an append (user and system, all threads)",
-        spent.as_secs_f64() * 1e6 / appends.max(1) as f64
+        "64 writer tasks: {:.2} us of the process's CPU an append (user and system, all threads); \
+         {:.0} bytes handed to write calls an append (journal, sled, spare), of which the \
+         journal takes about {}",
+        spent.as_secs_f64() * 1e6 / appends.max(1) as f64,
+        written as f64 / appends.max(1) as f64,
+        // The envelope and its length in the journal entry.
+        envelope_bytes("bench/w00".len()) + 4,
     );
     let stats = ledger.stats();
     eprintln!(
@@ -241,6 +250,27 @@ fn durable_many_writers(c: &mut Criterion) {
         stats.rounds as f64 / stats.index_batches.max(1) as f64,
         stats.records_appended as f64 / stats.index_entries.max(1) as f64
     );
+}
+
+/// Bytes of a probe record's envelope on a stream whose key has
+/// `key_len` bytes: the header (34 bytes, the key's length included),
+/// the key, the payload and the CRC (4 bytes).
+fn envelope_bytes(key_len: usize) -> usize {
+    34 + key_len + Probe::new(0, 0, FILLER_BYTES).to_record().payload.len() + 4
+}
+
+/// Bytes the process has handed to `write` calls so far (`wchar` of
+/// /proc/self/io: every thread, every file, whether or not they reached
+/// the disk yet); 0 where the kernel does not report it.
+fn bytes_handed_to_write() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|io| {
+            io.lines()
+                .find_map(|line| line.strip_prefix("wchar:"))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 /// CPU time the process has used (user and system, every thread).
