@@ -3,7 +3,9 @@
 //!     `write` + `fdatasync` loop on the same disk, appending and into a
 //!     preallocated file;
 //! (b) 64 concurrent durable writers (group commit), as threads and as
-//!     tasks on a two-worker runtime (how the server's requests append);
+//!     tasks on a two-worker runtime (how the server's requests append),
+//!     printing for the tasks the process's CPU and the bytes it handed
+//!     to `write` calls per append;
 //! (c) fold throughput over a 1M-record stream;
 //! (d) cold open + fold of a 1M-record store, with and without snapshots.
 //! Stores live under Cargo's target tmpdir, on the disk the data would use.
@@ -179,9 +181,9 @@ fn durable_many_writers(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("runtime");
-    // The process's CPU, the bytes it handed to `write` calls and the
-    // appends, over every iteration.
-    let cpu = std::cell::Cell::new((Duration::ZERO, 0u64, 0u64));
+    // The process's CPU, the bytes it handed to `write` calls (if the
+    // kernel reports them) and the appends, over every iteration.
+    let cpu = std::cell::Cell::new((Duration::ZERO, Some(0u64), 0u64));
     group.bench_function("ledger_durable_append_tasks", |b| {
         b.iter_custom(|iters| {
             let per_writer = iters.div_ceil(CONCURRENT_WRITERS);
@@ -214,11 +216,14 @@ fn durable_many_writers(c: &mut Criterion) {
                     task.await.expect("writer task");
                 }
             });
-            let (spent, appends, written) = cpu.get();
+            let (spent, written, appends) = cpu.get();
+            let written_now = bytes_handed_to_write()
+                .zip(written_before)
+                .map(|(now, before)| now.saturating_sub(before));
             cpu.set((
                 spent + process_cpu().saturating_sub(cpu_before),
+                written.zip(written_now).map(|(sum, more)| sum + more),
                 appends + per_writer * CONCURRENT_WRITERS,
-                written + bytes_handed_to_write().saturating_sub(written_before),
             ));
             start
                 .elapsed()
@@ -226,13 +231,15 @@ fn durable_many_writers(c: &mut Criterion) {
         })
     });
     group.finish();
-    let (spent, appends, written) = cpu.get();
+    let (spent, written, appends) = cpu.get();
+    let written = written.map_or("not reported by this kernel".to_owned(), |bytes| {
+        format!("{:.0}", bytes as f64 / appends.max(1) as f64)
+    });
     eprintln!(
         "64 writer tasks: {:.2} us of the process's CPU an append (user and system, all threads); \
-         {:.0} bytes handed to write calls an append (journal, sled, spare), of which the \
+         bytes handed to write calls an append (journal, sled, spare): {written}, of which the \
          journal takes about {}",
         spent.as_secs_f64() * 1e6 / appends.max(1) as f64,
-        written as f64 / appends.max(1) as f64,
         // The envelope and its length in the journal entry.
         envelope_bytes("bench/w00".len()) + 4,
     );
@@ -261,16 +268,12 @@ fn envelope_bytes(key_len: usize) -> usize {
 
 /// Bytes the process has handed to `write` calls so far (`wchar` of
 /// /proc/self/io: every thread, every file, whether or not they reached
-/// the disk yet); 0 where the kernel does not report it.
-fn bytes_handed_to_write() -> u64 {
-    std::fs::read_to_string("/proc/self/io")
-        .ok()
-        .and_then(|io| {
-            io.lines()
-                .find_map(|line| line.strip_prefix("wchar:"))
-                .and_then(|n| n.trim().parse().ok())
-        })
-        .unwrap_or(0)
+/// the disk yet); `None` where the kernel does not report it.
+fn bytes_handed_to_write() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    io.lines()
+        .find_map(|line| line.strip_prefix("wchar:"))
+        .and_then(|n| n.trim().parse().ok())
 }
 
 /// CPU time the process has used (user and system, every thread).
