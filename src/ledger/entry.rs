@@ -1,127 +1,387 @@
-//! Entries of the log tree: a sled value holding one or more records of
-//! one stream at consecutive positions, their envelopes end to end, under
-//! the key of the first of them.
+//! Entries of the log tree: a sled value for one or more records of one
+//! stream at consecutive positions, under the key of the first of them.
+//! Since store format 4 the value points at the records where they live,
+//! the journal files: a list of extents (a journal file, a byte range in
+//! it, how many records the range holds), the first record's global
+//! position and the record count. Stores written before hold the records'
+//! envelopes end to end in the value (formats 2 and 3), and still read.
 //!
-//! Owns: how runs of records are cut into entries (the indexer cuts the
-//! runs of the rounds it applies together, the journal's replay those of
-//! one round, both through [`entries`]; the replay also removes the other
-//! keys its entries cover, so whatever sled held for a round's
-//! positions, a replay leaves its own entries only), and splitting a
-//! stored value back into envelopes. Must never: join records of two
-//! streams, join more than [`MAX_ENTRY_BYTES`] (a record larger than that
-//! is an entry alone), or hand out an envelope it has not cut at the
-//! length the envelope's own header states. (That an entry never spans a
-//! published end is the indexer's rule: it joins only the rounds of one
-//! batch.)
+//! Owns: the value layouts and telling them apart (a pointer starts with
+//! [`POINTER_TAG`], which no envelope does: an envelope starts with its
+//! format version, 1), cutting runs of records into entries ([`cut`]:
+//! the indexer cuts the runs of the rounds it applies together, the
+//! journal's replay those of one round; the replay also removes the other
+//! keys its entries cover), and reading a value back into envelopes.
+//! Must never: join records of two streams, point at more than
+//! [`MAX_POINTED_BYTES`] or [`MAX_EXTENTS_PER_ENTRY`] (a record larger
+//! than that is an entry alone), or hand out an envelope it has not cut
+//! at the length the envelope's own header states. (That an entry never
+//! spans a published end is the indexer's rule: it joins only the rounds
+//! of one batch.)
 //!
-//! Why entries: sled's cost is per insert (a walk down the tree, a node
-//! split every eight inserts into one stream's end), not per byte. The
-//! frames of a run are one append, and a conversation's 21 records are
-//! about 5 entries rather than 21 inserts. An entry of one record is that
-//! record's envelope as it was stored before entries (format 2), so a
-//! store written before reads as it is.
+//! Why pointers: sled 0.34 writes every value it holds several times
+//! over (each insert logs it, every tenth insert into a leaf logs the
+//! whole leaf again, segment cleaning moves it), about four bytes for
+//! every byte of record; the journal already holds every record on stable
+//! storage before the indexer applies it. A pointer is tens of bytes for
+//! a run of records, so sled's writes are a small fraction of the
+//! journal's. The price is a `pread` per extent for a record no cache
+//! holds.
+
+use serde::{Deserialize, Serialize};
 
 use crate::ledger::error::Corruption;
+use crate::ledger::journal::JournalFiles;
 use crate::ledger::record::{self, Record, StreamKey};
 
-/// Most bytes of envelopes one entry joins, in bytes (a record larger
-/// than that is an entry alone). It keeps a sled leaf of entries (at most
-/// 17) under sled's blob threshold: sled 0.34 writes a message over a
-/// quarter of its 512 KiB segment to a file of its own, and a leaf is
-/// written whole each time sled consolidates it. A conversation's run of
-/// frames (about 3 KB for a resume with a chart) fits in one.
-pub const MAX_ENTRY_BYTES: usize = 4 * 1024;
+/// The first byte of a pointer value (an envelope's first byte is its
+/// format version, 1).
+pub const POINTER_TAG: u8 = 0xB7;
 
-/// The entries of runs of records (`written`: by stream, each run at
-/// consecutive positions, as a round or a batch of rounds holds them):
-/// each stream's records cut into
-/// runs of at most [`MAX_ENTRY_BYTES`], each with its key and value, and
-/// the positions an entry covers beyond its first.
-pub(crate) fn entries<'a>(
-    written: &'a [(StreamKey, Vec<Record>)],
-) -> impl Iterator<Item = Entry<'a>> + 'a {
-    written.iter().flat_map(|(stream, records)| {
-        runs(records).map(move |run| Entry {
-            stream,
-            records: run,
-        })
-    })
+/// Most bytes of records (their journal length prefixes included) one
+/// entry points at, in bytes: what a read of one record of the entry may
+/// have to read. A record larger than that is an entry alone.
+pub const MAX_POINTED_BYTES: usize = 64 * 1024;
+
+/// Most extents one entry holds: it bounds a pointer's size (each extent
+/// is a few bytes) and the `pread`s of reading the entry.
+pub const MAX_EXTENTS_PER_ENTRY: usize = 32;
+
+/// Bytes before each record in a journal entry: its length (u32).
+pub const RECORD_PREFIX_BYTES: u64 = 4;
+
+/// Where records of one stream lie in the journal: `bytes` bytes at
+/// `offset` of the journal file starting at global position `file`,
+/// holding `records` records at consecutive positions, each after its
+/// length prefix ([`RECORD_PREFIX_BYTES`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    pub file: u64,
+    pub offset: u64,
+    pub bytes: u64,
+    pub records: u64,
 }
 
-/// One entry to store.
-pub(crate) struct Entry<'a> {
-    pub stream: &'a StreamKey,
-    pub records: &'a [Record],
+impl Extent {
+    /// Where the bytes after this extent start.
+    fn end(&self) -> u64 {
+        self.offset + self.bytes
+    }
+
+    /// The extents of runs of records written one after the other from
+    /// `offset` of journal file `file`, one extent per run (of `counts`
+    /// records each, `lens` giving every record's envelope length in
+    /// order).
+    pub fn of_runs(
+        file: u64,
+        mut offset: u64,
+        counts: impl Iterator<Item = usize>,
+        mut lens: impl Iterator<Item = usize>,
+    ) -> Vec<Extent> {
+        counts
+            .map(|count| {
+                let bytes: u64 = (&mut lens)
+                    .take(count)
+                    .map(|len| RECORD_PREFIX_BYTES + len as u64)
+                    .sum();
+                let extent = Extent {
+                    file,
+                    offset,
+                    bytes,
+                    records: count as u64,
+                };
+                offset += bytes;
+                extent
+            })
+            .collect()
+    }
 }
 
-impl Entry<'_> {
-    pub fn key(&self) -> Vec<u8> {
-        record::record_key(self.stream, self.first_position())
-    }
+/// A run of one stream's records at consecutive positions, and the
+/// extents holding them in the journal, in order (their record counts
+/// sum to the run's).
+pub(crate) struct Run {
+    pub stream: StreamKey,
+    pub records: Vec<Record>,
+    pub extents: Vec<Extent>,
+}
 
-    fn first_position(&self) -> u64 {
-        self.records.first().map_or(0, Record::position)
-    }
+/// One entry to store: its key, its value, and the keys of the positions
+/// it covers beyond its first (a replay removes them, so that no entry an
+/// earlier application stored, one per record by a format-2 build or cut
+/// elsewhere, overlaps the replay's).
+pub(crate) struct Cut {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+    stream: StreamKey,
+    first: u64,
+    count: u64,
+}
 
-    /// The stored value: one record's envelope as it is (no copy), or the
-    /// envelopes end to end.
-    pub fn value(&self) -> sled::IVec {
-        match self.records {
-            [only] => only.bytes().clone(),
-            records => {
-                let len = records.iter().map(Record::encoded_len).sum();
-                let mut value = Vec::with_capacity(len);
-                for record in records {
-                    value.extend_from_slice(record.bytes());
+impl Cut {
+    pub fn covered_keys(&self) -> impl Iterator<Item = Vec<u8>> + '_ {
+        (self.first + 1..self.first + self.count).map(|p| record::record_key(&self.stream, p))
+    }
+}
+
+/// The entries of `runs`: each run cut where an entry would point at
+/// more than [`MAX_POINTED_BYTES`] or hold more than
+/// [`MAX_EXTENTS_PER_ENTRY`] extents (extents that touch are joined).
+pub(crate) fn cut(runs: &[Run]) -> Vec<Cut> {
+    let mut cuts = Vec::new();
+    for run in runs {
+        let mut records = run.records.iter();
+        let mut building = Pointer::default();
+        let mut first: Option<&Record> = None;
+        for extent in &run.extents {
+            let mut offset = extent.offset;
+            for record in (&mut records).take(extent.records as usize) {
+                let len = RECORD_PREFIX_BYTES + record.encoded_len() as u64;
+                let joins = building.joins(extent.file, offset);
+                if let Some(head) = first
+                    && (building.bytes() + len > MAX_POINTED_BYTES as u64
+                        || (!joins && building.extents.len() >= MAX_EXTENTS_PER_ENTRY))
+                {
+                    cuts.push(building.finish(&run.stream, head));
+                    building = Pointer::default();
+                    first = None;
                 }
-                sled::IVec::from(value)
+                let head = *first.get_or_insert(record);
+                if building.count == 0 {
+                    building.first_global = head.global_position();
+                }
+                building.push(extent.file, offset, len);
+                offset += len;
             }
+        }
+        if let Some(head) = first {
+            cuts.push(building.finish(&run.stream, head));
+        }
+    }
+    cuts
+}
+
+/// A pointer value, decoded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pointer {
+    pub first_global: u64,
+    pub count: u64,
+    pub extents: Vec<Extent>,
+}
+
+/// A pointer as stored (after [`POINTER_TAG`], before its CRC-32C):
+/// postcard, so every number is a varint; each extent's file as the
+/// difference from the one before, and its offset from where the one
+/// before ended when both are in one file.
+#[derive(Serialize, Deserialize)]
+struct StoredPointer {
+    first_global: u64,
+    count: u64,
+    extents: Vec<(u64, u64, u64, u64)>,
+}
+
+impl Pointer {
+    fn bytes(&self) -> u64 {
+        self.extents.iter().map(|e| e.bytes).sum()
+    }
+
+    /// Whether a record at `offset` of `file` extends the last extent.
+    fn joins(&self, file: u64, offset: u64) -> bool {
+        self.extents
+            .last()
+            .is_some_and(|last| last.file == file && last.end() == offset)
+    }
+
+    fn push(&mut self, file: u64, offset: u64, len: u64) {
+        self.count += 1;
+        if self.joins(file, offset)
+            && let Some(last) = self.extents.last_mut()
+        {
+            last.bytes += len;
+            last.records += 1;
+            return;
+        }
+        self.extents.push(Extent {
+            file,
+            offset,
+            bytes: len,
+            records: 1,
+        });
+    }
+
+    fn finish(self, stream: &StreamKey, first: &Record) -> Cut {
+        Cut {
+            key: record::record_key(stream, first.position()),
+            value: self.encode(),
+            stream: stream.clone(),
+            first: first.position(),
+            count: self.count,
         }
     }
 
-    /// The keys of the positions the entry covers after its first: a
-    /// replay removes them, so that no entry an earlier application
-    /// stored (one per record by a format-2 build, or cut elsewhere)
-    /// overlaps the replay's.
-    pub fn covered_keys(&self) -> impl Iterator<Item = Vec<u8>> + '_ {
-        self.records
+    /// The stored value: the tag, the pointer, its CRC-32C.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut previous: Option<&Extent> = None;
+        let extents = self
+            .extents
             .iter()
-            .skip(1)
-            .map(|record| record::record_key(self.stream, record.position()))
+            .map(|extent| {
+                let (file, offset) = match previous {
+                    Some(before) if before.file == extent.file => {
+                        (0, extent.offset.wrapping_sub(before.end()))
+                    }
+                    Some(before) => (extent.file.wrapping_sub(before.file), extent.offset),
+                    None => (extent.file, extent.offset),
+                };
+                previous = Some(extent);
+                (file, offset, extent.bytes, extent.records)
+            })
+            .collect();
+        let stored = StoredPointer {
+            first_global: self.first_global,
+            count: self.count,
+            extents,
+        };
+        let mut value = vec![POINTER_TAG];
+        // Serialising plain numbers into a Vec cannot fail.
+        value.extend(postcard::to_allocvec(&stored).unwrap_or_default());
+        let crc = crc32c::crc32c(&value);
+        value.extend_from_slice(&crc.to_le_bytes());
+        value
     }
-}
 
-/// `records` cut into runs of at most [`MAX_ENTRY_BYTES`] (a record
-/// larger than that alone).
-fn runs(records: &[Record]) -> impl Iterator<Item = &[Record]> {
-    let mut rest = records;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
+    /// A stored pointer, checked; `None` if `value` is not one (an
+    /// envelope, or a value of a store written before format 4).
+    pub fn decode(value: &[u8]) -> Option<Result<Self, Corruption>> {
+        if value.first() != Some(&POINTER_TAG) {
             return None;
         }
-        let mut bytes = 0;
-        let mut len = 0;
-        for record in rest {
-            if len > 0 && bytes + record.encoded_len() > MAX_ENTRY_BYTES {
-                break;
+        let bad = |why: &str| Corruption::Pointer {
+            detail: why.to_owned(),
+        };
+        Some((|| {
+            let Some(body_end) = value.len().checked_sub(4).filter(|&end| end >= 1) else {
+                return Err(bad("too short"));
+            };
+            let mut crc = [0u8; 4];
+            crc.copy_from_slice(&value[body_end..]);
+            if crc32c::crc32c(&value[..body_end]) != u32::from_le_bytes(crc) {
+                return Err(bad("its checksum does not match"));
             }
-            bytes += record.encoded_len();
-            len += 1;
+            let stored: StoredPointer = postcard::from_bytes(&value[1..body_end])
+                .map_err(|error| bad(&format!("it does not decode: {error}")))?;
+            let mut extents: Vec<Extent> = Vec::with_capacity(stored.extents.len());
+            for (file, offset, bytes, records) in stored.extents {
+                let (file, offset) = match extents.last() {
+                    Some(before) if file == 0 => (before.file, before.end().wrapping_add(offset)),
+                    Some(before) => (before.file.wrapping_add(file), offset),
+                    None => (file, offset),
+                };
+                extents.push(Extent {
+                    file,
+                    offset,
+                    bytes,
+                    records,
+                });
+            }
+            let pointer = Pointer {
+                first_global: stored.first_global,
+                count: stored.count,
+                extents,
+            };
+            let counted: u64 = pointer.extents.iter().map(|e| e.records).sum();
+            if counted != pointer.count || pointer.count == 0 {
+                return Err(bad("its extents do not hold its record count"));
+            }
+            if pointer.bytes() > (MAX_POINTED_BYTES as u64).max(MAX_JOURNAL_RECORD_BYTES) {
+                return Err(bad("it points at more bytes than an entry may"));
+            }
+            Ok(pointer)
+        })())
+    }
+
+    /// The bytes the pointer's extents hold, end to end: the records,
+    /// each after its length.
+    fn read(&self, files: &JournalFiles) -> Result<Vec<u8>, Corruption> {
+        let mut raw = Vec::with_capacity(self.bytes() as usize);
+        for extent in &self.extents {
+            files
+                .read_into(extent.file, extent.offset, extent.bytes as usize, &mut raw)
+                .map_err(|error| Corruption::Journal {
+                    detail: format!(
+                        "journal file {} bytes {}..{}: {error}",
+                        extent.file,
+                        extent.offset,
+                        extent.end()
+                    ),
+                })?;
         }
-        let (run, after) = rest.split_at(len);
-        rest = after;
-        Some(run)
-    })
+        Ok(raw)
+    }
 }
 
-/// The envelopes of a stored value, in order, each cut at the length its
-/// header states (checksums are checked when a record is decoded). A
+/// Largest record a pointer may point at alone, in bytes: a record's
+/// payload bound (`MAX_PAYLOAD_BYTES`) with room for its envelope.
+const MAX_JOURNAL_RECORD_BYTES: u64 = (1 << 30) + (1 << 20);
+
+/// How many positions a stored value covers: a pointer's count, or as
+/// the envelopes' lengths cut a value of records (a value that ends
+/// inside an envelope counts that one). A pointer that does not check
+/// covers one.
+pub fn span(value: &sled::IVec) -> u64 {
+    match Pointer::decode(value) {
+        Some(Ok(pointer)) => pointer.count,
+        Some(Err(_)) => 1,
+        None => inline_envelopes(value.clone()).count() as u64,
+    }
+}
+
+/// The global position of a stored value's first record: a pointer
+/// names it; a value of records is read for it.
+pub fn first_global(value: &sled::IVec) -> Result<u64, Corruption> {
+    match Pointer::decode(value) {
+        Some(pointer) => Ok(pointer?.first_global),
+        None => match inline_envelopes(value.clone()).next() {
+            Some(envelope) => Ok(Record::from_envelope(envelope?)?.global_position()),
+            None => Err(Corruption::Truncated { len: 0 }),
+        },
+    }
+}
+
+/// The envelopes of a stored value, in order: read from the journal for
+/// a pointer, cut from the value itself otherwise.
+pub fn envelopes(value: sled::IVec, files: &JournalFiles) -> Envelopes {
+    match Pointer::decode(&value) {
+        None => inline_envelopes(value),
+        Some(pointer) => match pointer.and_then(|p| Ok((p.read(files)?, p.count))) {
+            Ok((raw, count)) => Envelopes {
+                value: sled::IVec::from(raw),
+                offset: 0,
+                done: false,
+                failed: None,
+                prefixed: Some(count),
+            },
+            Err(corruption) => Envelopes {
+                value: sled::IVec::from(&[][..]),
+                offset: 0,
+                done: false,
+                failed: Some(corruption),
+                prefixed: None,
+            },
+        },
+    }
+}
+
+/// The envelopes of a value of records, in order, each cut at the length
+/// its header states (checksums are checked when a record is decoded). A
 /// value that ends inside an envelope yields `Truncated` for it and ends.
-pub fn envelopes(value: sled::IVec) -> Envelopes {
+fn inline_envelopes(value: sled::IVec) -> Envelopes {
     Envelopes {
         value,
         offset: 0,
         done: false,
+        failed: None,
+        prefixed: None,
     }
 }
 
@@ -130,14 +390,63 @@ pub struct Envelopes {
     value: sled::IVec,
     offset: usize,
     done: bool,
+    /// A pointer that could not be read: the one item.
+    failed: Option<Corruption>,
+    /// Read through a pointer: each envelope follows its length word (as
+    /// the journal lays records out), and this many are still due.
+    prefixed: Option<u64>,
+}
+
+impl Envelopes {
+    /// The next of `due` length-prefixed envelopes: its length word must
+    /// be the length its header states, and the bytes must end with the
+    /// last one.
+    fn next_prefixed(&mut self, due: u64) -> Option<Result<sled::IVec, Corruption>> {
+        let rest = self.value.len() - self.offset;
+        if due == 0 {
+            self.done = true;
+            return (rest > 0).then_some(Err(Corruption::Truncated { len: rest }));
+        }
+        let at = self.offset + RECORD_PREFIX_BYTES as usize;
+        let word = self
+            .value
+            .get(self.offset..at)
+            .map(|word| u32::from_le_bytes([word[0], word[1], word[2], word[3]]) as usize);
+        let envelope = word.filter(|&len| {
+            self.value
+                .get(at..at + len)
+                .is_some_and(|bytes| record::envelope_len(bytes) == Some(len))
+        });
+        match envelope {
+            Some(len) => {
+                self.offset = at + len;
+                self.prefixed = Some(due - 1);
+                Some(Ok(self.value.subslice(at, len)))
+            }
+            None => {
+                self.done = true;
+                Some(Err(Corruption::Truncated { len: rest }))
+            }
+        }
+    }
 }
 
 impl Iterator for Envelopes {
     type Item = Result<sled::IVec, Corruption>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if let Some(corruption) = self.failed.take() {
+            self.done = true;
+            return Some(Err(corruption));
+        }
+        if self.done {
+            return None;
+        }
+        if let Some(due) = self.prefixed {
+            return self.next_prefixed(due);
+        }
         let rest = self.value.len() - self.offset;
-        if self.done || (rest == 0 && self.offset > 0) {
+        if rest == 0 && self.offset > 0 {
             return None;
         }
         match record::envelope_len(&self.value[self.offset..]) {
@@ -154,23 +463,10 @@ impl Iterator for Envelopes {
     }
 }
 
-/// How many positions a stored value covers, as its envelopes' lengths
-/// cut it (a value that ends inside an envelope counts that one).
-pub fn span(value: &sled::IVec) -> u64 {
-    envelopes(value.clone()).count() as u64
-}
-
-/// The first record of a stored value, checked.
-pub fn first_record(value: &sled::IVec) -> Result<Record, Corruption> {
-    match envelopes(value.clone()).next() {
-        Some(envelope) => Record::from_envelope(envelope?),
-        None => Err(Corruption::Truncated { len: 0 }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ledger::journal::{self, JournalWriter};
     use crate::ledger::record::{FORMAT_VERSION, Header};
 
     fn record(stream: &StreamKey, position: u64, payload_len: usize) -> Record {
@@ -185,68 +481,137 @@ mod tests {
         Record::encoded(sled::IVec::from(bytes), header)
     }
 
-    #[test]
-    fn an_entry_splits_back_into_its_records() {
-        let stream = StreamKey::new("e/one").expect("a key");
-        let records: Vec<Record> = (3..8).map(|p| record(&stream, p, 40)).collect();
-        let written = vec![(stream.clone(), records)];
-        let all: Vec<Entry<'_>> = entries(&written).collect();
-        assert_eq!(all.len(), 1);
-        assert_eq!(all[0].key(), record::record_key(&stream, 3));
-        let value = all[0].value();
-        assert_eq!(span(&value), 5);
-        let positions: Vec<u64> = envelopes(value.clone())
-            .zip(3..)
+    /// Writes `records` to a fresh journal as one round per record and
+    /// gives back the run the indexer would hold for them.
+    fn journaled(dir: &std::path::Path, stream: &StreamKey, records: Vec<Record>) -> Run {
+        let base = records[0].global_position();
+        let mut writer = JournalWriter::create(dir, base, 1 << 20, None).expect("a journal");
+        let mut extents = Vec::new();
+        for record in &records {
+            let global = record.global_position();
+            let start = writer
+                .append(global, global + 1, std::iter::once(&record.bytes()[..]))
+                .expect("append");
+            extents.extend(Extent::of_runs(
+                base,
+                journal::records_offset(start),
+                std::iter::once(1),
+                std::iter::once(record.encoded_len()),
+            ));
+        }
+        Run {
+            stream: stream.clone(),
+            records,
+            extents,
+        }
+    }
+
+    fn positions(value: &[u8], files: &JournalFiles, stream: &str, first: u64) -> Vec<u64> {
+        envelopes(sled::IVec::from(value), files)
+            .zip(first..)
             .map(|(envelope, position)| {
                 let envelope = envelope.expect("an envelope");
-                let decoded = Record::decode(envelope, "e/one", position).expect("a record");
-                decoded.position()
+                Record::decode(envelope, stream, position)
+                    .expect("a record")
+                    .position()
             })
-            .collect();
-        assert_eq!(positions, vec![3, 4, 5, 6, 7]);
-        assert_eq!(all[0].covered_keys().count(), 4);
-        assert_eq!(first_record(&value).expect("first").position(), 3);
+            .collect()
     }
 
     #[test]
-    fn one_record_is_stored_as_its_envelope() {
-        let stream = StreamKey::new("e/alone").expect("a key");
-        let only = record(&stream, 0, 10);
-        let written = vec![(stream.clone(), vec![only.clone()])];
-        let value = entries(&written).next().expect("an entry").value();
-        assert_eq!(value, *only.bytes());
+    fn a_pointer_reads_back_its_records_from_the_journal() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let stream = StreamKey::new("e/one").expect("a key");
+        let records: Vec<Record> = (3..8).map(|p| record(&stream, p, 40)).collect();
+        let run = journaled(dir.path(), &stream, records);
+        let cuts = cut(std::slice::from_ref(&run));
+        assert_eq!(cuts.len(), 1);
+        assert_eq!(cuts[0].key, record::record_key(&stream, 3));
+        assert_eq!(cuts[0].covered_keys().count(), 4);
+        let value = sled::IVec::from(cuts[0].value.as_slice());
+        assert!(
+            value.len() < 80,
+            "a pointer is small: {} bytes",
+            value.len()
+        );
+        assert_eq!(span(&value), 5);
+        assert_eq!(first_global(&value), Ok(103));
+        let files = JournalFiles::new(dir.path());
+        assert_eq!(positions(&value, &files, "e/one", 3), vec![3, 4, 5, 6, 7]);
+        let pointer = Pointer::decode(&value)
+            .expect("a pointer")
+            .expect("it checks");
+        assert_eq!(pointer.extents.len(), 5, "one round each: apart");
+        assert_eq!(Pointer::decode(&pointer.encode()), Some(Ok(pointer)));
     }
 
     #[test]
-    fn entries_stay_under_their_bound_and_a_large_record_stands_alone() {
+    fn a_damaged_pointer_or_journal_is_corruption_not_a_wrong_record() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let stream = StreamKey::new("e/bad").expect("a key");
+        let run = journaled(dir.path(), &stream, vec![record(&stream, 0, 30)]);
+        let value = cut(std::slice::from_ref(&run)).remove(0).value;
+        let files = JournalFiles::new(dir.path());
+        let mut flipped = value.clone();
+        flipped[2] ^= 1;
+        let read: Vec<_> = envelopes(sled::IVec::from(flipped), &files).collect();
+        assert!(matches!(read.as_slice(), [Err(Corruption::Pointer { .. })]));
+        // The journal file gone: the record cannot be read.
+        for (_, path) in journal::files(dir.path()).expect("files") {
+            std::fs::remove_file(path).expect("remove");
+        }
+        let read: Vec<_> =
+            envelopes(sled::IVec::from(value), &JournalFiles::new(dir.path())).collect();
+        assert!(matches!(read.as_slice(), [Err(Corruption::Journal { .. })]));
+    }
+
+    #[test]
+    fn entries_stay_under_their_bounds_and_a_large_record_stands_alone() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
         let stream = StreamKey::new("e/big").expect("a key");
-        let records = vec![
-            record(&stream, 0, 1_500),
-            record(&stream, 1, 1_500),
-            record(&stream, 2, 1_500),
-            record(&stream, 3, 10_000),
-            record(&stream, 4, 10),
-        ];
-        let written = vec![(stream.clone(), records)];
-        let spans: Vec<usize> = entries(&written).map(|e| e.records.len()).collect();
+        let mut records: Vec<Record> = (0..3).map(|p| record(&stream, p, 30_000)).collect();
+        records.push(record(&stream, 3, 100_000));
+        records.push(record(&stream, 4, 10));
+        let run = journaled(dir.path(), &stream, records);
+        let spans: Vec<u64> = cut(std::slice::from_ref(&run))
+            .iter()
+            .map(|c| span(&sled::IVec::from(c.value.as_slice())))
+            .collect();
         assert_eq!(spans, vec![2, 1, 1, 1]);
+
+        let many: Vec<Record> = (0..40).map(|p| record(&stream, p, 10)).collect();
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let run = journaled(dir.path(), &stream, many);
+        let cuts = cut(std::slice::from_ref(&run));
+        let spans: Vec<u64> = cuts
+            .iter()
+            .map(|c| span(&sled::IVec::from(c.value.as_slice())))
+            .collect();
+        assert_eq!(spans, vec![MAX_EXTENTS_PER_ENTRY as u64, 8]);
+        let files = JournalFiles::new(dir.path());
+        let second = positions(&cuts[1].value, &files, "e/big", 32);
+        assert_eq!(second, (32..40).collect::<Vec<_>>());
     }
 
+    /// Stores written before format 4 hold the records in the value.
     #[test]
-    fn a_value_cut_inside_an_envelope_is_truncated_there() {
+    fn a_value_of_records_reads_as_it_is_and_a_torn_one_is_truncated() {
         let stream = StreamKey::new("e/torn").expect("a key");
         let records: Vec<Record> = (0..3).map(|p| record(&stream, p, 20)).collect();
-        let written = vec![(stream.clone(), records)];
-        let value = entries(&written).next().expect("an entry").value();
+        let value: Vec<u8> = records.iter().flat_map(|r| r.bytes().to_vec()).collect();
+        let files = JournalFiles::new(std::path::Path::new("/nonexistent"));
+        assert_eq!(positions(&value, &files, "e/torn", 0), vec![0, 1, 2]);
+        assert_eq!(span(&sled::IVec::from(value.as_slice())), 3);
+        assert_eq!(first_global(&sled::IVec::from(value.as_slice())), Ok(100));
         for cut in [value.len() - 1, value.len() - 30, 5] {
             let torn = sled::IVec::from(&value[..cut]);
-            let results: Vec<bool> = envelopes(torn).map(|e| e.is_ok()).collect();
+            let results: Vec<bool> = envelopes(torn, &files).map(|e| e.is_ok()).collect();
             assert_eq!(results.last(), Some(&false), "cut at {cut}");
             assert!(results[..results.len() - 1].iter().all(|ok| *ok));
         }
         let empty = sled::IVec::from(&[][..]);
         assert_eq!(
-            envelopes(empty).count(),
+            envelopes(empty, &files).count(),
             1,
             "an empty value is a torn record"
         );

@@ -28,6 +28,10 @@ pub enum Corruption {
     BadKey,
     #[error("the storage engine cannot read this part of its data file ({detail})")]
     Storage { detail: String },
+    #[error("the entry pointing at the record in the journal is damaged ({detail})")]
+    Pointer { detail: String },
+    #[error("the journal file holding the record cannot be read ({detail})")]
+    Journal { detail: String },
 }
 
 /// Errors of the ledger.

@@ -33,8 +33,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::ledger::Shared;
-use crate::ledger::entry;
-use crate::ledger::record::{NEXT_GLOBAL_KEY, Record, StreamKey};
+use crate::ledger::entry::{self, Extent, Run};
+use crate::ledger::journal::JournalEnd;
+use crate::ledger::record::{JOURNAL_END_KEY, NEXT_GLOBAL_KEY, Record, StreamKey};
 
 /// Most bytes of records journaled but not yet in sled, in bytes; past it
 /// the writer waits for the indexer (one round bigger than this is let in
@@ -67,6 +68,10 @@ pub const MAX_SYNC_WAIT_MS: u64 = 50;
 /// One round the writer journaled: its records, by stream, in global order.
 pub(crate) struct Round {
     pub written: Vec<(StreamKey, Vec<Record>)>,
+    /// Where each run of `written` lies in the journal, in order.
+    pub extents: Vec<Extent>,
+    /// Where the round's journal entry ends.
+    pub journal_end: JournalEnd,
     /// The global position after the round.
     pub next_global: u64,
     pub bytes: usize,
@@ -401,20 +406,30 @@ pub(crate) fn run_indexer(
 /// that end overwrites whatever sled held past it.
 #[derive(Default)]
 struct Batch {
-    runs: Vec<(StreamKey, Vec<Record>)>,
-    /// The global position after the last round joined.
+    runs: Vec<Run>,
+    /// The global position after the last round joined, and where its
+    /// journal entry ends.
     end: Option<u64>,
+    journal_end: Option<JournalEnd>,
 }
 
 impl Batch {
     fn join(&mut self, round: Round) {
-        for (stream, records) in round.written {
+        for ((stream, records), extent) in round.written.into_iter().zip(round.extents) {
             match self.runs.last_mut() {
-                Some((last, run)) if *last == stream => run.extend(records),
-                _ => self.runs.push((stream, records)),
+                Some(last) if last.stream == stream => {
+                    last.records.extend(records);
+                    last.extents.push(extent);
+                }
+                _ => self.runs.push(Run {
+                    stream,
+                    records,
+                    extents: vec![extent],
+                }),
             }
         }
         self.end = Some(round.next_global);
+        self.journal_end = Some(round.journal_end);
     }
 
     /// Joins every run of a stream into its first: a stable sort keeps
@@ -424,12 +439,13 @@ impl Batch {
         if self.runs.len() < 3 {
             return;
         }
-        self.runs.sort_by(|a, b| a.0.cmp(&b.0));
+        self.runs.sort_by(|a, b| a.stream.cmp(&b.stream));
         // `dedup_by` hands the later run first and keeps the earlier one.
         self.runs.dedup_by(|later, earlier| {
-            let same = later.0 == earlier.0;
+            let same = later.stream == earlier.stream;
             if same {
-                earlier.1.append(&mut later.1);
+                earlier.records.append(&mut later.records);
+                earlier.extents.append(&mut later.extents);
             }
             same
         });
@@ -440,6 +456,7 @@ impl Batch {
     /// poisoned), and starts an empty batch.
     fn apply_and_publish(&mut self, shared: &Shared) {
         let end = self.end.take();
+        let journal_end = self.journal_end.take();
         if let Some(end) = end {
             shared.index_queue.wait_until_durable(end, || {
                 let _ = shared.sync_journal();
@@ -448,7 +465,7 @@ impl Batch {
         if end.is_some() && shared.poisoned().is_none() {
             self.join_streams();
             match insert_records(shared, &self.runs) {
-                Ok(()) => publish(shared, end),
+                Ok(()) => publish(shared, end, journal_end),
                 Err(error) => shared.poison(format!("sled insert failed: {error}")),
             }
         }
@@ -458,16 +475,28 @@ impl Batch {
 
 /// Stores and publishes the end of the rounds applied: `m/next_global`
 /// after their records (sled recovers a prefix of its log, so the stored
-/// end never covers a record it lost), then `applied_next_global`, which
-/// makes them visible to sled readers.
-fn publish(shared: &Shared, end: Option<u64>) {
+/// end never covers a record it lost), then where their journal entries
+/// end (after it, so never past it: an open reads the journal from
+/// there), then `applied_next_global`, which makes them visible to sled
+/// readers.
+fn publish(shared: &Shared, end: Option<u64>, journal_end: Option<JournalEnd>) {
     let Some(end) = end else {
         return;
     };
     if shared.poisoned().is_some() {
         return;
     }
-    if let Err(error) = shared.log.insert(NEXT_GLOBAL_KEY, &end.to_be_bytes()) {
+    let stored = shared
+        .log
+        .insert(NEXT_GLOBAL_KEY, &end.to_be_bytes())
+        .and_then(|_| match journal_end {
+            Some(journal_end) => shared
+                .log
+                .insert(JOURNAL_END_KEY, &journal_end.encode())
+                .map(drop),
+            None => Ok(()),
+        });
+    if let Err(error) = stored {
         shared.poison(format!("sled insert failed: {error}"));
         return;
     }
@@ -484,10 +513,10 @@ fn publish(shared: &Shared, end: Option<u64>) {
 /// it is applied (a crash replays it on open, idempotent by global
 /// position, over whatever part of it sled kept), and readers see no
 /// record at or past the published end.
-fn insert_records(shared: &Shared, written: &[(StreamKey, Vec<Record>)]) -> sled::Result<()> {
+fn insert_records(shared: &Shared, runs: &[Run]) -> sled::Result<()> {
     let mut inserted = 0;
-    for entry in entry::entries(written) {
-        shared.log.insert(entry.key(), entry.value())?;
+    for entry in entry::cut(runs) {
+        shared.log.insert(entry.key, entry.value)?;
         inserted += 1;
     }
     shared
@@ -526,7 +555,7 @@ mod tests {
             .map(|entry| {
                 let (key, value) = entry.expect("a sled entry");
                 let (_, first) = record::parse_record_key(&key).expect("a record key");
-                (first, crate::ledger::entry::envelopes(value).count())
+                (first, crate::ledger::entry::span(&value) as usize)
             })
             .collect()
     }

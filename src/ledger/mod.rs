@@ -107,6 +107,9 @@ pub(crate) struct Shared {
     data_file: File,
     /// The journal file the writer appends to: what the flusher syncs.
     journal_file: Mutex<Arc<journal::JournalFile>>,
+    /// The journal files readers read records from (sled's entries point
+    /// into them).
+    journal_files: journal::JournalFiles,
     /// TEST-ONLY switches, read from the environment once at open.
     hooks: powerloss::TestHooks,
     /// The records appended last, per stream (reads skip sled for them).
@@ -208,7 +211,7 @@ impl Shared {
     fn scrub(&self) {
         lower_this_threads_priority();
         let started = std::time::Instant::now();
-        let report = match verify::verify_live(&self.log, &self.stopping) {
+        let report = match verify::verify_live(&self.log, &self.journal_files, &self.stopping) {
             Ok(Some(report)) => report,
             Ok(None) => return,
             Err(error) => {
@@ -393,18 +396,15 @@ impl Drop for Threads {
             let _ = handle.join();
         }
         // A clean close: everything applied is made durable in sled and
-        // marked so, and then the journal, which sled covers whole, is
-        // deleted (the next open starts a new one). A close after a
-        // failure leaves the journal for the next open to replay.
+        // marked so (the next open replays nothing, and goes on writing
+        // the newest journal file). A close after a failure leaves the
+        // rounds sled lacks for the next open to replay.
         let shared = &self.shared;
         if shared.poisoned().is_none()
             && shared.make_durable().is_ok()
             && shared.make_sled_durable().is_ok()
         {
             shared.advance_watermark(shared.applied_next_global.load(Ordering::Acquire));
-            if let Err(error) = journal::delete_all(&shared.path) {
-                tracing::warn!(%error, "journal files not deleted at close");
-            }
         }
     }
 }
@@ -435,20 +435,20 @@ impl Ledger {
         store::refuse_damaged_snapshots(&path)?;
         let db = store::open_sled(&path, mode)?;
         let log = db.open_tree("log")?;
+        let files = journal::JournalFiles::new(&path);
         let stored = match stored_next_global(&log) {
             Ok(next_global) => next_global,
             Err(LedgerError::Sled(error)) if damage::is_damage(&error) => {
-                verify::verify(&log)?.next_global
+                verify::verify(&log, &files)?.next_global
             }
             Err(error) => return Err(error),
         };
         let (next_global, mut journal) = recover(&path, &db, &log, stored, &hooks)?;
-        let report = verify::verify(&log)?;
+        let report = verify::verify(&log, &files)?;
         check_watermark(&path, report.next_global.max(next_global))?;
         if report.next_global != next_global {
             // Records past the stored counter (damage): appends go on
-            // after them, and the journal's first entry must start there.
-            journal::delete_all(&path)?;
+            // after them, in a journal file starting there.
             journal = journal::JournalWriter::create(
                 &path,
                 report.next_global,
@@ -478,7 +478,7 @@ impl Ledger {
             // the damaged streams with it.
             Err(LedgerError::Sled(error)) if damage::is_damage(&error) => {
                 tracing::error!(%error, "the stored next global position cannot be read; scanning the whole store");
-                let report = verify::verify(&log)?;
+                let report = verify::verify(&log, &journal::JournalFiles::new(&path))?;
                 (report.next_global, report.corrupt_streams())
             }
             Err(error) => return Err(error),
@@ -504,12 +504,14 @@ impl Ledger {
             .inspect_err(|error| tracing::warn!(%error, "no durable watermark"))
             .ok();
         Ok(Arc::new(Shared {
+            journal_files: journal::JournalFiles::new(&path),
             path,
             db,
             log,
             snapshots,
             data_file,
             journal_file: Mutex::new(journal.file()),
+
             hooks,
             recent: recent::Recent::default(),
             next_global_on_open: next_global,
@@ -829,7 +831,11 @@ impl Ledger {
     /// while it runs (the indexer may be halfway through those).
     pub fn verify(&self) -> Result<VerifyReport> {
         self.shared.index_queue.wait_until_applied();
-        verify::verify_below(&self.shared.log, self.shared.applied_next_global())
+        verify::verify_below(
+            &self.shared.log,
+            &self.shared.journal_files,
+            self.shared.applied_next_global(),
+        )
     }
 
     /// Deletes every fold snapshot. Allowed at any time: snapshots are
@@ -954,7 +960,8 @@ mod tests {
         assert!(live.problems.is_empty(), "{:?}", live.problems);
         assert_eq!(live.records, 1);
         // The whole-store scan (an offline `log verify`) sees the hole.
-        let whole = verify::verify(&ledger.shared.log).expect("verify");
+        let whole =
+            verify::verify(&ledger.shared.log, &ledger.shared.journal_files).expect("verify");
         assert!(!whole.problems.is_empty());
     }
 }

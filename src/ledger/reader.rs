@@ -160,7 +160,7 @@ impl Shared {
         let mut keys = self.log.scan_prefix(stream_prefix(stream)).rev();
         // An entry's records are of one round: its first tells.
         let applying = |value: &sled::IVec| {
-            entry::first_record(value).is_ok_and(|record| record.global_position() >= visible_below)
+            entry::first_global(value).is_ok_and(|global| global >= visible_below)
         };
         let last = keys.find(|entry| !entry.as_ref().is_ok_and(|(_, value)| applying(value)));
         match last {
@@ -295,7 +295,10 @@ impl SledReader {
             };
             return Some(Err(self.corrupt(gap)));
         }
-        Some(Ok((entry::envelopes(value), position)))
+        Some(Ok((
+            entry::envelopes(value, &self.shared.journal_files),
+            position,
+        )))
     }
 }
 

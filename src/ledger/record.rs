@@ -33,6 +33,10 @@ pub const RECORD_KEY_TAG: u8 = b's';
 /// Key in the `log` tree holding the next global position (u64 big-endian).
 pub const NEXT_GLOBAL_KEY: &[u8] = b"m/next_global";
 
+/// Key in the `log` tree holding where the journal's rounds sled holds
+/// end (`journal::JournalEnd`), stored after [`NEXT_GLOBAL_KEY`].
+pub const JOURNAL_END_KEY: &[u8] = b"m/journal_end";
+
 /// The name of a stream: a non-empty UTF-8 string of at most
 /// [`MAX_STREAM_KEY_BYTES`] bytes with no control characters, such as
 /// `studio/alice/conv-1`.

@@ -4,9 +4,9 @@
 //! sled holds.
 //!
 //! Owns: `recover`, `sled_durable`, `check_watermark` and reading the
-//! stored next global position. Must never: delete a journal file before
-//! `sled_durable` returned, or serve a store holding fewer records than
-//! its watermark says were durable.
+//! stored next global position. Must never: let sled point at journal
+//! bytes that are not on stable storage, or serve a store holding fewer
+//! records than its watermark says were durable.
 
 use std::fs::File;
 use std::path::Path;
@@ -16,8 +16,9 @@ use super::record::NEXT_GLOBAL_KEY;
 use super::{damage, journal, powerloss, watermark};
 
 /// Brings sled up to date with the journal (every round it holds that
-/// sled lost), makes sled hold all of it on stable storage, and starts a
-/// fresh journal file: the old ones are covered then, and deleted.
+/// sled lost, as entries pointing into it), makes sled hold all of it on
+/// stable storage, and opens the journal for the writer: the newest file
+/// where it ends, or a new file where the records end.
 pub(super) fn recover(
     path: &Path,
     db: &sled::Db,
@@ -38,19 +39,26 @@ pub(super) fn recover(
             file = %damage.file.display(),
             offset = damage.offset,
             detail = %damage.detail,
-            "a damaged journal entry, but sled holds its records: nothing lost"
+            "a damaged journal entry sled already points past: the integrity scan names the records lost there"
         );
     }
     // Even without a replay: what sled recovered may sit in the page cache
-    // only (a killed process), so it is synced before the journal goes.
+    // only (a killed process).
     sled_durable(db, &File::open(path.join("db"))?, path, hooks)?;
-    journal::delete_all(path)?;
-    let journal = journal::JournalWriter::create(
-        path,
-        replayed.next_global,
-        hooks.journal_file_bytes,
-        hooks.trace.clone(),
-    )?;
+    let journal = match &replayed.tail {
+        Some(tail) if tail.next == replayed.next_global => journal::JournalWriter::resume(
+            path,
+            tail,
+            hooks.journal_file_bytes,
+            hooks.trace.clone(),
+        )?,
+        _ => journal::JournalWriter::create(
+            path,
+            replayed.next_global,
+            hooks.journal_file_bytes,
+            hooks.trace.clone(),
+        )?,
+    };
     Ok((replayed.next_global, journal))
 }
 

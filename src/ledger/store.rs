@@ -14,10 +14,13 @@ use crate::ledger::error::{LedgerError, Result, StoreProblem};
 /// store: format 2 added the journal (`ledger::journal`), whose rounds a
 /// format-1 build would not apply to sled; format 3 stores a round's run
 /// of one stream's records as one sled entry (`ledger::entry`), which a
-/// format-2 build would take for a torn record. Opening an older store
-/// upgrades its marker: its entries are all of one record, which this
-/// build reads as they are, and a replay of its journal replaces them.
-pub const STORE_FORMAT: u32 = 3;
+/// format-2 build would take for a torn record; format 4 keeps the
+/// records in the journal files and sled's entries point at them, which
+/// a format-3 build would take for damage (and whose journal files it
+/// would delete). Opening an older store upgrades its marker: its
+/// entries hold their records, which this build reads as they are, and
+/// a replay of its journal replaces them with pointers.
+pub const STORE_FORMAT: u32 = 4;
 
 /// Name of the marker file at the root of every store.
 pub const MARKER_FILE: &str = "LEDGERWIRE";

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::ledger::entry;
 use crate::ledger::error::{Corruption, LedgerError, Result};
+use crate::ledger::journal::JournalFiles;
 use crate::ledger::record::{self, RECORD_KEY_TAG, Record, StreamKey};
 
 /// One problem found by a verification.
@@ -102,9 +103,9 @@ struct StreamScan {
 }
 
 /// Scans the whole log tree.
-pub fn verify(log: &sled::Tree) -> Result<VerifyReport> {
+pub fn verify(log: &sled::Tree, files: &JournalFiles) -> Result<VerifyReport> {
     let never = AtomicBool::new(false);
-    Ok(scan(log, &never, None)?.unwrap_or_default())
+    Ok(scan(log, files, &never, None)?.unwrap_or_default())
 }
 
 /// Entries scanned between two looks at the stop flag.
@@ -116,23 +117,32 @@ const STOP_CHECK_ENTRIES: u64 = 4096;
 /// position after inserting every record below it, so they are all
 /// visible, while records inserted during the scan may be seen in part
 /// (one stream's but not another's) and would look like a hole.
-pub fn verify_live(log: &sled::Tree, stop: &AtomicBool) -> Result<Option<VerifyReport>> {
+pub fn verify_live(
+    log: &sled::Tree,
+    files: &JournalFiles,
+    stop: &AtomicBool,
+) -> Result<Option<VerifyReport>> {
     let horizon = super::stored_next_global(log)?;
-    scan(log, stop, Some(horizon))
+    scan(log, files, stop, Some(horizon))
 }
 
 /// [`verify`] of the records below `horizon` only, for a store the
 /// indexer is writing to: every record below it is in sled, and those at
 /// or past it, possibly inserted in part while the scan runs, are left
 /// out rather than taken for holes.
-pub fn verify_below(log: &sled::Tree, horizon: u64) -> Result<VerifyReport> {
+pub fn verify_below(log: &sled::Tree, files: &JournalFiles, horizon: u64) -> Result<VerifyReport> {
     let never = AtomicBool::new(false);
-    Ok(scan(log, &never, Some(horizon))?.unwrap_or_default())
+    Ok(scan(log, files, &never, Some(horizon))?.unwrap_or_default())
 }
 
 /// The scan: every record, or with a `horizon` every record whose global
 /// position is below it.
-fn scan(log: &sled::Tree, stop: &AtomicBool, horizon: Option<u64>) -> Result<Option<VerifyReport>> {
+fn scan(
+    log: &sled::Tree,
+    files: &JournalFiles,
+    stop: &AtomicBool,
+    horizon: Option<u64>,
+) -> Result<Option<VerifyReport>> {
     let stored_next_global = super::stored_next_global(log)?;
     let mut scan = Scan {
         horizon,
@@ -165,7 +175,7 @@ fn scan(log: &sled::Tree, stop: &AtomicBool, horizon: Option<u64>) -> Result<Opt
             continue;
         };
         scan.enter(stream);
-        for (position, envelope) in (first..).zip(entry::envelopes(value)) {
+        for (position, envelope) in (first..).zip(entry::envelopes(value, files)) {
             let len = match &envelope {
                 Ok(envelope) => envelope.len(),
                 Err(Corruption::Truncated { len }) => *len,

@@ -11,11 +11,10 @@
 //! journaled so far durable with one `fdatasync` of the journal for every
 //! waiter (group commit) while the writer goes on with the next round.
 //! The checkpointer makes sled durable when the writer starts a new
-//! journal file (once the indexer has applied every round before it), and
-//! then deletes the journal files sled covers.
+//! journal file (once the indexer has applied every round before it), so
+//! that an open replays only the files since.
 //! Must never: acknowledge a durable append before the sync of the journal
-//! entry holding it returned, delete a journal file before sled holds its
-//! rounds on stable storage, or accept a write after a write or sync
+//! entry holding it returned, or accept a write after a write or sync
 //! failed (the process must restart, since what sled holds in memory may
 //! no longer match the disk).
 
@@ -26,6 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{mpsc, oneshot};
 
+use crate::ledger::entry::Extent;
 use crate::ledger::error::{LedgerError, Result};
 use crate::ledger::indexer::Round;
 use crate::ledger::journal::{self, JournalWriter};
@@ -369,9 +369,9 @@ pub(crate) fn run_writer(
 
 /// The checkpointer thread: after each journal rotation, once the indexer
 /// applied every round before it, makes sled hold them on stable storage
-/// (sled's flush and an `fdatasync` of its data file), then deletes the
-/// journal files that covers. Off the commit path: appends go on
-/// meanwhile.
+/// (sled's flush and an `fdatasync` of its data file), so that an open
+/// replays at most the rounds of the files since. Off the commit path:
+/// appends go on meanwhile.
 pub(crate) fn run_checkpointer(shared: Arc<Shared>, rotations: std::sync::mpsc::Receiver<u64>) {
     while let Ok(mut base) = rotations.recv() {
         while let Ok(later) = rotations.try_recv() {
@@ -388,15 +388,11 @@ pub(crate) fn run_checkpointer(shared: Arc<Shared>, rotations: std::sync::mpsc::
             shared.poison(format!("checkpoint failed: {error}"));
             continue;
         }
-        match journal::delete_before(&shared.path, base) {
-            Ok(deleted) => tracing::debug!(
-                base,
-                deleted,
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "checkpoint"
-            ),
-            Err(error) => tracing::warn!(%error, "journal files not deleted after a checkpoint"),
-        }
+        tracing::debug!(
+            base,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "checkpoint"
+        );
     }
 }
 
@@ -531,6 +527,17 @@ impl Writer {
         let journaled = self
             .journal
             .append(self.next_global, next_global, envelopes.into_iter());
+        let extents = match &journaled {
+            Ok(start) => Extent::of_runs(
+                self.journal.base(),
+                journal::records_offset(*start),
+                written.iter().map(|(_, records)| records.len()),
+                written
+                    .iter()
+                    .flat_map(|(_, records)| records.iter().map(Record::encoded_len)),
+            ),
+            Err(_) => Vec::new(),
+        };
         if let Err(error) = journaled {
             // The journal's state is unknown: stop writing.
             let reason = format!("journal write failed: {error}");
@@ -561,6 +568,12 @@ impl Writer {
         self.heads.extend(tentative);
         shared.index_queue.push(Round {
             written,
+            extents,
+            journal_end: journal::JournalEnd {
+                file: self.journal.base(),
+                offset: self.journal.len(),
+                next_global,
+            },
             next_global,
             bytes: bytes as usize,
             awaits_commit: accepted.iter().any(|(_, d)| *d == Durability::Durable),

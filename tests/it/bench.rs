@@ -74,15 +74,33 @@ fn bench_spawns_a_server_and_every_conversation_completes() {
     let (status, report, text) = bench(&["--spawn", "--data", data]);
     assert!(status.success(), "{text}");
     assert_complete(&report, "studio", &text);
-    // It was stopped as an operator stops it: drained and closed, so no
-    // journal entry is left for the next open to replay.
-    // (The spare, zeros written ahead for the next file, may stay.)
-    let journal: Vec<_> = std::fs::read_dir(dir.path().join("store").join("journal"))
-        .expect("the store's journal directory")
-        .map(|entry| entry.expect("a directory entry").file_name())
-        .filter(|name| name != ledgerwire::ledger::journal::SPARE_FILE)
-        .collect();
-    assert!(journal.is_empty(), "left to replay: {journal:?}");
+    // It was stopped as an operator stops it: drained and closed, so the
+    // journal ends cleanly and sled holds every round of it (the next
+    // open replays nothing).
+    let store = dir.path().join("store");
+    let scans = ledgerwire::ledger::journal::scan(&store).expect("the journal reads");
+    assert!(!scans.is_empty(), "the records live in the journal");
+    for scan in &scans {
+        assert!(
+            scan.torn_at.is_none() && scan.damage.is_empty(),
+            "{}",
+            scan.path.display()
+        );
+    }
+    let journal_end = scans
+        .iter()
+        .filter_map(|scan| scan.entries.last().map(|entry| entry.next))
+        .max()
+        .expect("entries");
+    {
+        let db = sled::open(&store).expect("sled opens");
+        let log = db.open_tree("log").expect("the log tree");
+        let stored = log
+            .get(ledgerwire::ledger::record::NEXT_GLOBAL_KEY)
+            .expect("a read")
+            .expect("the stored next global position");
+        assert_eq!(stored.as_ref(), journal_end.to_be_bytes(), "left to replay");
+    }
     // The server it started ran on the directory it was given, and wrote
     // every conversation there (the log verifies).
     let verify = binary()

@@ -1,6 +1,8 @@
-//! The golden log: a store written by format version 1, committed under
-//! log-format/golden/v1/. Every later build must open it cleanly, fold it to
-//! the committed state and dump it to the committed JSON lines.
+//! The golden logs: stores written by store format 1 (log-format/golden/v1/,
+//! records in sled's values) and store format 4 (golden/v4/, records in the
+//! journal files and sled's entries pointing at them), the same records.
+//! Every later build must open each cleanly, fold it to the committed state
+//! and dump it to the committed JSON lines.
 //!
 //! The files are written once, when a format version is introduced, by
 //! running this test with LEDGERWIRE_WRITE_GOLDEN=1 and the directory absent.
@@ -15,6 +17,7 @@ use ledgerwire::studio::conversation::ConversationFold;
 use crate::support::{scratch, stream};
 
 const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/log-format/golden/v1");
+const GOLDEN_V4: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/log-format/golden/v4");
 
 /// The streams of the golden log and their records: (writer, filler bytes).
 fn golden_streams() -> Vec<(&'static str, Vec<(u32, usize)>)> {
@@ -80,11 +83,70 @@ pub(crate) fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn the_v1_golden_log_reads_and_folds_to_its_committed_state() {
-    let golden = Path::new(GOLDEN);
+    reads_and_folds_to_its_committed_state(Path::new(GOLDEN));
+}
+
+#[test]
+fn the_format_4_golden_log_points_into_its_journal_and_reads_and_folds_the_same() {
+    let golden = Path::new(GOLDEN_V4);
     if !golden.join("store").exists() {
         assert!(
             std::env::var_os("LEDGERWIRE_WRITE_GOLDEN").is_some(),
-            "{GOLDEN}/store is missing; it is committed and must not be regenerated for an existing format version"
+            "{GOLDEN_V4}/store is missing; it is committed and must not be regenerated for an existing format version"
+        );
+        write_golden(golden);
+        trim_journal(&golden.join("store"));
+    }
+    // Every entry is a pointer into the journal, as format 4 writes them.
+    let scratch = scratch();
+    copy_dir(&golden.join("store"), scratch.path());
+    {
+        let db = sled::open(scratch.path()).unwrap();
+        let log = db.open_tree("log").unwrap();
+        let values: Vec<sled::IVec> = log
+            .scan_prefix([ledgerwire::ledger::record::RECORD_KEY_TAG])
+            .map(|entry| entry.unwrap().1)
+            .collect();
+        assert!(!values.is_empty());
+        for value in &values {
+            let pointer = ledgerwire::ledger::entry::Pointer::decode(value);
+            assert!(matches!(pointer, Some(Ok(_))), "{value:?}");
+        }
+    }
+    reads_and_folds_to_its_committed_state(golden);
+    // The same records as format 1's, so the same state.
+    assert_eq!(
+        std::fs::read_to_string(golden.join("expected-state.json")).unwrap(),
+        std::fs::read_to_string(Path::new(GOLDEN).join("expected-state.json")).unwrap()
+    );
+}
+
+/// Cuts each journal file of a freshly written golden store at its last
+/// entry (a file ending there reads whole) and drops the spare: the
+/// committed store holds no megabytes of preallocated zeros.
+fn trim_journal(store: &Path) {
+    for scan in ledgerwire::ledger::journal::scan(store).unwrap() {
+        let end = scan.entries.last().map(|e| e.end).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&scan.path)
+            .unwrap();
+        file.set_len(end).unwrap();
+    }
+    let spare = store
+        .join(ledgerwire::ledger::journal::JOURNAL_DIR)
+        .join(ledgerwire::ledger::journal::SPARE_FILE);
+    if spare.exists() {
+        std::fs::remove_file(spare).unwrap();
+    }
+}
+
+fn reads_and_folds_to_its_committed_state(golden: &Path) {
+    if !golden.join("store").exists() {
+        assert!(
+            std::env::var_os("LEDGERWIRE_WRITE_GOLDEN").is_some(),
+            "{}/store is missing; it is committed and must not be regenerated for an existing format version",
+            golden.display()
         );
         write_golden(golden);
     }

@@ -325,6 +325,11 @@ fn a_snapshot_from_another_history_is_ignored() {
         let db = sled::open(dir.path()).unwrap();
         let log = db.open_tree("log").unwrap();
         let original = log.get(record_key(&key, 9)).unwrap().unwrap();
+        let files = ledgerwire::ledger::journal::JournalFiles::new(dir.path());
+        let original = ledgerwire::ledger::entry::envelopes(original, &files)
+            .next()
+            .unwrap()
+            .unwrap();
         let record = ledgerwire::ledger::Record::decode(original, key.as_str(), 9).unwrap();
         let header = *record.header();
         let payload = Probe::new(7, 9, 16).to_record().payload;
@@ -489,14 +494,11 @@ fn a_flipped_byte_is_caught_by_the_checksum() {
             )
             .unwrap();
     }
-    {
-        let db = sled::open(dir.path()).unwrap();
-        let log = db.open_tree("log").unwrap();
-        let mut bytes = log.get(record_key(&key, 0)).unwrap().unwrap().to_vec();
-        bytes[40] ^= 0x20;
-        log.insert(record_key(&key, 0), bytes).unwrap();
-        db.flush().unwrap();
-    }
+    // The record lives in the journal; sled's entry points at it.
+    let (file, offset) = crate::support::record_in_journal(dir.path(), &key, 0);
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[offset as usize + 40] ^= 0x20;
+    std::fs::write(&file, bytes).unwrap();
     let (_, report) = open(dir.path());
     assert!(matches!(
         report.problems[0].corruption,
@@ -591,7 +593,7 @@ fn a_store_from_a_newer_format_is_refused() {
         problem,
         StoreProblem::NewerFormat {
             found: 99,
-            supported: 3
+            supported: 4
         }
     ));
     assert!(problem.to_string().contains("upgrade ledgerwire"));

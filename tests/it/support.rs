@@ -437,10 +437,55 @@ pub fn tear_record(dir: &std::path::Path, key: &ledgerwire::ledger::StreamKey, p
         .expect("an entry holding the record")
         .unwrap();
     let (_, first) = ledgerwire::ledger::record::parse_record_key(&entry_key).unwrap();
-    let end: usize = ledgerwire::ledger::entry::envelopes(value.clone())
+    // The entry points into the journal: it is replaced by a value holding
+    // the records themselves (as stores before format 4 held them), torn.
+    let files = ledgerwire::ledger::journal::JournalFiles::new(dir);
+    let held: Vec<u8> = ledgerwire::ledger::entry::envelopes(value, &files)
         .take((position - first + 1) as usize)
-        .map(|envelope| envelope.expect("an intact envelope").len())
-        .sum();
-    log.insert(&entry_key, &value[..end - 7]).unwrap();
+        .flat_map(|envelope| envelope.expect("an intact envelope").to_vec())
+        .collect();
+    log.insert(&entry_key, &held[..held.len() - 7]).unwrap();
     db.flush().unwrap();
+}
+
+/// The journal file and byte offset of one record's envelope, as the
+/// sled entry holding it points at them (store format 4).
+pub fn record_in_journal(
+    dir: &std::path::Path,
+    key: &ledgerwire::ledger::StreamKey,
+    position: u64,
+) -> (std::path::PathBuf, u64) {
+    use ledgerwire::ledger::entry::{Pointer, RECORD_PREFIX_BYTES};
+    use ledgerwire::ledger::record::{record_key, stream_prefix};
+    let db = sled::open(dir).unwrap();
+    let log = db.open_tree("log").unwrap();
+    let (entry_key, value) = log
+        .range(stream_prefix(key)..=record_key(key, position))
+        .next_back()
+        .expect("an entry holding the record")
+        .unwrap();
+    let (_, first) = ledgerwire::ledger::record::parse_record_key(&entry_key).unwrap();
+    let pointer = Pointer::decode(&value)
+        .expect("a pointer")
+        .expect("an intact pointer");
+    let files = ledgerwire::ledger::journal::files(dir).unwrap();
+    let mut skip = position - first;
+    for extent in pointer.extents {
+        let path = files
+            .iter()
+            .find(|(base, _)| *base == extent.file)
+            .map(|(_, path)| path.clone())
+            .expect("the journal file");
+        let bytes = std::fs::read(&path).unwrap();
+        let mut at = extent.offset;
+        for _ in 0..extent.records {
+            let len = u32::from_le_bytes(bytes[at as usize..at as usize + 4].try_into().unwrap());
+            if skip == 0 {
+                return (path, at + RECORD_PREFIX_BYTES);
+            }
+            skip -= 1;
+            at += RECORD_PREFIX_BYTES + u64::from(len);
+        }
+    }
+    panic!("the pointer does not hold position {position}");
 }

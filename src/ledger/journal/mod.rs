@@ -1,17 +1,19 @@
-//! The journal: the durability point of the store. Every writer round is
-//! written here, as one checksummed entry, before it is applied to sled;
-//! a durable append is acknowledged once the journal file is synced
-//! (`fdatasync`), one sync for the whole group waiting. sled is then the
-//! index: it is flushed and synced only at a checkpoint, after which the
-//! journal files it covers are deleted, and on open every journal entry
-//! sled does not hold yet is applied to it again (replay).
+//! The journal: the durability point of the store and, since store
+//! format 4, where records live. Every writer round is written here, as
+//! one checksummed entry, before it is applied to sled; a durable append
+//! is acknowledged once the journal file is synced (`fdatasync`), one
+//! sync for the whole group waiting. sled is then the index: its entries
+//! point at the records' bytes in journal files (`ledger::entry`); it is
+//! flushed and synced only at a checkpoint, and on open every journal
+//! entry sled does not hold yet is applied to it again (replay).
 //!
 //! Owns: the `journal/` directory, its file and entry layout (see
 //! `log-format/LOG-FORMAT.md`), writing, syncing and rotating journal
-//! files, reading them back (telling a torn tail from damage), replaying
-//! them into sled, deleting the ones a checkpoint covers.
-//! Must never: delete a journal file before sled holds its rounds on
-//! stable storage, write an entry after a failed write or sync (the
+//! files, reading them back (whole, telling a torn tail from damage; or a
+//! range, for a reader), replaying them into sled, going on with the
+//! newest after an open.
+//! Must never: delete or rewrite a journal file's synced entries (sled
+//! points at them), write an entry after a failed write or sync (the
 //! writer is poisoned), replay an entry that does not check, or take
 //! damage to a synced entry for the torn end of a crash.
 
@@ -53,6 +55,13 @@ const ENTRY_HEADER_BYTES: usize = 8;
 /// position (u64 each), the file offset known synced when the entry was
 /// written (u64) and the record count (u32).
 const BODY_HEADER_BYTES: usize = 28;
+
+/// Where the first record of the entry at `entry_offset` starts (its
+/// length prefix): the records follow the entry's headers, each after its
+/// length (`entry::RECORD_PREFIX_BYTES`).
+pub fn records_offset(entry_offset: u64) -> u64 {
+    entry_offset + (ENTRY_HEADER_BYTES + BODY_HEADER_BYTES) as u64
+}
 
 /// Largest entry body a reader accepts, in bytes: a round's bytes are
 /// bounded by what the writer takes into one round
@@ -219,6 +228,40 @@ impl JournalWriter {
         })
     }
 
+    /// Goes on appending to the newest journal file after a replay
+    /// settled it ([`Tail`]: every entry checks and is synced, nothing
+    /// but zeros after them). It was allocated rather than written ahead
+    /// (as far as this process knows), so a spare replaces it once ready.
+    pub fn resume(
+        store: &Path,
+        tail: &Tail,
+        file_bytes: u64,
+        trace: Option<Arc<Trace>>,
+    ) -> io::Result<Self> {
+        use std::io::{Seek, SeekFrom};
+        let mut file = OpenOptions::new().write(true).open(&tail.path)?;
+        file.seek(SeekFrom::Start(tail.end))?;
+        if let Some(trace) = &trace {
+            trace.synced(&tail.path, tail.end);
+        }
+        Ok(Self {
+            store: store.to_path_buf(),
+            current: Arc::new(JournalFile {
+                path: tail.path.clone(),
+                file,
+                written: AtomicU64::new(tail.end),
+                synced: AtomicU64::new(tail.end),
+                trace: trace.clone(),
+            }),
+            base: tail.base,
+            file_bytes,
+            zeroed: false,
+            spare: Spare::Absent,
+            buf: Vec::new(),
+            trace,
+        })
+    }
+
     /// Whether the writer should start the next file now: the current
     /// one reached the rotation size, or it is an allocated file (slower
     /// to sync) with entries and a spare is ready to take its place.
@@ -258,14 +301,16 @@ impl JournalWriter {
     }
 
     /// Writes one round (the envelopes of global positions `first ..
-    /// next`) as one entry, with one `write`; not synced. A failed write
-    /// leaves the file in an unknown state: the caller poisons the ledger.
+    /// next`) as one entry, with one `write`; not synced. Returns where
+    /// the entry starts in the current file. A failed write leaves the
+    /// file in an unknown state: the caller poisons the ledger.
     pub fn append<'a>(
         &mut self,
         first: u64,
         next: u64,
         envelopes: impl ExactSizeIterator<Item = &'a [u8]>,
-    ) -> io::Result<()> {
+    ) -> io::Result<u64> {
+        let start = self.len();
         self.buf.clear();
         self.buf.extend_from_slice(&[0u8; ENTRY_HEADER_BYTES]);
         self.buf.extend_from_slice(&first.to_le_bytes());
@@ -299,7 +344,7 @@ impl JournalWriter {
             self.buf = Vec::new();
         }
         self.maybe_prepare_spare();
-        Ok(())
+        Ok(start)
     }
 
     /// Syncs the current file and starts the next one at `base`: every
@@ -357,39 +402,10 @@ fn preallocate(file: &File, len: u64) -> io::Result<()> {
     }
 }
 
-/// Deletes the journal files older than the one starting at `keep_from`
-/// (the newest file is always kept): the caller has made sled hold every
-/// record below `keep_from` on stable storage.
-pub fn delete_before(store: &Path, keep_from: u64) -> io::Result<usize> {
-    let mut deleted = 0;
-    let files = files(store)?;
-    for window in files.windows(2) {
-        let ((_, path), (next_base, _)) = (&window[0], &window[1]);
-        if *next_base <= keep_from {
-            fs::remove_file(path)?;
-            deleted += 1;
-        }
-    }
-    if deleted > 0 {
-        sync_dir(&store.join(JOURNAL_DIR))?;
-    }
-    Ok(deleted)
-}
-
-/// Deletes every journal file: sled holds all their rounds durably.
-pub fn delete_all(store: &Path) -> io::Result<()> {
-    let files = files(store)?;
-    for (_, path) in &files {
-        fs::remove_file(path)?;
-    }
-    if !files.is_empty() {
-        sync_dir(&store.join(JOURNAL_DIR))?;
-    }
-    Ok(())
-}
-
+mod read;
 mod scan;
 mod spare;
+pub use read::{JournalFiles, MAX_OPEN_JOURNAL_FILES};
 pub use scan::*;
 use spare::Spare;
 pub use spare::{SPARE_AFTER_BYTES, SPARE_FILE};
@@ -551,7 +567,7 @@ mod tests {
         let partly = replay(dir.path(), &log, 2).unwrap();
         assert_eq!((partly.next_global, partly.rounds), (4, 2));
         // A journal starting past what sled holds: records are lost.
-        delete_all(dir.path()).unwrap();
+        fs::remove_dir_all(dir.path().join(JOURNAL_DIR)).unwrap();
         let mut writer = JournalWriter::create(dir.path(), 10, 4096, None).unwrap();
         write(&mut writer, 0, 10);
         assert!(matches!(
@@ -588,7 +604,15 @@ mod tests {
         let entries = stored_entries(&log, &stream);
         assert_eq!(entries.len(), 1, "one entry for the round");
         assert_eq!(entries[0].0, record::record_key(&stream, 0));
-        assert_eq!(entries[0].1.as_ref(), round.concat().as_slice());
+        assert_eq!(read_back(dir.path(), &entries[0].1), round.concat());
+    }
+
+    /// The envelopes a stored value holds or points at, end to end.
+    fn read_back(store: &Path, value: &sled::IVec) -> Vec<u8> {
+        let files = JournalFiles::new(store);
+        crate::ledger::entry::envelopes(value.clone(), &files)
+            .flat_map(|envelope| envelope.unwrap().to_vec())
+            .collect()
     }
 
     /// The sled entries of `stream`, key and value, in key order.
@@ -625,28 +649,100 @@ mod tests {
                 key.as_ref(),
                 record::record_key(&stream, position).as_slice()
             );
-            assert_eq!(value.as_ref(), one.as_slice());
+            assert_eq!(read_back(dir.path(), value), one.as_slice());
         }
-        let report = crate::ledger::verify::verify(&log).unwrap();
+        let files = JournalFiles::new(dir.path());
+        let report = crate::ledger::verify::verify(&log, &files).unwrap();
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         assert_eq!(report.records, 3);
     }
 
     #[test]
-    fn rotation_and_deletion_keep_the_uncovered_files() {
+    fn rotation_keeps_every_file_and_a_replay_reads_from_the_one_holding_its_start() {
         let dir = tempfile::tempdir().unwrap();
         let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        for g in 0..10 {
+            write(&mut writer, g, g);
+        }
         writer.rotate(10).unwrap();
+        for g in 10..20 {
+            write(&mut writer, g, g);
+        }
         writer.rotate(20).unwrap();
-        assert_eq!(delete_before(dir.path(), 15).unwrap(), 1);
         let bases: Vec<u64> = files(dir.path())
             .unwrap()
             .into_iter()
             .map(|f| f.0)
             .collect();
-        assert_eq!(bases, vec![10, 20]);
-        delete_all(dir.path()).unwrap();
-        assert!(files(dir.path()).unwrap().is_empty());
+        assert_eq!(bases, vec![0, 10, 20]);
+        let read: Vec<Option<u64>> = scan_from(dir.path(), 15, None)
+            .unwrap()
+            .iter()
+            .map(|s| s.base)
+            .collect();
+        assert_eq!(read, vec![Some(10), Some(20)]);
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let log = db.open_tree("log").unwrap();
+        let replayed = replay(dir.path(), &log, 15).unwrap();
+        assert_eq!((replayed.next_global, replayed.rounds), (20, 5));
+        let tail = replayed.tail.expect("the newest file");
+        assert_eq!((tail.base, tail.next), (20, 20));
+        // The replay stored where its rounds end: the next open reads on
+        // from there, and a stale position (older) only reads more.
+        let stored = JournalEnd::stored(&log).expect("stored");
+        assert_eq!((stored.file, stored.next_global), (10, 20));
+        let scans = scan_from(dir.path(), 20, Some(stored)).unwrap();
+        assert_eq!(scans[0].start, stored.offset);
+        assert!(scans.iter().all(|s| s.entries.is_empty()));
+        let stale = JournalEnd {
+            file: 0,
+            offset: FILE_HEADER_BYTES as u64,
+            next_global: 0,
+        };
+        let scans = scan_from(dir.path(), 20, Some(stale)).unwrap();
+        let read: usize = scans.iter().map(|s| s.entries.len()).sum();
+        assert_eq!((scans.len(), read), (3, 20));
+        log.insert(record::JOURNAL_END_KEY, &stale.encode())
+            .unwrap();
+        let again = replay(dir.path(), &log, 20).unwrap();
+        assert_eq!((again.next_global, again.rounds), (20, 0));
+    }
+
+    /// After a crash the newest file may end torn; a replay cuts the tear
+    /// off, and the writer goes on after the last entry, so the file
+    /// reads whole once another follows it.
+    #[test]
+    fn a_torn_newest_file_is_settled_and_written_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        write(&mut writer, 0, 0);
+        write(&mut writer, 1, 1);
+        let end = writer.len();
+        write(&mut writer, 2, 2);
+        drop(writer);
+        let path = files(dir.path()).unwrap().pop().unwrap().1;
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[end as usize + 10] ^= 0xff;
+        fs::write(&path, &bytes).unwrap();
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let log = db.open_tree("log").unwrap();
+        let replayed = replay(dir.path(), &log, 0).unwrap();
+        assert_eq!(replayed.next_global, 2);
+        let tail = replayed.tail.clone().expect("the newest file");
+        assert_eq!((tail.end, tail.next), (end, 2));
+        let mut writer = JournalWriter::resume(dir.path(), &tail, 4096, None).unwrap();
+        write(&mut writer, 2, 2);
+        writer.rotate(3).unwrap();
+        let scans = scan(dir.path()).unwrap();
+        assert_eq!(scans.len(), 2);
+        assert!(
+            scans
+                .iter()
+                .all(|s| s.damage.is_empty() && s.torn_at.is_none())
+        );
+        assert_eq!(scans[0].entries.len(), 3);
+        let again = replay(dir.path(), &log, 2).unwrap();
+        assert_eq!((again.next_global, again.rounds), (3, 1));
     }
 
     /// Writes one-record entries until the file holds `len` bytes.

@@ -7,6 +7,7 @@
 //! torn end of a crash.
 
 use super::*;
+use crate::ledger::entry::{Extent, Run, cut};
 
 /// One entry read back: a round of records.
 pub struct Entry {
@@ -14,8 +15,9 @@ pub struct Entry {
     pub next: u64,
     /// Bytes of its file known synced when it was written.
     pub synced_before: u64,
-    /// Where it starts in its file.
+    /// Where it starts in its file, and where the bytes after it start.
     pub offset: u64,
+    pub end: u64,
     pub records: Vec<Record>,
 }
 
@@ -49,6 +51,10 @@ pub struct FileScan {
     /// The base global position its header names (`None`: no header,
     /// the file was being created when the process stopped).
     pub base: Option<u64>,
+    /// Where reading began (after the header, or where an open knew sled
+    /// ends, [`JournalEnd`]) and the global position due there.
+    pub start: u64,
+    pub start_global: Option<u64>,
     /// The entries that check, in order.
     pub entries: Vec<Entry>,
     /// Where the torn end of a crash begins, if the file has one: bytes
@@ -139,6 +145,7 @@ fn entry_at(bytes: &[u8], at: usize) -> std::result::Result<(Entry, usize), NotA
         next,
         synced_before,
         offset: at as u64,
+        end: (start + body_len) as u64,
         records,
     };
     Ok((entry, ENTRY_HEADER_BYTES + body_len))
@@ -177,10 +184,40 @@ fn resync(bytes: &[u8], from: usize, expected: u64) -> Option<(Entry, usize)> {
 /// X, and nothing there was acknowledged. Zeros from X to the end are the
 /// file's preallocated space: a clean end.
 pub fn scan_file(path: &Path, last: bool) -> io::Result<FileScan> {
-    let bytes = fs::read(path)?;
+    scan_file_from(path, last, None)
+}
+
+/// The bytes of the journal file at `path`: all of them, or with
+/// `from` its header and the bytes from `from` on, the others left zero
+/// (never touched, so never paged in).
+fn read_journal_file(path: &Path, from: Option<u64>) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let Some(from) = from else {
+        return fs::read(path);
+    };
+    let file = File::open(path)?;
+    let len = usize::try_from(file.metadata()?.len()).map_err(io::Error::other)?;
+    let from = usize::try_from(from).map_err(io::Error::other)?;
+    let mut bytes = vec![0u8; len];
+    file.read_exact_at(&mut bytes[..FILE_HEADER_BYTES.min(len)], 0)?;
+    if let Some(rest) = bytes.get_mut(from..) {
+        file.read_exact_at(rest, from as u64)?;
+    }
+    Ok(bytes)
+}
+
+/// [`scan_file`], reading on from `from` (an offset where an entry
+/// starts, and the global position due there) rather than from the
+/// header: what an open knows sled holds below it needs no reading.
+pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::Result<FileScan> {
+    let bytes = read_journal_file(path, from.map(|(offset, _)| offset))?;
+    let from =
+        from.filter(|(offset, _)| (FILE_HEADER_BYTES as u64..=bytes.len() as u64).contains(offset));
     let mut scan = FileScan {
         path: path.to_path_buf(),
         base: None,
+        start: FILE_HEADER_BYTES as u64,
+        start_global: None,
         entries: Vec::new(),
         torn_at: None,
         damage: Vec::new(),
@@ -207,7 +244,10 @@ pub fn scan_file(path: &Path, last: bool) -> io::Result<FileScan> {
                 format!("the header names base global position {base}, the file's name another"),
             ));
         }
-        (FILE_HEADER_BYTES, base)
+        match from {
+            Some((offset, global)) => (offset as usize, global),
+            None => (FILE_HEADER_BYTES, base),
+        }
     } else {
         // The header is written and synced before any entry: a file whose
         // header does not check is the torn end of its creation, unless an
@@ -228,6 +268,8 @@ pub fn scan_file(path: &Path, last: bool) -> io::Result<FileScan> {
         ));
         (entry.offset as usize, entry.first)
     };
+    scan.start = at as u64;
+    scan.start_global = Some(expected);
     while at < bytes.len() {
         match entry_at(&bytes, at) {
             Ok((entry, len)) if entry.first == expected => {
@@ -289,13 +331,81 @@ pub fn scan_file(path: &Path, last: bool) -> io::Result<FileScan> {
 /// damage between them too (a file whose base is not where the one
 /// before it ended).
 pub fn scan(store: &Path) -> io::Result<Vec<FileScan>> {
-    let files = files(store)?;
+    scan_from(store, 0, None)
+}
+
+/// Where the journal's rounds that sled holds end: the offset after the
+/// entry of the last round the indexer applied, in the file starting at
+/// global position `file`, and the global position after that round.
+/// The indexer stores it with each batch (`JOURNAL_END_KEY`, after
+/// `m/next_global`), so an open reads the journal from there rather than
+/// from the start of the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JournalEnd {
+    pub file: u64,
+    pub offset: u64,
+    pub next_global: u64,
+}
+
+impl JournalEnd {
+    /// The stored value: the three numbers, u64 big-endian each.
+    pub fn encode(&self) -> [u8; 24] {
+        let mut bytes = [0u8; 24];
+        bytes[..8].copy_from_slice(&self.file.to_be_bytes());
+        bytes[8..16].copy_from_slice(&self.offset.to_be_bytes());
+        bytes[16..].copy_from_slice(&self.next_global.to_be_bytes());
+        bytes
+    }
+
+    /// A stored value; `None` if it is not one (it is only a hint: the
+    /// open then reads the whole file).
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        let word = |at: usize| Some(u64::from_be_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
+        (bytes.len() == 24).then_some(())?;
+        Some(Self {
+            file: word(0)?,
+            offset: word(8)?,
+            next_global: word(16)?,
+        })
+    }
+
+    /// The value `log` holds, if any.
+    pub fn stored(log: &sled::Tree) -> Option<Self> {
+        log.get(record::JOURNAL_END_KEY)
+            .ok()
+            .flatten()
+            .and_then(|value| Self::decode(&value))
+    }
+}
+
+/// [`scan`] of the files that can hold global position `from` or later:
+/// the last file starting at or below it and every file after (what an
+/// open replays; the older files hold records sled points at, and are
+/// read when those are). With `known`, where sled's rounds were stored to
+/// end, that file is read from there on.
+pub fn scan_from(store: &Path, from: u64, known: Option<JournalEnd>) -> io::Result<Vec<FileScan>> {
+    let mut files = files(store)?;
+    let known = known
+        .filter(|end| end.next_global <= from && files.iter().any(|(base, _)| *base == end.file));
+    let first = match known {
+        Some(end) => files.iter().position(|(base, _)| *base == end.file),
+        None => files.iter().rposition(|(base, _)| *base <= from),
+    }
+    .unwrap_or(0);
+    files.drain(..first);
     let count = files.len();
     let mut scans: Vec<FileScan> = Vec::with_capacity(count);
-    for (i, (_, path)) in files.iter().enumerate() {
-        let mut file = scan_file(path, i + 1 == count)?;
+    for (i, (base, path)) in files.iter().enumerate() {
+        let start = known
+            .filter(|end| end.file == *base)
+            .map(|end| (end.offset, end.next_global));
+        let mut file = scan_file_from(path, i + 1 == count, start)?;
         let previous_end = scans.last().and_then(|before| {
-            let end = before.entries.last().map(|e| e.next).or(before.base)?;
+            let end = before
+                .entries
+                .last()
+                .map(|e| e.next)
+                .or(before.start_global)?;
             (before.damage.is_empty() && before.torn_at.is_none()).then_some(end)
         });
         if let (Some(end), Some(base)) = (previous_end, file.base)
@@ -347,18 +457,35 @@ pub struct Replayed {
     /// Rounds applied to sled (those it did not hold yet).
     pub rounds: u64,
     pub records: u64,
-    /// Damage whose records sled holds anyway: nothing was lost.
+    /// Damage whose records sled held before the replay: their entries
+    /// point at the damaged bytes, and the integrity scan names the
+    /// streams that lost records there.
     pub covered_damage: Vec<JournalDamage>,
+    /// The newest journal file, where the writer may go on appending
+    /// (`None` if there is none, or it cannot be continued).
+    pub tail: Option<Tail>,
+}
+
+/// The newest journal file after a replay: every entry in it checks and
+/// is on stable storage, and nothing follows its last entry but zeros.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tail {
+    pub path: PathBuf,
+    pub base: u64,
+    /// Where its last entry ends, in bytes.
+    pub end: u64,
+    /// The global position after its last entry.
+    pub next: u64,
 }
 
 /// A journal entry's records (in global order) as the writer grouped
 /// them: runs of one stream's records (the writer joins consecutive
-/// appends to one stream), so a replay usually stores the entries the
-/// indexer did. It need not: the replay removes every other key its
-/// entries cover.
-fn by_stream(records: &[Record]) -> Result<Vec<(record::StreamKey, Vec<Record>)>> {
+/// appends to one stream), with the extent each lies in, so a replay
+/// usually stores the entries the indexer did. It need not: the replay
+/// removes every other key its entries cover.
+fn runs_of(file: u64, entry: &Entry) -> Result<Vec<Run>> {
     let mut written: Vec<(record::StreamKey, Vec<Record>)> = Vec::new();
-    for record in records {
+    for record in &entry.records {
         match written.last_mut() {
             Some((stream, run)) if stream.as_str() == record.stream() => run.push(record.clone()),
             _ => written.push((
@@ -367,20 +494,77 @@ fn by_stream(records: &[Record]) -> Result<Vec<(record::StreamKey, Vec<Record>)>
             )),
         }
     }
-    Ok(written)
+    let extents = Extent::of_runs(
+        file,
+        records_offset(entry.offset),
+        written.iter().map(|(_, records)| records.len()),
+        entry.records.iter().map(Record::encoded_len),
+    );
+    Ok(written
+        .into_iter()
+        .zip(extents)
+        .map(|((stream, records), extent)| Run {
+            stream,
+            records,
+            extents: vec![extent],
+        })
+        .collect())
+}
+
+/// Makes the newest file end at its last entry that checks, on stable
+/// storage, before sled is given entries pointing into it: a torn tail is
+/// cut off (and the file allocated ahead again), and what a killed
+/// process wrote without a sync is synced now. A file whose header never
+/// made it holds nothing and is removed. Bad bytes holding rounds sled
+/// already has (`sled_next_global` past the last entry that checks) are
+/// not a tear: the indexer applies only synced rounds, so they are
+/// damage, left as they are for the integrity scan to name (the writer
+/// then starts a new file).
+fn settle_tail(newest: &FileScan, sled_next_global: u64) -> io::Result<Option<Tail>> {
+    let Some(base) = newest.base else {
+        fs::remove_file(&newest.path)?;
+        if let Some(dir) = newest.path.parent() {
+            sync_dir(dir)?;
+        }
+        return Ok(None);
+    };
+    let end = newest.entries.last().map_or(newest.start, |e| e.end);
+    let next = newest
+        .entries
+        .last()
+        .map_or(newest.start_global.unwrap_or(base), |e| e.next);
+    if newest.torn_at.is_some() && sled_next_global > next {
+        return Ok(None);
+    }
+    let file = OpenOptions::new().write(true).open(&newest.path)?;
+    if newest.torn_at.is_some() {
+        let allocated = file.metadata()?.len();
+        file.set_len(end)?;
+        preallocate(&file, allocated.max(end))?;
+        file.sync_all()?;
+    } else {
+        file.sync_data()?;
+    }
+    Ok(Some(Tail {
+        path: newest.path.clone(),
+        base,
+        end,
+        next,
+    }))
 }
 
 /// Applies to `log` every journal round at or past `next_global` (what
-/// sled recovered), in order; entries sled already holds (by global
-/// position) are skipped, so a replay interrupted and run again applies
-/// each round once. sled and the journal each hold a prefix of the same
-/// sequence of rounds (sled since the store began, the journal since the
-/// last checkpoint), so the store afterwards holds the longer one.
-/// Damage in the journal is harmless where sled holds the records anyway;
-/// otherwise (a round that would leave a gap, or damage nothing checks
-/// after) records are lost, and the damage is reported.
+/// sled recovered), in order, as entries pointing into the journal;
+/// entries sled already holds (by global position) are skipped, so a
+/// replay interrupted and run again applies each round once. sled and
+/// the journal each hold a prefix of the same sequence of rounds, so the
+/// store afterwards holds the longer one. The newest file is settled
+/// first ([`settle_tail`]). Damage in the journal where sled's entries
+/// already end past it is left to the integrity scan; otherwise (a round
+/// that would leave a gap, or damage nothing checks after) records are
+/// lost, and the damage is reported.
 pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replayed> {
-    let scans = scan(store)?;
+    let scans = scan_from(store, next_global, JournalEnd::stored(log))?;
     let damage = damage_of(&scans);
     let refuse = |expected: u64, found: u64| {
         LedgerError::Damaged(match damage.first() {
@@ -388,33 +572,53 @@ pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replay
             None => Damage::JournalGap { expected, found },
         })
     };
+    let tail = match scans.last() {
+        Some(newest) if newest.damage.is_empty() => settle_tail(newest, next_global)?,
+        _ => None,
+    };
     let mut replayed = Replayed {
         next_global,
+        tail,
         ..Replayed::default()
     };
-    for entry in scans.iter().flat_map(|s| s.entries.iter()) {
-        if entry.next <= replayed.next_global {
+    for scan in &scans {
+        let Some(file) = scan
+            .path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .and_then(parse_name)
+        else {
             continue;
-        }
-        if entry.first != replayed.next_global {
-            return Err(refuse(replayed.next_global, entry.first));
-        }
-        let mut batch = sled::Batch::default();
-        let written = by_stream(&entry.records)?;
-        for stored in crate::ledger::entry::entries(&written) {
-            // An earlier application may have cut these records
-            // otherwise (one entry each, by a format-2 build): the entry
-            // replaces whatever overlaps it.
-            for covered in stored.covered_keys() {
-                batch.remove(covered);
+        };
+        for entry in &scan.entries {
+            if entry.next <= replayed.next_global {
+                continue;
             }
-            batch.insert(stored.key(), stored.value());
+            if entry.first != replayed.next_global {
+                return Err(refuse(replayed.next_global, entry.first));
+            }
+            let mut batch = sled::Batch::default();
+            for stored in cut(&runs_of(file, entry)?) {
+                // An earlier application may have cut these records
+                // otherwise (one entry each, by a format-2 build): the
+                // entry replaces whatever overlaps it.
+                for covered in stored.covered_keys() {
+                    batch.remove(covered);
+                }
+                batch.insert(stored.key, stored.value);
+            }
+            batch.insert(NEXT_GLOBAL_KEY, &entry.next.to_be_bytes());
+            let end = JournalEnd {
+                file,
+                offset: entry.end,
+                next_global: entry.next,
+            };
+            batch.insert(record::JOURNAL_END_KEY, &end.encode());
+            log.apply_batch(batch)?;
+            replayed.next_global = entry.next;
+            replayed.rounds += 1;
+            replayed.records += entry.records.len() as u64;
         }
-        batch.insert(NEXT_GLOBAL_KEY, &entry.next.to_be_bytes());
-        log.apply_batch(batch)?;
-        replayed.next_global = entry.next;
-        replayed.rounds += 1;
-        replayed.records += entry.records.len() as u64;
     }
     for found in &damage {
         match found.resumes_at {

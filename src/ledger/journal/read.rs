@@ -1,0 +1,73 @@
+//! Reading records where they live: ranges of journal files that sled's
+//! entries point at (`entry::Extent`), by `pread` on files kept open.
+//!
+//! Owns: the open journal files readers share (at most
+//! [`MAX_OPEN_JOURNAL_FILES`]) and reading one range of one file whole.
+//! Must never: write to a journal file, or hand out fewer bytes than a
+//! range asks for (a short file is an error, never a short read).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::{JOURNAL_DIR, file_name};
+
+/// Most journal files kept open for readers; past it every handle is
+/// closed and files are opened again as reads need them.
+pub const MAX_OPEN_JOURNAL_FILES: usize = 64;
+
+/// The journal files of one store, opened for reading as they are needed.
+pub struct JournalFiles {
+    dir: PathBuf,
+    open: Mutex<HashMap<u64, Arc<File>>>,
+}
+
+impl JournalFiles {
+    pub fn new(store: &Path) -> Self {
+        Self {
+            dir: store.join(JOURNAL_DIR),
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The journal file starting at global position `base`, opened once.
+    fn file(&self, base: u64) -> io::Result<Arc<File>> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(file) = open.get(&base) {
+            return Ok(Arc::clone(file));
+        }
+        let file = Arc::new(File::open(self.dir.join(file_name(base)))?);
+        if open.len() >= MAX_OPEN_JOURNAL_FILES {
+            open.clear();
+        }
+        open.insert(base, Arc::clone(&file));
+        Ok(file)
+    }
+
+    /// The `len` bytes at `offset` of the journal file starting at global
+    /// position `base`, appended to `out`.
+    pub fn read_into(
+        &self,
+        base: u64,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        let file = self.file(base)?;
+        let start = out.len();
+        out.resize(start + len, 0);
+        file.read_exact_at(&mut out[start..], offset)
+            .inspect_err(|_| out.truncate(start))
+    }
+}
+
+impl std::fmt::Debug for JournalFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JournalFiles")
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
