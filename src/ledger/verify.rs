@@ -108,8 +108,12 @@ pub fn verify(log: &sled::Tree, files: &JournalFiles) -> Result<VerifyReport> {
     Ok(scan(log, files, &never, None)?.unwrap_or_default())
 }
 
-/// Entries scanned between two looks at the stop flag.
-const STOP_CHECK_ENTRIES: u64 = 4096;
+/// Entries scanned between two looks at the stop flag. An entry points
+/// at up to `entry::MAX_POINTED_BYTES` (64 KiB) of records, read from
+/// the journal: 16 entries are at most 1 MiB, so a closing ledger waits
+/// for its scrubber about a millisecond, not the 4096 entries (256 MiB)
+/// of record bytes an earlier bound let it read first.
+const STOP_CHECK_ENTRIES: u64 = 16;
 
 /// [`verify`] while appends go on (the scrubber), giving up (`None`) once
 /// `stop` is set. It judges only the records that existed when it began,

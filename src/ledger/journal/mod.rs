@@ -702,6 +702,15 @@ mod tests {
         let scans = scan_from(dir.path(), 20, Some(stale)).unwrap();
         let read: usize = scans.iter().map(|s| s.entries.len()).sum();
         assert_eq!((scans.len(), read), (3, 20));
+        // A position past a file's end (a file cut back by hand): the
+        // whole file is read, not taken for empty.
+        let beyond = JournalEnd {
+            file: 0,
+            offset: 1 << 40,
+            next_global: 0,
+        };
+        let scans = scan_from(dir.path(), 5, Some(beyond)).unwrap();
+        assert_eq!(scans[0].entries.len(), 10);
         log.insert(record::JOURNAL_END_KEY, &stale.encode())
             .unwrap();
         let again = replay(dir.path(), &log, 20).unwrap();
