@@ -45,7 +45,8 @@ const PREALLOCATION_SLACK_BYTES: u64 = 1024 * 1024;
 const MAGIC: &[u8; 8] = b"LWJRNL01";
 
 /// Bytes of a journal file's header: magic, base global position (u64),
-/// reserved (u32, zero), CRC-32C of the 20 bytes before it.
+/// flags (u32, [`WRITTEN_AHEAD`] or zero), CRC-32C of the 20 bytes
+/// before it.
 pub const FILE_HEADER_BYTES: usize = 24;
 
 /// Bytes before an entry's body: its length (u32) and CRC-32C (u32).
@@ -88,10 +89,17 @@ fn parse_name(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-fn header(base: u64) -> [u8; FILE_HEADER_BYTES] {
+/// Header flag: every block of the file was written (zeros) and synced
+/// before its first entry (it was the spare), so a sync after an entry
+/// flushes data only. A file without it was only allocated; the writer
+/// that goes on with it after an open moves to a spare once one is ready.
+pub const WRITTEN_AHEAD: u32 = 1;
+
+fn header(base: u64, flags: u32) -> [u8; FILE_HEADER_BYTES] {
     let mut bytes = [0u8; FILE_HEADER_BYTES];
     bytes[..8].copy_from_slice(MAGIC);
     bytes[8..16].copy_from_slice(&base.to_le_bytes());
+    bytes[16..20].copy_from_slice(&flags.to_le_bytes());
     let crc = crc32c::crc32c(&bytes[..20]);
     bytes[20..].copy_from_slice(&crc.to_le_bytes());
     bytes
@@ -200,11 +208,15 @@ impl JournalWriter {
             sync_dir(store)?;
         }
         let path = dir.join(file_name(base));
-        let (file, zeroed) =
-            match spare::take(&dir, allocated_len(file_bytes), &header(base), &path)? {
-                Some(file) => (file, true),
-                None => (create_allocated(&path, base, file_bytes)?, false),
-            };
+        let (file, zeroed) = match spare::take(
+            &dir,
+            allocated_len(file_bytes),
+            &header(base, WRITTEN_AHEAD),
+            &path,
+        )? {
+            Some(file) => (file, true),
+            None => (create_allocated(&path, base, file_bytes)?, false),
+        };
         sync_dir(&dir)?;
         if let Some(trace) = &trace {
             trace.synced(&path, FILE_HEADER_BYTES as u64);
@@ -230,8 +242,9 @@ impl JournalWriter {
 
     /// Goes on appending to the newest journal file after a replay
     /// settled it ([`Tail`]: every entry checks and is synced, nothing
-    /// but zeros after them). It was allocated rather than written ahead
-    /// (as far as this process knows), so a spare replaces it once ready.
+    /// but zeros after them). A file that was only allocated (its header
+    /// lacks [`WRITTEN_AHEAD`]) gives way to a spare once one is ready,
+    /// and a spare left by the last process is ready at once.
     pub fn resume(
         store: &Path,
         tail: &Tail,
@@ -255,8 +268,8 @@ impl JournalWriter {
             }),
             base: tail.base,
             file_bytes,
-            zeroed: false,
-            spare: Spare::Absent,
+            zeroed: tail.written_ahead,
+            spare: Spare::found(&store.join(JOURNAL_DIR), allocated_len(file_bytes)),
             buf: Vec::new(),
             trace,
         })
@@ -374,7 +387,7 @@ fn create_allocated(path: &Path, base: u64, file_bytes: u64) -> io::Result<File>
         .create(true)
         .truncate(true)
         .open(path)?;
-    file.write_all(&header(base))?;
+    file.write_all(&header(base, 0))?;
     preallocate(&file, allocated_len(file_bytes))?;
     file.sync_all()?;
     Ok(file)
@@ -798,6 +811,36 @@ mod tests {
         assert_eq!(scan.base, Some(first));
         assert_eq!(scan.entries.len() as u64, next - first);
         assert_eq!((scan.torn_at, scan.damage.len()), (None, 0));
+        assert!(scan.written_ahead, "its header says it was the spare");
+    }
+
+    /// After an open, the writer goes on with the newest file: one that
+    /// was the spare stays (its syncs flush data only); one that was only
+    /// allocated gives way to a spare the last process left, at once.
+    #[test]
+    fn a_resumed_file_keeps_its_kind_and_takes_a_spare_left_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let file_bytes = 64 * 1024;
+        let mut writer = JournalWriter::create(dir.path(), 0, file_bytes, None).unwrap();
+        let mut next = 0;
+        fill_to(&mut writer, file_bytes / 2, &mut next);
+        writer.spare.wait();
+        drop(writer);
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let log = db.open_tree("log").unwrap();
+        let tail = replay(dir.path(), &log, 0).unwrap().tail.unwrap();
+        assert!(!tail.written_ahead, "the first file was only allocated");
+        let mut writer = JournalWriter::resume(dir.path(), &tail, file_bytes, None).unwrap();
+        assert!(writer.wants_rotation(), "the spare left behind is ready");
+        writer.rotate(next).unwrap();
+        write(&mut writer, next, next);
+        next += 1;
+        drop(writer);
+        let tail = replay(dir.path(), &log, next - 1).unwrap().tail.unwrap();
+        assert!(tail.written_ahead);
+        let mut writer = JournalWriter::resume(dir.path(), &tail, file_bytes, None).unwrap();
+        assert!(writer.zeroed);
+        assert!(!writer.wants_rotation(), "a written-ahead file is kept");
     }
 
     #[test]
@@ -807,7 +850,7 @@ mod tests {
         fs::create_dir_all(&journal).unwrap();
         // A crash between writing a taker's header and the rename.
         let mut left = vec![0u8; allocated_len(4096) as usize];
-        left[..FILE_HEADER_BYTES].copy_from_slice(&header(99));
+        left[..FILE_HEADER_BYTES].copy_from_slice(&header(99, WRITTEN_AHEAD));
         fs::write(journal.join(SPARE_FILE), &left).unwrap();
         let mut writer = JournalWriter::create(dir.path(), 7, 4096, None).unwrap();
         assert!(writer.zeroed);

@@ -51,6 +51,8 @@ pub struct FileScan {
     /// The base global position its header names (`None`: no header,
     /// the file was being created when the process stopped).
     pub base: Option<u64>,
+    /// Its header says it was written ahead (`WRITTEN_AHEAD`).
+    pub written_ahead: bool,
     /// Where reading began (after the header, or where an open knew sled
     /// ends, [`JournalEnd`]) and the global position due there.
     pub start: u64,
@@ -217,6 +219,7 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
     let mut scan = FileScan {
         path: path.to_path_buf(),
         base: None,
+        written_ahead: false,
         start: FILE_HEADER_BYTES as u64,
         start_global: None,
         entries: Vec::new(),
@@ -239,6 +242,7 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
     let (mut at, mut expected) = if head_checks {
         let base = u64_at(&bytes, 8).unwrap_or_default();
         scan.base = Some(base);
+        scan.written_ahead = u32_at(&bytes, 16).is_some_and(|flags| flags & WRITTEN_AHEAD != 0);
         if named != Some(base) {
             scan.damage.push(damage(
                 8,
@@ -477,6 +481,8 @@ pub struct Tail {
     pub end: u64,
     /// The global position after its last entry.
     pub next: u64,
+    /// Its header says it was written ahead (`WRITTEN_AHEAD`).
+    pub written_ahead: bool,
 }
 
 /// A journal entry's records (in global order) as the writer grouped
@@ -551,6 +557,7 @@ fn settle_tail(newest: &FileScan, sled_next_global: u64) -> io::Result<Option<Ta
         base,
         end,
         next,
+        written_ahead: newest.written_ahead,
     }))
 }
 

@@ -75,6 +75,16 @@ impl Spare {
     }
 
     /// Whether the spare is complete, without waiting for it.
+    /// `Ready` if a whole spare of `len` bytes is in `dir` (one a
+    /// process left: a `spare` exists only once written and synced),
+    /// else `Absent`.
+    pub fn found(dir: &Path, len: u64) -> Spare {
+        match fs::metadata(dir.join(SPARE_FILE)) {
+            Ok(meta) if meta.len() == len => Spare::Ready,
+            _ => Spare::Absent,
+        }
+    }
+
     pub fn is_ready(&mut self) -> bool {
         if let Spare::Preparing(Some(handle)) = self
             && handle.is_finished()
