@@ -75,7 +75,7 @@ pub fn verify(data: &Path, out: &mut impl Write) -> Result<VerifyReport, ToolErr
     if journal.damaged > 0 {
         writeln!(
             out,
-            "FAILED: the journal, where the records live, is damaged; the streams that lost records there are named above (none if sled's entries point past the damage); check the disk and restore the store from a backup"
+            "FAILED: the journal, where the records live, is damaged; streams whose records lay there are named above as CORRUPT (if none is, the damage touched no record); check the disk and restore the store from a backup"
         )?;
         return Err(ToolError::Problems(journal.damaged));
     }

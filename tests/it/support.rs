@@ -424,19 +424,30 @@ impl Drop for ServerProcess {
     }
 }
 
-/// Cuts the stored bytes of one record short, as a torn write would: the
-/// sled entry holding it ends 7 bytes before the record's end (records
-/// stored after it in the same entry go with it).
-pub fn tear_record(dir: &std::path::Path, key: &ledgerwire::ledger::StreamKey, position: u64) {
-    use ledgerwire::ledger::record::{record_key, stream_prefix};
-    let db = sled::open(dir).unwrap();
-    let log = db.open_tree("log").unwrap();
+/// The sled entry holding `position` of `key`: its key, its value and its
+/// first position.
+fn entry_holding(
+    log: &sled::Tree,
+    key: &ledgerwire::ledger::StreamKey,
+    position: u64,
+) -> (sled::IVec, sled::IVec, u64) {
+    use ledgerwire::ledger::record::{parse_record_key, record_key, stream_prefix};
     let (entry_key, value) = log
         .range(stream_prefix(key)..=record_key(key, position))
         .next_back()
         .expect("an entry holding the record")
         .unwrap();
-    let (_, first) = ledgerwire::ledger::record::parse_record_key(&entry_key).unwrap();
+    let (_, first) = parse_record_key(&entry_key).unwrap();
+    (entry_key, value, first)
+}
+
+/// Cuts the stored bytes of one record short, as a torn write would: the
+/// sled entry holding it ends 7 bytes before the record's end (records
+/// stored after it in the same entry go with it).
+pub fn tear_record(dir: &std::path::Path, key: &ledgerwire::ledger::StreamKey, position: u64) {
+    let db = sled::open(dir).unwrap();
+    let log = db.open_tree("log").unwrap();
+    let (entry_key, value, first) = entry_holding(&log, key, position);
     // The entry points into the journal: it is replaced by a value holding
     // the records themselves (as stores before format 4 held them), torn.
     let files = ledgerwire::ledger::journal::JournalFiles::new(dir);
@@ -456,15 +467,9 @@ pub fn record_in_journal(
     position: u64,
 ) -> (std::path::PathBuf, u64) {
     use ledgerwire::ledger::entry::{Pointer, RECORD_PREFIX_BYTES};
-    use ledgerwire::ledger::record::{record_key, stream_prefix};
     let db = sled::open(dir).unwrap();
     let log = db.open_tree("log").unwrap();
-    let (entry_key, value) = log
-        .range(stream_prefix(key)..=record_key(key, position))
-        .next_back()
-        .expect("an entry holding the record")
-        .unwrap();
-    let (_, first) = ledgerwire::ledger::record::parse_record_key(&entry_key).unwrap();
+    let (_, value, first) = entry_holding(&log, key, position);
     let pointer = Pointer::decode(&value)
         .expect("a pointer")
         .expect("an intact pointer");

@@ -77,6 +77,16 @@ fn flip_entry_in_data_file(dir: &Path, name: &str, needle: &[u8]) -> usize {
     flip_in_data_file(dir, &value)
 }
 
+/// Whether `log verify` found that sled refuses to open the store (it
+/// met the damage while recovering); it must then say what to do.
+fn sled_refused_to_open(text: &str) -> bool {
+    let refused = text.contains("DAMAGED: sled cannot read its data file");
+    if refused {
+        assert!(text.contains("restore it from a backup"), "{text}");
+    }
+    refused
+}
+
 /// `ledgerwire log verify` on `dir`: its exit code and output.
 fn verify(dir: &Path) -> (Option<i32>, String) {
     let output = binary()
@@ -156,8 +166,7 @@ fn log_verify_names_the_stream_and_positions_sled_cannot_read() {
     // sled may have moved a copy of the damaged page into the segment it
     // recovers from (its cleaner runs when it likes); it then refuses to
     // open, and verify says what to do instead of naming a stream.
-    if text.contains("DAMAGED: sled cannot read its data file") {
-        assert!(text.contains("restore it from a backup"), "{text}");
+    if sled_refused_to_open(&text) {
         return;
     }
     assert!(
@@ -210,8 +219,7 @@ fn records_sled_drops_at_damage_it_takes_for_the_end_of_its_log_are_named_lost()
     // close may already cover the damaged one: sled then refuses to open
     // rather than stopping its log there. Either way the store is named
     // damaged and not served.
-    if text.contains("DAMAGED: sled cannot read its data file") {
-        assert!(text.contains("restore it from a backup"), "{text}");
+    if sled_refused_to_open(&text) {
         return;
     }
     assert!(
