@@ -157,6 +157,9 @@ pub(crate) fn cut(runs: &[Run]) -> Vec<Cut> {
         if let Some(head) = first {
             cuts.push(building.finish(&run.stream, head));
         }
+        // The writer and the replay build a run's extents from its own
+        // records: a record no extent covers would never be indexed.
+        debug_assert!(records.next().is_none(), "records past the extents");
     }
     cuts
 }
@@ -591,6 +594,43 @@ mod tests {
         let files = JournalFiles::new(dir.path());
         let second = positions(&cuts[1].value, &files, "e/big", 32);
         assert_eq!(second, (32..40).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_pointer_across_files_round_trips_and_a_wrong_count_is_refused() {
+        let pointer = Pointer {
+            first_global: 1 << 40,
+            count: 5,
+            extents: vec![
+                Extent {
+                    file: 1_000,
+                    offset: 30_000_000,
+                    bytes: 400,
+                    records: 2,
+                },
+                Extent {
+                    file: 2_000_000,
+                    offset: 24,
+                    bytes: 900,
+                    records: 2,
+                },
+                Extent {
+                    file: 2_000_000,
+                    offset: 5_000,
+                    bytes: 70,
+                    records: 1,
+                },
+            ],
+        };
+        let value = pointer.encode();
+        assert!(value.len() < 40, "{} bytes", value.len());
+        assert_eq!(Pointer::decode(&value), Some(Ok(pointer.clone())));
+        let mut wrong = pointer;
+        wrong.count = 6;
+        assert!(matches!(
+            Pointer::decode(&wrong.encode()),
+            Some(Err(Corruption::Pointer { .. }))
+        ));
     }
 
     /// Stores written before format 4 hold the records in the value.

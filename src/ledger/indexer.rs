@@ -415,6 +415,7 @@ struct Batch {
 
 impl Batch {
     fn join(&mut self, round: Round) {
+        debug_assert_eq!(round.written.len(), round.extents.len());
         for ((stream, records), extent) in round.written.into_iter().zip(round.extents) {
             match self.runs.last_mut() {
                 Some(last) if last.stream == stream => {
