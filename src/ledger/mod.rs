@@ -511,7 +511,6 @@ impl Ledger {
             snapshots,
             data_file,
             journal_file: Mutex::new(journal.file()),
-
             hooks,
             recent: recent::Recent::default(),
             next_global_on_open: next_global,
