@@ -65,7 +65,7 @@ pub struct Extent {
 impl Extent {
     /// Where the bytes after this extent start.
     fn end(&self) -> u64 {
-        self.offset + self.bytes
+        self.offset.saturating_add(self.bytes)
     }
 
     /// The extents of runs of records written one after the other from
@@ -307,21 +307,66 @@ impl Pointer {
     /// each after its length.
     fn read(&self, files: &JournalFiles) -> Result<Vec<u8>, Corruption> {
         let mut raw = Vec::with_capacity(self.bytes() as usize);
-        for extent in &self.extents {
+        let mut span = Vec::new();
+        for group in self.spans() {
+            let (first, last) = (group[0], group[group.len() - 1]);
+            let failed = |error: std::io::Error| Corruption::Journal {
+                detail: format!(
+                    "journal file {} bytes {}..{}: {error}",
+                    first.file,
+                    first.offset,
+                    last.end()
+                ),
+            };
+            if let [only] = group {
+                files
+                    .read_into(only.file, only.offset, only.bytes as usize, &mut raw)
+                    .map_err(failed)?;
+                continue;
+            }
+            // Extents close together in one file: one read for all of
+            // them, the bytes between dropped.
+            span.clear();
+            let len = (last.end() - first.offset) as usize;
             files
-                .read_into(extent.file, extent.offset, extent.bytes as usize, &mut raw)
-                .map_err(|error| Corruption::Journal {
-                    detail: format!(
-                        "journal file {} bytes {}..{}: {error}",
-                        extent.file,
-                        extent.offset,
-                        extent.end()
-                    ),
-                })?;
+                .read_into(first.file, first.offset, len, &mut span)
+                .map_err(failed)?;
+            for extent in group {
+                let at = (extent.offset - first.offset) as usize;
+                raw.extend_from_slice(&span[at..at + extent.bytes as usize]);
+            }
         }
         Ok(raw)
     }
+
+    /// The extents in runs that one read covers: in one file, in order,
+    /// and spanning at most [`MAX_SPAN_READ_BYTES`] from the first's start
+    /// to the last's end.
+    fn spans(&self) -> impl Iterator<Item = &[Extent]> {
+        let mut rest = self.extents.as_slice();
+        std::iter::from_fn(move || {
+            let first = rest.first()?;
+            let len = rest
+                .windows(2)
+                .take_while(|pair| {
+                    let (before, next) = (pair[0], pair[1]);
+                    next.file == first.file
+                        && next.offset >= before.end()
+                        && next.end() - first.offset <= MAX_SPAN_READ_BYTES
+                })
+                .count()
+                + 1;
+            let (group, after) = rest.split_at(len);
+            rest = after;
+            Some(group)
+        })
+    }
 }
+
+/// Most bytes one read of a pointer's extents covers, gaps included, in
+/// bytes: extents of one entry a few rounds apart in one file cost one
+/// `pread`, not one each.
+const MAX_SPAN_READ_BYTES: u64 = 128 * 1024;
 
 /// Largest record a pointer may point at alone, in bytes: a record's
 /// payload bound (`MAX_PAYLOAD_BYTES`) with room for its envelope.
@@ -631,6 +676,29 @@ mod tests {
             Pointer::decode(&wrong.encode()),
             Some(Err(Corruption::Pointer { .. }))
         ));
+    }
+
+    #[test]
+    fn extents_close_together_in_one_file_are_read_at_once() {
+        let extent = |file, offset, bytes| Extent {
+            file,
+            offset,
+            bytes,
+            records: 1,
+        };
+        let pointer = Pointer {
+            first_global: 0,
+            count: 5,
+            extents: vec![
+                extent(1, 100, 50),
+                extent(1, 400, 50),
+                extent(1, 400 + MAX_SPAN_READ_BYTES, 50),
+                extent(2, 24, 10),
+                extent(2, 10, 10),
+            ],
+        };
+        let groups: Vec<usize> = pointer.spans().map(<[Extent]>::len).collect();
+        assert_eq!(groups, vec![2, 1, 1, 1], "too far, another file, backwards");
     }
 
     /// Stores written before format 4 hold the records in the value.
