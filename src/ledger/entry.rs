@@ -110,24 +110,24 @@ pub(crate) struct Run {
 /// it covers beyond its first (a replay removes them, so that no entry an
 /// earlier application stored, one per record by a format-2 build or cut
 /// elsewhere, overlaps the replay's).
-pub(crate) struct Cut {
+pub(crate) struct Cut<'a> {
     pub key: Vec<u8>,
     pub value: Vec<u8>,
-    stream: StreamKey,
+    stream: &'a StreamKey,
     first: u64,
     count: u64,
 }
 
-impl Cut {
+impl Cut<'_> {
     pub fn covered_keys(&self) -> impl Iterator<Item = Vec<u8>> + '_ {
-        (self.first + 1..self.first + self.count).map(|p| record::record_key(&self.stream, p))
+        (self.first + 1..self.first + self.count).map(|p| record::record_key(self.stream, p))
     }
 }
 
 /// The entries of `runs`: each run cut where an entry would point at
 /// more than [`MAX_POINTED_BYTES`] or hold more than
 /// [`MAX_EXTENTS_PER_ENTRY`] extents (extents that touch are joined).
-pub(crate) fn cut(runs: &[Run]) -> Vec<Cut> {
+pub(crate) fn cut(runs: &[Run]) -> Vec<Cut<'_>> {
     let mut cuts = Vec::new();
     for run in runs {
         let mut records = run.records.iter();
@@ -212,11 +212,11 @@ impl Pointer {
         });
     }
 
-    fn finish(self, stream: &StreamKey, first: &Record) -> Cut {
+    fn finish<'a>(self, stream: &'a StreamKey, first: &Record) -> Cut<'a> {
         Cut {
             key: record::record_key(stream, first.position()),
             value: self.encode(),
-            stream: stream.clone(),
+            stream,
             first: first.position(),
             count: self.count,
         }
@@ -296,7 +296,7 @@ impl Pointer {
             if counted != pointer.count || pointer.count == 0 {
                 return Err(bad("its extents do not hold its record count"));
             }
-            if pointer.bytes() > (MAX_POINTED_BYTES as u64).max(MAX_JOURNAL_RECORD_BYTES) {
+            if pointer.bytes() > MAX_POINTED_BYTES.max(MAX_LONE_RECORD_BYTES) as u64 {
                 return Err(bad("it points at more bytes than an entry may"));
             }
             Ok(pointer)
@@ -368,9 +368,15 @@ impl Pointer {
 /// `pread`, not one each.
 const MAX_SPAN_READ_BYTES: u64 = 128 * 1024;
 
-/// Largest record a pointer may point at alone, in bytes: a record's
-/// payload bound (`MAX_PAYLOAD_BYTES`) with room for its envelope.
-const MAX_JOURNAL_RECORD_BYTES: u64 = (1 << 30) + (1 << 20);
+/// Most bytes a pointer at one record alone may cover, in bytes: the
+/// largest envelope (header, longest stream key, largest payload, CRC)
+/// after its length word. Only a record over [`MAX_POINTED_BYTES`] is
+/// pointed at alone, so no pointer covers more than the larger of the two.
+const MAX_LONE_RECORD_BYTES: usize = RECORD_PREFIX_BYTES as usize
+    + record::HEADER_BYTES
+    + record::MAX_STREAM_KEY_BYTES
+    + record::MAX_PAYLOAD_BYTES
+    + record::CRC_BYTES;
 
 /// How many positions a stored value covers: a pointer's count, or as
 /// the envelopes' lengths cut a value of records (a value that ends

@@ -527,28 +527,30 @@ impl Writer {
         let journaled = self
             .journal
             .append(self.next_global, next_global, envelopes.into_iter());
-        let extents = match &journaled {
-            Ok(start) => Extent::of_runs(
-                self.journal.base(),
-                journal::records_offset(*start),
-                written.iter().map(|(_, records)| records.len()),
-                written
-                    .iter()
-                    .flat_map(|(_, records)| records.iter().map(Record::encoded_len)),
-            ),
-            Err(_) => Vec::new(),
-        };
-        if let Err(error) = journaled {
-            // The journal's state is unknown: stop writing.
-            let reason = format!("journal write failed: {error}");
-            shared.poison(reason.clone());
-            for (waiter, _) in accepted {
-                waiter.resolve(Err(LedgerError::Poisoned {
-                    reason: reason.clone(),
-                }));
+        let start = match journaled {
+            Ok(start) => start,
+            Err(error) => {
+                // The journal's state is unknown: stop writing.
+                let reason = format!("journal write failed: {error}");
+                shared.poison(reason.clone());
+                for (waiter, _) in accepted {
+                    waiter.resolve(Err(LedgerError::Poisoned {
+                        reason: reason.clone(),
+                    }));
+                }
+                return Vec::new();
             }
-            return Vec::new();
-        }
+        };
+        // Where each run of the round lies in the journal: the indexer
+        // points sled's entries there.
+        let extents = Extent::of_runs(
+            self.journal.base(),
+            journal::records_offset(start),
+            written.iter().map(|(_, records)| records.len()),
+            written
+                .iter()
+                .flat_map(|(_, records)| records.iter().map(Record::encoded_len)),
+        );
         shared.stats.rounds.fetch_add(1, Ordering::Relaxed);
         shared
             .stats

@@ -83,20 +83,32 @@ pub(crate) fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn the_v1_golden_log_reads_and_folds_to_its_committed_state() {
-    reads_and_folds_to_its_committed_state(Path::new(GOLDEN));
+    let golden = Path::new(GOLDEN);
+    ensure_written(golden, write_golden);
+    reads_and_folds_to_its_committed_state(golden);
+}
+
+/// Writes the golden store at `golden` with `write` if it is missing and
+/// the run asks for it (`LEDGERWIRE_WRITE_GOLDEN`); a missing store is a
+/// failure otherwise.
+fn ensure_written(golden: &Path, write: impl FnOnce(&Path)) {
+    if !golden.join("store").exists() {
+        assert!(
+            std::env::var_os("LEDGERWIRE_WRITE_GOLDEN").is_some(),
+            "{}/store is missing; it is committed and must not be regenerated for an existing format version",
+            golden.display()
+        );
+        write(golden);
+    }
 }
 
 #[test]
 fn the_format_4_golden_log_points_into_its_journal_and_reads_and_folds_the_same() {
     let golden = Path::new(GOLDEN_V4);
-    if !golden.join("store").exists() {
-        assert!(
-            std::env::var_os("LEDGERWIRE_WRITE_GOLDEN").is_some(),
-            "{GOLDEN_V4}/store is missing; it is committed and must not be regenerated for an existing format version"
-        );
-        write_golden(golden);
-        trim_journal(&golden.join("store"));
-    }
+    ensure_written(golden, |dir| {
+        write_golden(dir);
+        trim_journal(&dir.join("store"));
+    });
     // Every entry is a pointer into the journal, as format 4 writes them.
     let scratch = scratch();
     copy_dir(&golden.join("store"), scratch.path());
@@ -142,14 +154,6 @@ fn trim_journal(store: &Path) {
 }
 
 fn reads_and_folds_to_its_committed_state(golden: &Path) {
-    if !golden.join("store").exists() {
-        assert!(
-            std::env::var_os("LEDGERWIRE_WRITE_GOLDEN").is_some(),
-            "{}/store is missing; it is committed and must not be regenerated for an existing format version",
-            golden.display()
-        );
-        write_golden(golden);
-    }
     // sled may write while opening, so work on a copy.
     let scratch = scratch();
     copy_dir(&golden.join("store"), scratch.path());

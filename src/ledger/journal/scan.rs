@@ -606,7 +606,8 @@ pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replay
                 return Err(refuse(replayed.next_global, entry.first));
             }
             let mut batch = sled::Batch::default();
-            for stored in cut(&runs_of(file, entry)?) {
+            let runs = runs_of(file, entry)?;
+            for stored in cut(&runs) {
                 // An earlier application may have cut these records
                 // otherwise (one entry each, by a format-2 build): the
                 // entry replaces whatever overlaps it.
