@@ -6,6 +6,7 @@
 //! to the layout is a new format version that old code refuses to read.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::ledger::error::{Corruption, LedgerError};
 
@@ -39,9 +40,11 @@ pub const JOURNAL_END_KEY: &[u8] = b"m/journal_end";
 
 /// The name of a stream: a non-empty UTF-8 string of at most
 /// [`MAX_STREAM_KEY_BYTES`] bytes with no control characters, such as
-/// `studio/alice/conv-1`.
+/// `studio/alice/conv-1`. Shared, not copied, when cloned: the writer, the
+/// recent records and the indexer each keep the key of every stream they
+/// hold, once per append.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct StreamKey(String);
+pub struct StreamKey(Arc<str>);
 
 impl StreamKey {
     /// Validates and wraps a stream key.
@@ -59,7 +62,7 @@ impl StreamKey {
                 reason: "a stream key must not contain control characters",
             });
         }
-        Ok(Self(key))
+        Ok(Self(key.into()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -135,8 +138,16 @@ pub struct Header {
 
 /// Encodes one record envelope; the layout is documented in LOG-FORMAT.md.
 pub fn encode(header: &Header, stream: &StreamKey, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_into(header, stream, payload, &mut out);
+    out
+}
+
+/// [`encode`] into `out`, which is cleared first (its capacity is kept).
+pub fn encode_into(header: &Header, stream: &StreamKey, payload: &[u8], out: &mut Vec<u8>) {
     let key = stream.as_str().as_bytes();
-    let mut out = Vec::with_capacity(HEADER_BYTES + key.len() + payload.len() + CRC_BYTES);
+    out.clear();
+    out.reserve(HEADER_BYTES + key.len() + payload.len() + CRC_BYTES);
     out.push(header.format_version);
     out.push(0); // flags: reserved, always zero in version 1
     out.extend_from_slice(&header.kind.to_le_bytes());
@@ -148,9 +159,8 @@ pub fn encode(header: &Header, stream: &StreamKey, payload: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&(key.len() as u16).to_le_bytes());
     out.extend_from_slice(key);
     out.extend_from_slice(payload);
-    let crc = crc32c::crc32c(&out);
+    let crc = crc32c::crc32c(out);
     out.extend_from_slice(&crc.to_le_bytes());
-    out
 }
 
 /// One record read back from the log. It keeps the stored bytes (a cheap,

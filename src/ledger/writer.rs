@@ -35,6 +35,9 @@ use crate::ledger::{AppendOutcome, Durability, ExpectedPosition, Shared};
 /// Most commands the writer takes into one round.
 pub const MAX_COMMANDS_PER_ROUND: usize = 1024;
 
+/// Largest encoding buffer the writer keeps between records, in bytes.
+pub const MAX_SCRATCH_BYTES: usize = 64 * 1024;
+
 /// Most stream heads the writer keeps in memory; past it the cache is
 /// dropped and heads are read back from sled (one reverse seek each).
 pub const MAX_CACHED_HEADS: usize = 100_000;
@@ -279,6 +282,7 @@ impl WritePath {
                 heads: HashMap::new(),
                 next_global: shared.next_global_on_open,
                 journal,
+                scratch: Vec::new(),
             }),
             queue,
         }
@@ -343,7 +347,10 @@ pub(crate) fn run_writer(
     path: Arc<WritePath>,
 ) {
     while let Some(first) = commands.blocking_recv() {
-        let mut round = vec![first];
+        // Sized for what waits now, so a round of many appends does not
+        // grow its vectors step by step.
+        let mut round = Vec::with_capacity((commands.len() + 1).min(MAX_COMMANDS_PER_ROUND));
+        round.push(first);
         let mut bytes = 0;
         while round.len() < MAX_COMMANDS_PER_ROUND && bytes < MAX_ROUND_BYTES {
             match commands.try_recv() {
@@ -401,6 +408,9 @@ struct Writer {
     heads: HashMap<StreamKey, u64>,
     next_global: u64,
     journal: JournalWriter,
+    /// Where each record is encoded before it is copied into its shared
+    /// buffer; kept so that encoding allocates nothing.
+    scratch: Vec<u8>,
 }
 
 impl Writer {
@@ -451,11 +461,12 @@ impl Writer {
             return Vec::new();
         }
         let timestamp_ms = now_ms();
+        let commands = round.len();
         // The records of the round, by stream, in the order they apply.
-        let mut written: Vec<(StreamKey, Vec<Record>)> = Vec::new();
-        let mut tentative: HashMap<StreamKey, u64> = HashMap::new();
+        let mut written: Vec<(StreamKey, Vec<Record>)> = Vec::with_capacity(commands);
+        let mut tentative: HashMap<StreamKey, u64> = HashMap::with_capacity(commands);
         let mut next_global = self.next_global;
-        let mut accepted: Vec<(Waiter, Durability)> = Vec::new();
+        let mut accepted: Vec<(Waiter, Durability)> = Vec::with_capacity(commands);
         let mut bytes = 0u64;
         for command in round {
             let request = match command {
@@ -501,12 +512,17 @@ impl Writer {
                     global_position: next_global + offset as u64,
                     timestamp_ms,
                 };
-                let envelope =
-                    sled::IVec::from(record::encode(&header, &request.stream, &new.payload));
+                record::encode_into(&header, &request.stream, &new.payload, &mut self.scratch);
+                // One allocation: the shared buffer is copied, not moved.
+                let envelope = sled::IVec::from(&self.scratch[..]);
                 bytes += envelope.len() as u64;
                 records.push(Record::encoded(envelope, header));
             }
             next_global += request.records.len() as u64;
+            if self.scratch.capacity() > MAX_SCRATCH_BYTES {
+                // A large record should not pin its buffer.
+                self.scratch = Vec::new();
+            }
             match written.last_mut() {
                 Some((stream, held)) if *stream == request.stream => held.extend(records),
                 _ => written.push((request.stream.clone(), records)),
@@ -520,10 +536,13 @@ impl Writer {
         }
         // The journal first: it is what makes the round durable, and what
         // an open applies to sled again if sled lost the round.
-        let envelopes = written
-            .iter()
-            .flat_map(|(_, records)| records.iter().map(|r| &r.bytes()[..]));
-        let envelopes: Vec<&[u8]> = envelopes.collect();
+        let mut envelopes: Vec<&[u8]> =
+            Vec::with_capacity((next_global - self.next_global) as usize);
+        envelopes.extend(
+            written
+                .iter()
+                .flat_map(|(_, records)| records.iter().map(|r| &r.bytes()[..])),
+        );
         let journaled = self
             .journal
             .append(self.next_global, next_global, envelopes.into_iter());
@@ -580,7 +599,7 @@ impl Writer {
             bytes: bytes as usize,
             awaits_commit: accepted.iter().any(|(_, d)| *d == Durability::Durable),
         });
-        let mut durable = Vec::new();
+        let mut durable = Vec::with_capacity(accepted.len());
         for (waiter, durability) in accepted {
             match durability {
                 Durability::Buffered => waiter.resolve(Ok(())),
