@@ -172,6 +172,42 @@ pub fn install() -> Option<PrometheusHandle> {
     RECORDER.get_or_init(build_and_install).clone()
 }
 
+/// Whether this process's recorder is the one [`install`] put in place.
+fn installed() -> bool {
+    matches!(RECORDER.get(), Some(Some(_)))
+}
+
+/// Metric handles registered once and kept, for metrics recorded on a
+/// hot path: registering builds the metric's key and looks it up in the
+/// recorder, which the `metrics` macros do on every call. Kept only once
+/// [`install`] has put the recorder in place (a handle registered before
+/// would stay a no-op); until then, or under another program's recorder,
+/// the handles are registered on each use, as the macros would.
+pub struct Kept<T>(OnceLock<T>);
+
+impl<T> Kept<T> {
+    pub const fn new() -> Self {
+        Self(OnceLock::new())
+    }
+
+    /// Runs `record` with the handles `register` makes.
+    pub fn with<R>(&self, register: impl Fn() -> T, record: impl FnOnce(&T) -> R) -> R {
+        if let Some(kept) = self.0.get() {
+            return record(kept);
+        }
+        if installed() {
+            return record(self.0.get_or_init(register));
+        }
+        record(&register())
+    }
+}
+
+impl<T> Default for Kept<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 fn build_and_install() -> Option<PrometheusHandle> {
     let group = metrics_exporter_prometheus::Matcher::Full(LEDGER_GROUP_COMMIT.to_owned());
     let builder = PrometheusBuilder::new()

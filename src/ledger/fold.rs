@@ -118,6 +118,15 @@ pub struct FoldCache<F: Fold> {
     entries: Mutex<Entries<F::State>>,
     snapshot_every: u64,
     capacity: usize,
+    /// The lookup counters (hits, misses), registered once.
+    lookups: crate::telemetry::Kept<[metrics::Counter; 2]>,
+}
+
+/// The cache's lookup counters of fold `F`: hits, misses.
+fn lookup_counters<F: Fold>() -> [metrics::Counter; 2] {
+    ["hit", "miss"].map(|result| {
+        metrics::counter!(crate::telemetry::FOLD_CACHE, "fold" => F::NAME, "result" => result)
+    })
 }
 
 impl<F: Fold> FoldCache<F> {
@@ -136,6 +145,7 @@ impl<F: Fold> FoldCache<F> {
             }),
             snapshot_every,
             capacity: capacity.max(1),
+            lookups: crate::telemetry::Kept::new(),
         }
     }
 
@@ -143,9 +153,10 @@ impl<F: Fold> FoldCache<F> {
     pub fn state(&self, stream: &StreamKey) -> Result<Arc<Folded<F::State>>> {
         let slot = self.slot(stream);
         let mut cached = slot.lock().unwrap_or_else(|p| p.into_inner());
-        let result = if cached.is_some() { "hit" } else { "miss" };
-        metrics::counter!(crate::telemetry::FOLD_CACHE, "fold" => F::NAME, "result" => result)
-            .increment(1);
+        let hit = cached.is_some();
+        self.lookups.with(lookup_counters::<F>, |[hits, misses]| {
+            if hit { hits } else { misses }.increment(1)
+        });
         let (start, mut reader) = match cached.take() {
             Some(folded) => {
                 let reader = self.ledger.read(stream, folded.position)?;

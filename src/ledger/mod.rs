@@ -875,21 +875,45 @@ fn count_append(
     result: &Result<AppendOutcome>,
     started: std::time::Instant,
 ) {
-    use crate::telemetry::{LEDGER_APPEND_SECONDS, LEDGER_APPENDS};
+    static METRICS: crate::telemetry::Kept<AppendMetrics> = crate::telemetry::Kept::new();
     let durability = match durability {
-        Durability::Durable => "durable",
-        Durability::Buffered => "buffered",
+        Durability::Durable => 0,
+        Durability::Buffered => 1,
     };
     let outcome = match result {
-        Ok(_) => "ok",
-        Err(LedgerError::Conflict { .. }) => "conflict",
-        Err(_) => "error",
+        Ok(_) => 0,
+        Err(LedgerError::Conflict { .. }) => 1,
+        Err(_) => 2,
     };
-    metrics::counter!(LEDGER_APPENDS, "durability" => durability, "outcome" => outcome)
-        .increment(1);
-    if result.is_ok() {
-        metrics::histogram!(LEDGER_APPEND_SECONDS, "durability" => durability)
-            .record(started.elapsed().as_secs_f64());
+    METRICS.with(AppendMetrics::register, |metrics| {
+        metrics.appends[durability][outcome].increment(1);
+        if result.is_ok() {
+            metrics.seconds[durability].record(started.elapsed().as_secs_f64());
+        }
+    });
+}
+
+/// The handles of the append metrics, by durability (durable, buffered)
+/// and outcome (ok, conflict, error). Registering them on every append
+/// cost about 2% of a server's CPU.
+struct AppendMetrics {
+    appends: [[metrics::Counter; 3]; 2],
+    seconds: [metrics::Histogram; 2],
+}
+
+impl AppendMetrics {
+    fn register() -> Self {
+        use crate::telemetry::{LEDGER_APPEND_SECONDS, LEDGER_APPENDS};
+        let appends = |durability: &'static str| {
+            ["ok", "conflict", "error"].map(|outcome| {
+                metrics::counter!(LEDGER_APPENDS, "durability" => durability, "outcome" => outcome)
+            })
+        };
+        let seconds = |durability: &'static str| metrics::histogram!(LEDGER_APPEND_SECONDS, "durability" => durability);
+        Self {
+            appends: [appends("durable"), appends("buffered")],
+            seconds: [seconds("durable"), seconds("buffered")],
+        }
     }
 }
 
