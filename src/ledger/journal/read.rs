@@ -20,6 +20,7 @@ use super::{JOURNAL_DIR, file_name};
 pub const MAX_OPEN_JOURNAL_FILES: usize = 64;
 
 /// The journal files of one store, opened for reading as they are needed.
+#[derive(Debug)]
 pub struct JournalFiles {
     dir: PathBuf,
     open: Mutex<HashMap<u64, Arc<File>>>,
@@ -61,13 +62,5 @@ impl JournalFiles {
         out.resize(start + len, 0);
         file.read_exact_at(&mut out[start..], offset)
             .inspect_err(|_| out.truncate(start))
-    }
-}
-
-impl std::fmt::Debug for JournalFiles {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JournalFiles")
-            .field("dir", &self.dir)
-            .finish()
     }
 }
