@@ -173,6 +173,7 @@ pub(crate) struct Counters {
     pub records: AtomicU64,
     pub flushes: AtomicU64,
     pub flushed_waiters: AtomicU64,
+    pub sync_micros: AtomicU64,
     pub index_batches: AtomicU64,
     pub led_rounds: AtomicU64,
     pub index_syncs: AtomicU64,
@@ -190,6 +191,9 @@ pub struct LedgerStats {
     /// Durable appends and flush requests acknowledged by those flushes;
     /// divided by `flushes`, the group-commit factor.
     pub flushed_waiters: u64,
+    /// Time the flushes spent making the journal durable (the sync
+    /// call), in microseconds; divided by `flushes`, one sync's time.
+    pub sync_micros: u64,
     /// Batches of rounds the indexer applied to sled (each stores the
     /// next global position once).
     pub index_batches: u64,
@@ -618,6 +622,7 @@ impl Ledger {
             records_appended: counters.records.load(Ordering::Relaxed),
             flushes: counters.flushes.load(Ordering::Relaxed),
             flushed_waiters: counters.flushed_waiters.load(Ordering::Relaxed),
+            sync_micros: counters.sync_micros.load(Ordering::Relaxed),
             index_batches: counters.index_batches.load(Ordering::Relaxed),
             led_rounds: counters.led_rounds.load(Ordering::Relaxed),
             index_syncs: counters.index_syncs.load(Ordering::Relaxed),
