@@ -114,47 +114,20 @@ impl FlushQueue {
         self.ready.notify_one();
     }
 
-    /// Blocks until a group is here, takes all of it and marks the
-    /// flusher busy; `None` once the queue is closed and drained. A group
-    /// is as many waiters as the last one committed, or whatever is queued
-    /// once `linger` has passed since its first waiter could have arrived
-    /// (when this call began, or when a wait for anyone ended). Writers
-    /// acknowledged together come back together, a few microseconds
-    /// apart, so the whole group is worth its wait: taking whatever was
-    /// queued once half of it was back (as this did before) split about
-    /// one group in forty into two syncs. Waiting for the count also wakes
-    /// the flusher once a group, and a push below the count costs the
-    /// writer no system call.
-    fn take(&self, linger: Duration) -> Option<Vec<Waiter>> {
-        let mut deadline = Instant::now() + linger;
+    /// Blocks until there are waiters (all of them are taken) or the queue
+    /// is closed and drained (`None`).
+    fn take(&self) -> Option<Vec<Waiter>> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            let queued = state.waiters.len();
-            let now = Instant::now();
-            if queued >= state.previous_group.max(1)
-                || (queued > 0 && (state.closed || now >= deadline))
-            {
+            if !state.waiters.is_empty() {
                 state.busy = true;
                 return Some(std::mem::take(&mut state.waiters));
             }
             if state.closed {
                 return None;
             }
-            if now >= deadline {
-                // Nobody came back within the linger: wait for anyone,
-                // without a timer (an idle ledger costs no wake-ups), and
-                // give the rest of a group its linger from the first.
-                state.wake_at = 1;
-                state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
-                deadline = Instant::now() + linger;
-            } else {
-                state.wake_at = state.previous_group.max(1);
-                state = self
-                    .ready
-                    .wait_timeout(state, deadline - now)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
-            }
+            state.wake_at = 1;
+            state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
             state.wake_at = 0;
         }
     }
@@ -177,12 +150,42 @@ impl FlushQueue {
         inline
     }
 
+    /// Waiters of the last group committed, at least 1.
+    fn previous_group(&self) -> usize {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .previous_group
+            .max(1)
+    }
+
     /// Remembers the size of a group the flusher committed.
     fn committed(&self, group: usize) {
         self.state
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .previous_group = group;
+    }
+
+    /// Adds to `waiters` what arrives until there are `expected` of them or
+    /// `linger` has passed, whichever is first.
+    fn gather(&self, waiters: &mut Vec<Waiter>, expected: usize, linger: Duration) {
+        let deadline = Instant::now() + linger;
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            waiters.append(&mut state.waiters);
+            let now = Instant::now();
+            if waiters.len() >= expected || state.closed || now >= deadline {
+                return;
+            }
+            state.wake_at = expected - waiters.len();
+            state = self
+                .ready
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            state.wake_at = 0;
+        }
     }
 }
 
@@ -198,7 +201,15 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
     // most likely between their acknowledgement and their next append, so
     // the flush lingers briefly for them (as PostgreSQL's commit_delay
     // does); a lone writer (a group of one) never waits.
-    while let Some(waiters) = queue.take(Duration::from_micros(GROUP_LINGER_US)) {
+    while let Some(mut waiters) = queue.take() {
+        let previous_group = queue.previous_group();
+        if waiters.len() * 2 < previous_group {
+            queue.gather(
+                &mut waiters,
+                previous_group,
+                Duration::from_micros(GROUP_LINGER_US),
+            );
+        }
         queue.committed(waiters.len());
         commit_group(&shared, waiters);
         queue.done();
@@ -687,28 +698,27 @@ mod tests {
     fn a_waiting_flusher_takes_the_first_waiter_pushed() {
         let queue = FlushQueue::default();
         std::thread::scope(|scope| {
-            let taker = scope.spawn(|| queue.take(NEVER).map(|group| group.len()));
+            let taker = scope.spawn(|| queue.take().map(|group| group.len()));
             queue.push(vec![waiter()]);
             assert_eq!(taker.join().unwrap(), Some(1));
         });
     }
 
     #[test]
-    fn a_flush_waits_for_as_many_as_the_last_group_not_for_its_deadline() {
+    fn a_lingering_flush_ends_when_its_group_is_complete_not_at_its_deadline() {
         let queue = FlushQueue::default();
-        queue.committed(4);
         std::thread::scope(|scope| {
-            let taker = scope.spawn(|| {
+            let gatherer = scope.spawn(|| {
                 let started = Instant::now();
-                let group = queue.take(NEVER).map(|group| group.len());
-                (group, started.elapsed())
+                let mut group = vec![waiter()];
+                queue.gather(&mut group, 4, NEVER);
+                (group.len(), started.elapsed())
             });
-            // Two pushes below the last group's size, then the rest of it.
-            queue.push(vec![waiter()]);
+            // One push below the rest of the group, then the rest of it.
             queue.push(vec![waiter()]);
             queue.push(vec![waiter(), waiter()]);
-            let (taken, waited) = taker.join().unwrap();
-            assert_eq!(taken, Some(4));
+            let (gathered, waited) = gatherer.join().unwrap();
+            assert_eq!(gathered, 4);
             assert!(
                 waited < NEVER / 2,
                 "it waited {waited:?}, as if never woken"
@@ -717,41 +727,17 @@ mod tests {
     }
 
     #[test]
-    fn a_group_that_does_not_come_back_whole_is_taken_at_the_linger() {
-        let queue = FlushQueue::default();
-        queue.committed(8);
-        queue.push(vec![waiter(), waiter()]);
-        let linger = Duration::from_millis(20);
-        let started = Instant::now();
-        assert_eq!(queue.take(linger).map(|group| group.len()), Some(2));
-        assert!(started.elapsed() >= linger);
-    }
-
-    #[test]
-    fn an_idle_flusher_waits_for_anyone_once_its_linger_passed() {
-        let queue = FlushQueue::default();
-        queue.committed(4);
-        std::thread::scope(|scope| {
-            // No linger: the deadline has passed before anything is queued,
-            // so the flusher waits for the first waiter without a timer and
-            // takes it (the rest of a group would get the linger from it).
-            let taker = scope.spawn(|| queue.take(Duration::ZERO).map(|group| group.len()));
-            queue.push(vec![waiter()]);
-            assert_eq!(taker.join().unwrap(), Some(1));
-        });
-    }
-
-    #[test]
     fn closing_ends_a_lingering_flush_and_a_waiting_one() {
         let queue = FlushQueue::default();
-        queue.committed(8);
-        queue.push(vec![waiter()]);
         std::thread::scope(|scope| {
-            let taker = scope.spawn(|| queue.take(NEVER).map(|group| group.len()));
+            let gatherer = scope.spawn(|| {
+                let mut group = vec![waiter()];
+                queue.gather(&mut group, 8, NEVER);
+                group.len()
+            });
             queue.close();
-            assert_eq!(taker.join().unwrap(), Some(1));
+            assert_eq!(gatherer.join().unwrap(), 1);
+            assert!(queue.take().is_none());
         });
-        queue.done();
-        assert!(queue.take(NEVER).is_none());
     }
 }
