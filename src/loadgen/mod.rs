@@ -18,6 +18,7 @@ mod series;
 mod server;
 mod statewire;
 mod studio;
+mod syncs;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ pub use args::{BenchArgs, main};
 pub use args::{DEFAULT_CONCURRENCY, DEFAULT_CONVERSATIONS, DEFAULT_MAX_DURATION_SECS};
 pub use series::{Build, MAX_RUNS, Summary};
 pub use server::{ServerProcess, cpu_seconds, peak_resident_bytes};
+pub use syncs::{SLOW_SYNC_SECS, SyncHistogram, SyncReport};
 
 /// Most conversations one run may drive.
 pub const MAX_CONVERSATIONS: u64 = 1_000_000;
@@ -114,6 +116,11 @@ pub struct Report {
     /// This load generator's own CPU time per conversation, in
     /// milliseconds: how much of the machine the client took.
     pub client_cpu_ms_per_conversation: Option<f64>,
+    /// The server's journal syncs over the measured part, from its
+    /// `/metrics`; `None` when its metrics are off or unreadable. A slow
+    /// sync holds every conversation in flight, so a run's tail can be
+    /// the disk's.
+    pub server_syncs: Option<SyncReport>,
     /// The first failures, as they were worded.
     pub errors: Vec<String>,
 }
@@ -257,6 +264,7 @@ async fn drive(config: &LoadConfig, base: &str, pid: Option<u32>) -> Result<Repo
     let warmup_failed: u64 = warm.await.into_iter().sum();
 
     let next = Arc::new(AtomicU64::new(0));
+    let syncs_before = syncs::read(&http, base).await;
     let cpu_before = pid.and_then(cpu_seconds);
     let own_cpu_before = cpu_seconds(std::process::id());
     let started = Instant::now();
@@ -285,6 +293,7 @@ async fn drive(config: &LoadConfig, base: &str, pid: Option<u32>) -> Result<Repo
     let elapsed = started.elapsed();
     let cpu_after = pid.and_then(cpu_seconds);
     let own_cpu_after = cpu_seconds(std::process::id());
+    let syncs_after = syncs::read(&http, base).await;
     let mut latencies = Vec::new();
     let mut errors = Vec::new();
     let mut failed = 0u64;
@@ -331,6 +340,9 @@ async fn drive(config: &LoadConfig, base: &str, pid: Option<u32>) -> Result<Repo
             .and_then(peak_resident_bytes)
             .map(|bytes| bytes as f64 / f64::from(1u32 << 20)),
         client_cpu_ms_per_conversation: per_conversation(own_cpu_before, own_cpu_after),
+        server_syncs: syncs_before
+            .zip(syncs_after)
+            .and_then(|(before, after)| before.until(&after)),
         errors,
     })
 }
@@ -361,6 +373,22 @@ impl Report {
         self.requested.saturating_sub(self.conversations)
     }
 
+    /// The server's syncs in words.
+    pub fn syncs_text(&self) -> String {
+        let Some(report) = self.server_syncs else {
+            return "n/a (the server's /metrics is off or unreadable)".to_owned();
+        };
+        let slowest = report
+            .slowest_at_most_ms
+            .map_or_else(String::new, |ms| format!(", the slowest at most {ms} ms"));
+        format!(
+            "{} ({} over {} ms{slowest})",
+            report.syncs,
+            report.slow,
+            (SLOW_SYNC_SECS * 1e3).round()
+        )
+    }
+
     /// The report as people read it.
     pub fn human(&self) -> String {
         let ms =
@@ -378,7 +406,8 @@ impl Report {
              latency per conversation      p50 {p50:.2} ms  p99 {p99:.2} ms  p999 {p999:.2} ms  max {max:.2} ms\n\
              server CPU per conversation   {server_cpu}\n\
              server peak memory            {rss}\n\
-             client CPU per conversation   {client_cpu}\n",
+             client CPU per conversation   {client_cpu}\n\
+             journal syncs                 {syncs}\n",
             door = self.door,
             c = self.concurrency,
             n = self.conversations,
@@ -393,6 +422,7 @@ impl Report {
             p999 = self.p999_ms,
             max = self.max_ms,
             client_cpu = ms(self.client_cpu_ms_per_conversation),
+            syncs = self.syncs_text(),
         );
         for error in &self.errors {
             text.push_str(&format!("error: {error}\n"));

@@ -192,13 +192,17 @@ impl Run {
             .server_cpu_ms_per_conversation
             .map_or_else(|| "n/a".to_owned(), |cpu| format!("{cpu:.3} ms"));
         format!(
-            "run {number:>3} {build:<8}  {done}/{requested} conversations  {rate:>8.1}/s  p50 {p50:>7.2} ms  p99 {p99:>7.2} ms  server CPU {cpu}",
+            "run {number:>3} {build:<8}  {done}/{requested} conversations  {rate:>8.1}/s  p50 {p50:>7.2} ms  p99 {p99:>7.2} ms  server CPU {cpu}  syncs over {slow_ms} ms: {slow}",
             build = self.build.name(),
             done = r.conversations,
             requested = r.requested,
             rate = r.conversations_per_sec,
             p50 = r.p50_ms,
             p99 = r.p99_ms,
+            slow_ms = (super::SLOW_SYNC_SECS * 1e3).round(),
+            slow = r
+                .server_syncs
+                .map_or_else(|| "n/a".to_owned(), |syncs| syncs.slow.to_string()),
         )
     }
 }
@@ -286,6 +290,7 @@ mod tests {
             server_cpu_secs: cpu,
             server_peak_rss_mib: None,
             client_cpu_ms_per_conversation: None,
+            server_syncs: None,
             errors: Vec::new(),
         }
     }

@@ -64,6 +64,12 @@ fn assert_complete(report: &Value, door: &str, text: &str) {
         "{text}"
     );
     assert!(report["server_peak_rss_mib"].as_f64() > Some(0.0), "{text}");
+    // Every conversation appends durably, so the journal was synced; the
+    // slow ones are a part of them.
+    let syncs = &report["server_syncs"];
+    let (total, slow) = (syncs["syncs"].as_u64(), syncs["slow"].as_u64());
+    assert!(total > Some(0), "server_syncs in {text}");
+    assert!(slow.is_some() && slow <= total, "server_syncs in {text}");
 }
 
 #[test]
@@ -145,6 +151,8 @@ fn bench_measures_a_running_server_by_its_pid() {
         "server CPU per conversation",
         "server peak memory",
         "client CPU per conversation",
+        "journal syncs ",
+        " over 100 ms",
     ] {
         assert!(human.contains(line), "{line:?} in {human}");
     }
