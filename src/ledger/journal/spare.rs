@@ -35,12 +35,15 @@ pub const SPARE_FILE: &str = "spare";
 const PARTIAL_FILE: &str = "spare.partial";
 
 /// Bytes a journal file holds before the next spare is prepared: early
-/// enough to be ready long before a rotation (preparing 33 MiB took
-/// about 30 ms here), late enough that a store written briefly (a test,
+/// enough to be ready before a rotation (preparing 33 MiB took about
+/// 30 ms here synced once; synced a chunk at a time it takes longer,
+/// not timed apart, and the (b) bench, which fills a file in about half a
+/// second, kept its groups of 60–61 appends a flush), late enough that a store written briefly (a test,
 /// a one-off command) never writes one.
 pub const SPARE_AFTER_BYTES: u64 = 1024 * 1024;
 
-/// Zeros written per `write` while preparing, in bytes.
+/// Zeros written per `write` while preparing, in bytes; each chunk is
+/// synced before the next is written (see [`prepare`]).
 const ZERO_CHUNK_BYTES: usize = 1024 * 1024;
 
 /// Where the spare stands for the file being written.
@@ -136,6 +139,12 @@ fn prepare(dir: &Path, len: u64) -> io::Result<()> {
     while left > 0 {
         let n = usize::try_from(left).map_or(ZERO_CHUNK_BYTES, |l| l.min(ZERO_CHUNK_BYTES));
         file.write_all(&zeros[..n])?;
+        // Synced chunk by chunk: a journal sync flushes the device's whole
+        // write cache, so one that comes while the spare's 33 MiB are on
+        // their way waits for all of them. Written whole and synced once,
+        // the spare made the slowest journal sync of a load run 25–100 ms;
+        // a chunk at a time, 10 ms in most runs (docs/performance.md).
+        file.sync_data()?;
         left -= n as u64;
     }
     file.sync_all()?;
