@@ -140,6 +140,11 @@ mod tests {
     }
 
     #[test]
+    fn the_slow_bound_is_one_the_server_publishes() {
+        assert!(crate::telemetry::SECONDS_BUCKETS.contains(&SLOW_SYNC_SECS));
+    }
+
+    #[test]
     fn a_run_counts_its_own_syncs_and_the_slow_ones() {
         let before = SyncHistogram::parse(&exposition([10, 10, 10, 10])).expect("parsed");
         let after = SyncHistogram::parse(&exposition([100, 107, 109, 109])).expect("parsed");

@@ -36,10 +36,10 @@ const PARTIAL_FILE: &str = "spare.partial";
 
 /// Bytes a journal file holds before the next spare is prepared: early
 /// enough to be ready before a rotation (preparing 33 MiB took about
-/// 30 ms here synced once; synced a chunk at a time it takes longer,
-/// not timed apart, and the (b) bench, which fills a file in about half a
-/// second, kept its groups of 60–61 appends a flush), late enough that a store written briefly (a test,
-/// a one-off command) never writes one.
+/// 30 ms here synced once; synced a chunk at a time it takes longer, not
+/// timed apart, and the (b) bench, which fills a file in about half a
+/// second, kept its groups of 60–61 appends a flush), late enough that
+/// a store written briefly (a test, a one-off command) never writes one.
 pub const SPARE_AFTER_BYTES: u64 = 1024 * 1024;
 
 /// Zeros written per `write` while preparing, in bytes; each chunk is
