@@ -322,7 +322,7 @@ fn a_snapshot_from_another_history_is_ignored() {
     // Rewrite the stream's last record with other (valid) content, as a
     // restored backup or a bug might; the snapshot no longer matches.
     let different = {
-        let db = sled::open(dir.path()).unwrap();
+        let db = crate::support::open_sled(dir.path());
         let log = db.open_tree("log").unwrap();
         let original = log.get(record_key(&key, 9)).unwrap().unwrap();
         let files = ledgerwire::ledger::journal::JournalFiles::new(dir.path());
@@ -437,7 +437,7 @@ fn a_run_is_one_sled_entry_and_reads_back_from_any_position() {
         append(&ledger, 5, 8);
     }
     {
-        let db = sled::open(dir.path()).unwrap();
+        let db = crate::support::open_sled(dir.path());
         let log = db.open_tree("log").unwrap();
         let keys: Vec<u64> = log
             .scan_prefix(ledgerwire::ledger::record::stream_prefix(&key))
@@ -515,7 +515,7 @@ fn a_missing_record_is_a_gap() {
         append_probes_apart(&ledger, &key, 3, Durability::Durable);
     }
     {
-        let db = sled::open(dir.path()).unwrap();
+        let db = crate::support::open_sled(dir.path());
         db.open_tree("log")
             .unwrap()
             .remove(record_key(&key, 1))

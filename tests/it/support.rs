@@ -441,11 +441,31 @@ fn entry_holding(
     (entry_key, value, first)
 }
 
+/// sled opened by `open`, once a store closed a moment ago has let go of
+/// its lock (sled's own threads release it after the last handle drops,
+/// and nothing signals when: under a loaded test run it took long enough
+/// for a first attempt to fail). Tries for up to two seconds.
+pub fn sled_once_released(open: impl Fn() -> sled::Result<sled::Db>) -> sled::Db {
+    (0..100)
+        .find_map(|_| {
+            open().ok().or_else(|| {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                None
+            })
+        })
+        .expect("sled opens the store")
+}
+
+/// sled opened over `dir` once a store closed there a moment ago let go.
+pub fn open_sled(dir: &std::path::Path) -> sled::Db {
+    sled_once_released(|| sled::open(dir))
+}
+
 /// Cuts the stored bytes of one record short, as a torn write would: the
 /// sled entry holding it ends 7 bytes before the record's end (records
 /// stored after it in the same entry go with it).
 pub fn tear_record(dir: &std::path::Path, key: &ledgerwire::ledger::StreamKey, position: u64) {
-    let db = sled::open(dir).unwrap();
+    let db = open_sled(dir);
     let log = db.open_tree("log").unwrap();
     let (entry_key, value, first) = entry_holding(&log, key, position);
     // The entry points into the journal: it is replaced by a value holding

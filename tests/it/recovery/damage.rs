@@ -62,7 +62,7 @@ fn flip_in_data_file(dir: &Path, needle: &[u8]) -> usize {
 /// (every copy); how many copies there were.
 fn flip_entry_in_data_file(dir: &Path, name: &str, needle: &[u8]) -> usize {
     let value = {
-        let db = sled::open(dir).unwrap();
+        let db = crate::support::open_sled(dir);
         let log = db.open_tree("log").unwrap();
         let files = ledgerwire::ledger::journal::JournalFiles::new(dir);
         let key = stream(name);
@@ -252,7 +252,7 @@ fn a_damaged_fold_snapshot_is_discarded_and_rebuilt() {
     };
     // Damage every stored snapshot: one cut short, the others flipped.
     let damaged: Vec<Vec<u8>> = {
-        let db = sled::open(dir.path()).unwrap();
+        let db = crate::support::open_sled(dir.path());
         let snapshots = db.open_tree("snapshots").unwrap();
         let mut damaged = Vec::new();
         for (i, entry) in snapshots.iter().enumerate() {
@@ -282,7 +282,7 @@ fn a_damaged_fold_snapshot_is_discarded_and_rebuilt() {
     ledger.flush_blocking().unwrap();
     drop(cache);
     drop(ledger);
-    let db = sled::open(dir.path()).unwrap();
+    let db = crate::support::open_sled(dir.path());
     let snapshots = db.open_tree("snapshots").unwrap();
     let now: Vec<Vec<u8>> = snapshots.iter().map(|e| e.unwrap().1.to_vec()).collect();
     assert!(now.iter().all(|value| !damaged.contains(value)), "rebuilt");
@@ -293,16 +293,9 @@ fn a_damaged_fold_snapshot_is_discarded_and_rebuilt() {
 #[allow(deprecated)] // sled's knob for when it writes a snapshot
 fn write_sled_snapshot(dir: &Path) -> std::path::PathBuf {
     {
-        // The store closed a moment ago may still hold sled's lock.
-        let open = || sled::Config::new().path(dir).snapshot_after_ops(1).open();
-        let db = (0..100)
-            .find_map(|_| {
-                open().ok().or_else(|| {
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                    None
-                })
-            })
-            .expect("sled opens the store");
+        let db = crate::support::sled_once_released(|| {
+            sled::Config::new().path(dir).snapshot_after_ops(1).open()
+        });
         let scratch = db.open_tree("test-scratch").unwrap();
         for n in 0..64u32 {
             scratch.insert(n.to_be_bytes(), &[0u8; 8]).unwrap();
