@@ -237,9 +237,12 @@ fn commit_group(shared: &Shared, waiters: Vec<Waiter>) {
         .stats
         .sync_micros
         .fetch_add(synced.as_micros() as u64, Ordering::Relaxed);
-    metrics::counter!(crate::telemetry::LEDGER_FLUSHES).increment(1);
-    metrics::histogram!(crate::telemetry::LEDGER_FLUSH_SECONDS).record(synced.as_secs_f64());
-    metrics::histogram!(crate::telemetry::LEDGER_GROUP_COMMIT).record(waiters.len() as f64);
+    static METRICS: crate::telemetry::Kept<FlushMetrics> = crate::telemetry::Kept::new();
+    METRICS.with(FlushMetrics::register, |metrics| {
+        metrics.flushes.increment(1);
+        metrics.seconds.record(synced.as_secs_f64());
+        metrics.group.record(waiters.len() as f64);
+    });
     shared.stats.flushes.fetch_add(1, Ordering::Relaxed);
     shared
         .stats
@@ -262,6 +265,25 @@ fn commit_group(shared: &Shared, waiters: Vec<Waiter>) {
     // After the waiters: the watermark never delays an acknowledgement.
     if result.is_ok() {
         shared.advance_watermark_now_and_then(covered);
+    }
+}
+
+/// The flush metrics' handles: each commit records them before it
+/// resolves its waiters, so they are registered once, not per flush.
+struct FlushMetrics {
+    flushes: metrics::Counter,
+    seconds: metrics::Histogram,
+    group: metrics::Histogram,
+}
+
+impl FlushMetrics {
+    fn register() -> Self {
+        use crate::telemetry::{LEDGER_FLUSH_SECONDS, LEDGER_FLUSHES, LEDGER_GROUP_COMMIT};
+        Self {
+            flushes: metrics::counter!(LEDGER_FLUSHES),
+            seconds: metrics::histogram!(LEDGER_FLUSH_SECONDS),
+            group: metrics::histogram!(LEDGER_GROUP_COMMIT),
+        }
     }
 }
 
