@@ -75,6 +75,10 @@ pub(crate) struct Round {
     /// The global position after the round.
     pub next_global: u64,
     pub bytes: usize,
+    /// Records the recent records let go while this round was added
+    /// (`Recent::extend`): dropped by the indexer with the round, so their
+    /// buffers are not freed on the commit path.
+    pub retired: Vec<Record>,
     /// A durable append or flush of the round waits for a commit, which
     /// syncs the journal past it and then wakes the indexer (a push of
     /// such a round does not).
@@ -416,6 +420,8 @@ struct Batch {
 impl Batch {
     fn join(&mut self, round: Round) {
         debug_assert_eq!(round.written.len(), round.extents.len());
+        // Freed here, on the indexer's thread, rather than on the writer's.
+        drop(round.retired);
         for ((stream, records), extent) in round.written.into_iter().zip(round.extents) {
             match self.runs.last_mut() {
                 Some(last) if last.stream == stream => {

@@ -610,7 +610,10 @@ impl Writer {
             .store(next_global, Ordering::Release);
         // Readers find the round among the recent records until the
         // indexer has applied it to sled (and only then may they drop it).
-        shared.recent.extend(&written, shared.applied_next_global());
+        let mut retired = Vec::new();
+        shared
+            .recent
+            .extend(&written, shared.applied_next_global(), &mut retired);
         shared.notify_watchers(&tentative);
         self.heads.extend(tentative);
         shared.index_queue.push(Round {
@@ -623,6 +626,7 @@ impl Writer {
             },
             next_global,
             bytes: bytes as usize,
+            retired,
             awaits_commit: accepted.iter().any(|(_, d)| *d == Durability::Durable),
         });
         let mut durable = Vec::with_capacity(accepted.len());
