@@ -48,14 +48,13 @@ impl Tail {
     /// `retired`; returns their bytes.
     fn trim(&mut self, indexed_below: u64, retired: &mut Vec<Record>) -> usize {
         let excess = self.records.len().saturating_sub(RECENT_RECORDS_PER_STREAM);
-        // Global positions grow along the stream: the newest record that
-        // may go tells for all before it, and a backlogged indexer (rare)
-        // leaves a prefix only.
+        // Global positions grow along the stream, so the records sled holds
+        // are a prefix, found by bisection: a backlogged indexer must not
+        // make every append to a long stream walk its older half.
         let held_by_sled = self
             .records
-            .range(..excess)
-            .rposition(|old| old.global_position() < indexed_below)
-            .map_or(0, |newest| newest + 1);
+            .partition_point(|old| old.global_position() < indexed_below)
+            .min(excess);
         let start = retired.len();
         retired.extend(self.records.drain(..held_by_sled));
         let bytes = retired[start..].iter().map(Record::encoded_len).sum();
@@ -120,12 +119,21 @@ impl Recent {
             let touched = inner.clock;
             let added: usize = records.iter().map(Record::encoded_len).sum();
             let mut freed = 0;
-            let tail = inner.streams.entry(stream.clone()).or_insert_with(|| Tail {
-                first,
-                records: VecDeque::new(),
-                bytes: 0,
-                touched,
-            });
+            // Looked up before inserting, so that a held stream's key is
+            // not cloned and dropped: its count's cache line is shared with
+            // the tasks and the indexer that hold the same key.
+            if !inner.streams.contains_key(stream) {
+                let fresh = Tail {
+                    first,
+                    records: VecDeque::new(),
+                    bytes: 0,
+                    touched,
+                };
+                inner.streams.insert(stream.clone(), fresh);
+            }
+            let Some(tail) = inner.streams.get_mut(stream) else {
+                continue;
+            };
             if tail.next() != first {
                 // Not contiguous with what is held (not expected: the
                 // writer takes a held stream's head from here): start
