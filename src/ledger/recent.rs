@@ -101,9 +101,9 @@ impl Recent {
     /// buffer's count), were two cache misses per record appended, about
     /// a seventh of the writer's time under 64 writers. A stream is now
     /// trimmed only when it holds twice [`RECENT_RECORDS_PER_STREAM`]:
-    /// the newest record to go decides for the whole older half (global
-    /// positions grow along a stream), which moves out in one contiguous
-    /// copy, and the caller drops it off the commit path.
+    /// the older half (as much of it as sled holds, found by bisection)
+    /// moves out in one contiguous copy, and the caller drops it off the
+    /// commit path.
     pub fn extend(
         &self,
         appended: &[(StreamKey, Vec<Record>)],
