@@ -5,12 +5,12 @@
 //! Owns: the newest [`RECENT_RECORDS_PER_STREAM`] records (up to twice
 //! that between two trims) of each stream the writer extended, within
 //! [`RECENT_BYTES`] for all streams, and each such stream's head.
-//! Must never: drop a record on the writer's path (the records it lets go
-//! are handed back to the caller, who has them dropped elsewhere); answer
-//! for a position it does not
-//! hold, or drop a record the indexer has not applied to sled yet (until
-//! then it is the only place readers find it; the writer adds a round's
-//! records once they are journaled, before the append is acknowledged).
+//! Must never: free a record on the writer's path (the records it lets
+//! go are handed back to the caller, who has them freed elsewhere);
+//! answer for a position it does not hold; or let go of a record the
+//! indexer has not applied to sled yet (until then it is the only place
+//! readers find it; the writer adds a round's records once they are
+//! journaled, before the append is acknowledged).
 //! Records the indexer has yet to apply may take it past its bounds, by
 //! at most the indexer's backlog (`indexer::MAX_UNINDEXED_BYTES`).
 
@@ -19,10 +19,10 @@ use std::sync::Mutex;
 
 use crate::ledger::record::{Record, StreamKey};
 
-/// Fewest records kept per stream once it has had that many: what a
-/// segment's folds and tails need between two of its appends, many times
-/// over. A stream holds up to twice this; past it the older half goes in
-/// one step (see [`Recent::extend`]).
+/// Records a trim leaves a stream (unless the whole stream goes under
+/// [`RECENT_BYTES`]): what a segment's folds and tails need between two
+/// of its appends, many times over. A stream holds up to twice this;
+/// then its older half goes in one step (see [`Recent::extend`]).
 pub const RECENT_RECORDS_PER_STREAM: usize = 64;
 
 /// Most bytes of records kept for all streams, in bytes; past it the
