@@ -34,6 +34,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::ledger::Shared;
 use crate::ledger::entry::{self, Extent, Run};
+use crate::ledger::idle_priority::IdleSection;
 use crate::ledger::journal::JournalEnd;
 use crate::ledger::record::{JOURNAL_END_KEY, NEXT_GLOBAL_KEY, Record, StreamKey};
 
@@ -55,6 +56,16 @@ pub const MAX_UNINDEXED_BYTES: usize = 32 * 1024 * 1024;
 /// applied among the recent records, and the backlog stays bounded by
 /// [`MAX_UNINDEXED_BYTES`].
 pub const INDEX_BATCH_INTERVAL_US: u64 = 5_000;
+
+/// Largest batch whose inserts run at idle CPU priority
+/// (`ledger::idle_priority`), in bytes of records: a larger one means the
+/// indexer fell behind (starved of CPU, or outpaced), and it catches up at
+/// normal priority before the writer has to wait for it.
+pub const IDLE_PRIORITY_MAX_BATCH_BYTES: usize = MAX_UNINDEXED_BYTES / 8;
+
+/// sled inserts between two looks at how long an idle-priority batch has
+/// run (a look is a clock read).
+const INSERTS_BETWEEN_PRIORITY_CHECKS: u64 = 32;
 
 /// Longest the indexer waits for a commit to sync the rounds it holds,
 /// in milliseconds, before it syncs the journal itself. A round with a
@@ -415,13 +426,21 @@ struct Batch {
     /// journal entry ends.
     end: Option<u64>,
     journal_end: Option<JournalEnd>,
+    /// Bytes of the rounds joined.
+    bytes: usize,
+    /// Records the recent records let go with the rounds joined.
+    retired: Vec<Vec<Record>>,
 }
 
 impl Batch {
     fn join(&mut self, round: Round) {
         debug_assert_eq!(round.written.len(), round.extents.len());
-        // Freed here, on the indexer's thread, rather than on the writer's.
-        drop(round.retired);
+        // Freed with the batch, on the indexer's thread and at its
+        // priority, rather than on the writer's.
+        if !round.retired.is_empty() {
+            self.retired.push(round.retired);
+        }
+        self.bytes += round.bytes;
         for ((stream, records), extent) in round.written.into_iter().zip(round.extents) {
             match self.runs.last_mut() {
                 Some(last) if last.stream == stream => {
@@ -469,14 +488,34 @@ impl Batch {
                 let _ = shared.sync_journal();
             });
         }
+        // Nobody waits for what follows (readers find the rounds among the
+        // recent records until they are published), so it runs at idle
+        // priority, for a bounded time, unless the indexer is behind.
+        let mut section = (end.is_some() && self.bytes < IDLE_PRIORITY_MAX_BATCH_BYTES)
+            .then(IdleSection::enter)
+            .flatten();
+        if section.is_some() {
+            shared
+                .stats
+                .index_idle_batches
+                .fetch_add(1, Ordering::Relaxed);
+        }
         if end.is_some() && shared.poisoned().is_none() {
             self.join_streams();
-            match insert_records(shared, &self.runs) {
+            match insert_records(shared, &self.runs, &mut section) {
                 Ok(()) => publish(shared, end, journal_end),
                 Err(error) => shared.poison(format!("sled insert failed: {error}")),
             }
         }
         self.runs.clear();
+        self.retired.clear();
+        self.bytes = 0;
+        if section.as_ref().is_some_and(|section| !section.is_idle()) {
+            shared
+                .stats
+                .index_idle_overruns
+                .fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -520,11 +559,20 @@ fn publish(shared: &Shared, end: Option<u64>, journal_end: Option<JournalEnd>) {
 /// it is applied (a crash replays it on open, idempotent by global
 /// position, over whatever part of it sled kept), and readers see no
 /// record at or past the published end.
-fn insert_records(shared: &Shared, runs: &[Run]) -> sled::Result<()> {
+fn insert_records(
+    shared: &Shared,
+    runs: &[Run],
+    section: &mut Option<IdleSection>,
+) -> sled::Result<()> {
     let mut inserted = 0;
     for entry in entry::cut(runs) {
         shared.log.insert(entry.key, entry.value)?;
         inserted += 1;
+        if inserted % INSERTS_BETWEEN_PRIORITY_CHECKS == 0
+            && let Some(section) = section
+        {
+            section.check();
+        }
     }
     shared
         .stats
@@ -650,5 +698,51 @@ mod tests {
         assert_eq!(entries(&ledger, &stream), vec![(0, 1)]);
         let stats = ledger.stats();
         assert_eq!((stats.index_syncs, stats.flushes), (0, 1), "{stats:?}");
+    }
+
+    /// A batch of the usual size is inserted at idle CPU priority (where
+    /// the process may use it); one past `IDLE_PRIORITY_MAX_BATCH_BYTES`,
+    /// an indexer that fell behind, at normal priority.
+    #[test]
+    fn only_a_batch_within_its_bound_is_inserted_at_idle_priority() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
+        let stream = StreamKey::new("idle/a").expect("a key");
+        let idle = u64::from(crate::ledger::idle_priority::way_back_allowed());
+        append(&ledger, &stream, 1);
+        ledger.shared.index_queue.wait_until_applied();
+        let small = ledger.stats();
+        assert_eq!(small.index_idle_batches, idle, "{small:?}");
+        // A backlog past the bound, taken as one batch.
+        ledger.shared.index_queue.pause(true);
+        let payload = vec![7u8; 256 * 1024];
+        let mut queued = 0;
+        while queued <= super::IDLE_PRIORITY_MAX_BATCH_BYTES {
+            let record = NewRecord {
+                kind: 1,
+                payload: payload.clone(),
+            };
+            ledger
+                .append_blocking(
+                    &stream,
+                    ExpectedPosition::Any,
+                    vec![record],
+                    Durability::Durable,
+                )
+                .expect("append");
+            queued += payload.len();
+        }
+        ledger.shared.index_queue.pause(false);
+        ledger.shared.index_queue.wait_until_applied();
+        let large = ledger.stats();
+        assert_eq!(large.index_batches, small.index_batches + 1, "{large:?}");
+        assert_eq!(
+            large.index_idle_batches, small.index_idle_batches,
+            "{large:?}"
+        );
+        assert_eq!(
+            ledger.head(&stream).expect("head"),
+            1 + (queued / payload.len()) as u64
+        );
     }
 }

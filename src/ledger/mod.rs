@@ -15,6 +15,7 @@ pub mod damage;
 pub mod entry;
 pub mod error;
 pub mod fold;
+pub mod idle_priority;
 mod indexer;
 pub mod journal;
 pub mod kinds;
@@ -178,6 +179,8 @@ pub(crate) struct Counters {
     pub led_rounds: AtomicU64,
     pub index_syncs: AtomicU64,
     pub index_entries: AtomicU64,
+    pub index_idle_batches: AtomicU64,
+    pub index_idle_overruns: AtomicU64,
 }
 
 /// How the write path has behaved since open.
@@ -208,6 +211,13 @@ pub struct LedgerStats {
     /// of one stream); `records_appended` divided by it is how many
     /// records an insert carries.
     pub index_entries: u64,
+    /// Batches whose sled inserts ran at idle CPU priority
+    /// (`ledger::idle_priority`); the rest ran at normal priority (the
+    /// indexer was behind, or the process may not use idle priority).
+    pub index_idle_batches: u64,
+    /// Idle-priority batches that ran out their time there and finished
+    /// at normal priority: the CPUs were busy with other work throughout.
+    pub index_idle_overruns: u64,
 }
 
 impl Shared {
@@ -627,6 +637,8 @@ impl Ledger {
             led_rounds: counters.led_rounds.load(Ordering::Relaxed),
             index_syncs: counters.index_syncs.load(Ordering::Relaxed),
             index_entries: counters.index_entries.load(Ordering::Relaxed),
+            index_idle_batches: counters.index_idle_batches.load(Ordering::Relaxed),
+            index_idle_overruns: counters.index_idle_overruns.load(Ordering::Relaxed),
         }
     }
 
