@@ -63,6 +63,12 @@ pub const INDEX_BATCH_INTERVAL_US: u64 = 5_000;
 /// normal priority before the writer has to wait for it.
 pub const IDLE_PRIORITY_MAX_BATCH_BYTES: usize = MAX_UNINDEXED_BYTES / 8;
 
+/// Batches the indexer runs at normal priority after one whose time at
+/// idle priority ran out: the CPUs were busy throughout, so idle priority
+/// would only hold the next ones back by as long (a saturated server's
+/// requests do not gain from it).
+pub const IDLE_PRIORITY_BACKOFF_BATCHES: u32 = 8;
+
 /// sled inserts between two looks at how long an idle-priority batch has
 /// run (a look is a clock read).
 const INSERTS_BETWEEN_PRIORITY_CHECKS: u64 = 32;
@@ -430,6 +436,9 @@ struct Batch {
     bytes: usize,
     /// Records the recent records let go with the rounds joined.
     retired: Vec<Vec<Record>>,
+    /// Applications left to run at normal priority after an overrun
+    /// ([`IDLE_PRIORITY_BACKOFF_BATCHES`]).
+    normal_priority_left: u32,
 }
 
 impl Batch {
@@ -490,10 +499,15 @@ impl Batch {
         }
         // Nobody waits for what follows (readers find the rounds among the
         // recent records until they are published), so it runs at idle
-        // priority, for a bounded time, unless the indexer is behind.
-        let mut section = (end.is_some() && self.bytes < IDLE_PRIORITY_MAX_BATCH_BYTES)
-            .then(IdleSection::enter)
-            .flatten();
+        // priority, for a bounded time, unless the indexer is behind or
+        // the CPUs were found busy throughout a recent batch.
+        let yield_cpu = end.is_some()
+            && self.bytes < IDLE_PRIORITY_MAX_BATCH_BYTES
+            && self.normal_priority_left == 0;
+        if end.is_some() {
+            self.normal_priority_left = self.normal_priority_left.saturating_sub(1);
+        }
+        let mut section = yield_cpu.then(IdleSection::enter).flatten();
         if section.is_some() {
             shared
                 .stats
@@ -511,6 +525,7 @@ impl Batch {
         self.retired.clear();
         self.bytes = 0;
         if section.as_ref().is_some_and(|section| !section.is_idle()) {
+            self.normal_priority_left = IDLE_PRIORITY_BACKOFF_BATCHES;
             shared
                 .stats
                 .index_idle_overruns

@@ -211,12 +211,16 @@ pub struct LedgerStats {
     /// of one stream); `records_appended` divided by it is how many
     /// records an insert carries.
     pub index_entries: u64,
-    /// Batches whose sled inserts ran at idle CPU priority
+    /// Applications of queued rounds to sled (one a batch, two when a
+    /// checkpoint splits it) whose inserts began at idle CPU priority
     /// (`ledger::idle_priority`); the rest ran at normal priority (the
-    /// indexer was behind, or the process may not use idle priority).
+    /// indexer was behind, the CPUs were busy, or the process may not
+    /// use idle priority).
     pub index_idle_batches: u64,
-    /// Idle-priority batches that ran out their time there and finished
-    /// at normal priority: the CPUs were busy with other work throughout.
+    /// Of those, the ones that ran out their time at idle priority and
+    /// finished at normal priority: the CPUs were busy with other work
+    /// throughout (the next `IDLE_PRIORITY_BACKOFF_BATCHES` then run at
+    /// normal priority).
     pub index_idle_overruns: u64,
 }
 
