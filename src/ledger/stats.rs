@@ -1,0 +1,63 @@
+//! The write path's counters: what the writer, the flusher and the
+//! indexer count as they go, and the snapshot of them callers read.
+//! Owns: the counters and their meaning. Must never: hold state anything
+//! decides on (they are for reports: the bench, `/healthz`, the audit).
+
+use std::sync::atomic::AtomicU64;
+
+/// Write-path counters (see [`LedgerStats`]).
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub rounds: AtomicU64,
+    pub records: AtomicU64,
+    pub flushes: AtomicU64,
+    pub flushed_waiters: AtomicU64,
+    pub sync_micros: AtomicU64,
+    pub index_batches: AtomicU64,
+    pub led_rounds: AtomicU64,
+    pub index_syncs: AtomicU64,
+    pub index_entries: AtomicU64,
+    pub index_idle_batches: AtomicU64,
+    pub index_idle_overruns: AtomicU64,
+}
+
+/// How the write path has behaved since open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LedgerStats {
+    /// Writer rounds: each is one journal entry.
+    pub rounds: u64,
+    pub records_appended: u64,
+    /// Flushes (one `fdatasync` of the journal each).
+    pub flushes: u64,
+    /// Durable appends and flush requests acknowledged by those flushes;
+    /// divided by `flushes`, the group-commit factor.
+    pub flushed_waiters: u64,
+    /// Time the flushes spent making the journal durable (the sync
+    /// call), in microseconds; divided by `flushes`, one sync's time.
+    pub sync_micros: u64,
+    /// Batches of rounds the indexer applied to sled (each stores the
+    /// next global position once).
+    pub index_batches: u64,
+    /// Rounds a blocking caller took itself, finding the writer idle
+    /// (the leader path), refused appends included; the writer thread
+    /// took the rest.
+    pub led_rounds: u64,
+    /// Journal syncs the indexer made itself, for rounds no commit would
+    /// sync (buffered appends only), before applying them to sled.
+    pub index_syncs: u64,
+    /// Entries the indexer inserted into sled (each one or more records
+    /// of one stream); `records_appended` divided by it is how many
+    /// records an insert carries.
+    pub index_entries: u64,
+    /// Applications of queued rounds to sled (one a batch, two when a
+    /// checkpoint splits it) whose inserts began at idle CPU priority
+    /// (`ledger::idle_priority`); the rest ran at normal priority (the
+    /// indexer was behind, the CPUs were busy, or the process may not
+    /// use idle priority).
+    pub index_idle_batches: u64,
+    /// Of those, the ones that ran out their time at idle priority and
+    /// finished at normal priority: the CPUs were busy with other work
+    /// throughout (the next `IDLE_PRIORITY_BACKOFF_BATCHES` then run at
+    /// normal priority).
+    pub index_idle_overruns: u64,
+}
