@@ -5,7 +5,8 @@
 //! the moment they wake instead of waiting for that work's time slice.
 //!
 //! Owns: switching the calling thread to `SCHED_IDLE` and back, and
-//! finding out once per process whether the way back is allowed.
+//! finding out once per process whether the way back is allowed; and
+//! the scrubber's lowered nice value.
 //! Must never: leave a thread at idle priority for longer than the
 //! section its caller asked for (a thread starved there holds up
 //! everything that waits for its work), or switch a thread whose way back
@@ -116,6 +117,25 @@ pub fn way_back_allowed() -> bool {
             _ => false,
         }
     })
+}
+
+/// The scrubber's nice value: it gets the CPU requests and the
+/// indexer leave idle. A nice value, not `SCHED_IDLE`: the scan is long
+/// and must not starve, and raising the nice value needs no privilege.
+pub const SCRUBBER_NICE: libc::c_int = 19;
+
+/// Lowers the calling thread's CPU priority to [`SCRUBBER_NICE`] (on
+/// Linux a thread has its own nice value). Best effort: a failure leaves
+/// the scan at normal priority.
+pub fn lower_this_threads_priority() {
+    // SAFETY: plain system calls on the calling thread's own id.
+    let result = unsafe {
+        let thread = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, thread, SCRUBBER_NICE)
+    };
+    if result != 0 {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "the scrubber runs at normal priority");
+    }
 }
 
 #[cfg(test)]

@@ -173,7 +173,7 @@ impl SyncGate {
 impl Shared {
     /// The scrubber: a full integrity scan that marks corrupt streams.
     fn scrub(&self) {
-        lower_this_threads_priority();
+        idle_priority::lower_this_threads_priority();
         let started = std::time::Instant::now();
         let report = match verify::verify_live(&self.log, &self.journal_files, &self.stopping) {
             Ok(Some(report)) => report,
@@ -819,23 +819,6 @@ impl Ledger {
 /// The scrubber's CPU priority (`nice`): the lowest. `serve` opens with
 /// the scan running beside the first requests (`open_scrubbing`); a full
 /// scan of a large store takes a core for seconds, so it gets only the
-/// CPU requests leave idle.
-const SCRUBBER_NICE: libc::c_int = 19;
-
-/// Lowers the calling thread's CPU priority to [`SCRUBBER_NICE`] (on
-/// Linux a thread has its own nice value). Best effort: a failure leaves
-/// the scan at normal priority.
-fn lower_this_threads_priority() {
-    // SAFETY: plain system calls on the calling thread's own id.
-    let result = unsafe {
-        let thread = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, thread, SCRUBBER_NICE)
-    };
-    if result != 0 {
-        tracing::debug!(error = %std::io::Error::last_os_error(), "the scrubber runs at normal priority");
-    }
-}
-
 /// Counts an append and, if it was acknowledged, how long that took.
 fn count_append(
     durability: Durability,
