@@ -19,6 +19,7 @@ pub mod idle_priority;
 mod stats;
 pub(crate) use stats::Counters;
 pub use stats::LedgerStats;
+mod group_commit;
 mod indexer;
 pub mod journal;
 pub mod kinds;
@@ -51,9 +52,10 @@ pub use record::{NewRecord, Record, StreamKey};
 pub use store::OpenMode;
 pub use verify::{Problem, VerifyReport};
 
+use group_commit::FlushQueue;
 pub(crate) use recovery::stored_next_global;
 use recovery::{check_watermark, recover, sled_durable};
-use writer::{AppendRequest, Command, FlushQueue, WritePath};
+use writer::{AppendRequest, Command, WritePath};
 
 /// Streams watched by tails past which a new watch first drops the
 /// senders no tail listens to any more (tails that ended), in streams.
@@ -524,7 +526,7 @@ impl Ledger {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("ledger-flusher".into())
-                .spawn(move || writer::run_flusher(shared, queue))?
+                .spawn(move || group_commit::run_flusher(shared, queue))?
         };
         let mut handles = vec![writer, indexer, flusher, checkpointer];
         if scrub {

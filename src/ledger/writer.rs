@@ -20,13 +20,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ledger::entry::Extent;
 use crate::ledger::error::{LedgerError, Result};
+use crate::ledger::group_commit::{self, FlushQueue, GROUP_LINGER_US, Settled, Waiter};
 use crate::ledger::indexer::Round;
 use crate::ledger::journal::{self, JournalWriter};
 use crate::ledger::record::{self, FORMAT_VERSION, Header, NewRecord, Record, StreamKey};
@@ -54,237 +55,6 @@ pub(crate) struct AppendRequest {
     pub records: Vec<NewRecord>,
     pub durability: Durability,
     pub reply: oneshot::Sender<Result<AppendOutcome>>,
-}
-
-enum Waiter {
-    Append(oneshot::Sender<Result<AppendOutcome>>, AppendOutcome),
-    Flush(oneshot::Sender<Result<()>>),
-}
-
-impl Waiter {
-    fn resolve(self, result: Result<()>) {
-        // A caller that stopped waiting (dropped its future) is not an error.
-        match self {
-            Waiter::Append(reply, outcome) => {
-                let _ = reply.send(result.map(|()| outcome));
-            }
-            Waiter::Flush(reply) => {
-                let _ = reply.send(result);
-            }
-        }
-    }
-}
-
-/// Durable appends waiting for the next flush.
-#[derive(Default)]
-pub(crate) struct FlushQueue {
-    state: Mutex<FlushQueueState>,
-    ready: Condvar,
-}
-
-#[derive(Default)]
-struct FlushQueueState {
-    waiters: Vec<Waiter>,
-    closed: bool,
-    /// The flusher holds a group it has not resolved yet.
-    busy: bool,
-    /// Waiters of the last group committed (by the flusher or the writer).
-    previous_group: usize,
-    /// While the flusher waits: how many queued waiters make it worth
-    /// waking (1 when it waits for any, the rest of its group when it
-    /// lingers); 0 while it is busy. A push below it costs no system call.
-    wake_at: usize,
-}
-
-impl FlushQueue {
-    fn push(&self, waiters: Vec<Waiter>) {
-        if waiters.is_empty() {
-            return;
-        }
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.waiters.extend(waiters);
-        if state.wake_at > 0 && state.waiters.len() >= state.wake_at {
-            self.ready.notify_one();
-        }
-    }
-
-    fn close(&self) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.closed = true;
-        self.ready.notify_one();
-    }
-
-    /// Blocks until there are waiters (all of them are taken) or the queue
-    /// is closed and drained (`None`).
-    fn take(&self) -> Option<Vec<Waiter>> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if !state.waiters.is_empty() {
-                state.busy = true;
-                return Some(std::mem::take(&mut state.waiters));
-            }
-            if state.closed {
-                return None;
-            }
-            state.wake_at = 1;
-            state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
-            state.wake_at = 0;
-        }
-    }
-
-    /// The flusher resolved the group it took.
-    fn done(&self) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).busy = false;
-    }
-
-    /// Whether the writer may commit `group` waiters itself: the flusher
-    /// has nothing queued and no group in hand (the writer is the only one
-    /// who queues), and the group is not so much smaller than the last
-    /// one that the flusher would linger for the rest of it.
-    fn may_commit_inline(&self, group: usize) -> bool {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let inline = state.waiters.is_empty() && !state.busy && group * 2 >= state.previous_group;
-        if inline {
-            state.previous_group = group;
-        }
-        inline
-    }
-
-    /// Waiters of the last group committed, at least 1.
-    fn previous_group(&self) -> usize {
-        self.state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .previous_group
-            .max(1)
-    }
-
-    /// Remembers the size of a group the flusher committed.
-    fn committed(&self, group: usize) {
-        self.state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .previous_group = group;
-    }
-
-    /// Adds to `waiters` what arrives until there are `expected` of them or
-    /// `linger` has passed, whichever is first.
-    fn gather(&self, waiters: &mut Vec<Waiter>, expected: usize, linger: Duration) {
-        let deadline = Instant::now() + linger;
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            waiters.append(&mut state.waiters);
-            let now = Instant::now();
-            if waiters.len() >= expected || state.closed || now >= deadline {
-                return;
-            }
-            state.wake_at = expected - waiters.len();
-            state = self
-                .ready
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-            state.wake_at = 0;
-        }
-    }
-}
-
-/// Longest a flush waits for the rest of a group, in microseconds. A flush
-/// costs about a millisecond; waiting a fraction of that for writers that
-/// are on their way turns two flushes into one.
-pub const GROUP_LINGER_US: u64 = 250;
-
-/// The flusher thread: one flush per round of waiters.
-pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
-    // Waiters of the previous flush: writers that, acknowledged together,
-    // come back together. When only a few of them are back, the rest are
-    // most likely between their acknowledgement and their next append, so
-    // the flush lingers briefly for them (as PostgreSQL's commit_delay
-    // does); a lone writer (a group of one) never waits.
-    while let Some(mut waiters) = queue.take() {
-        let previous_group = queue.previous_group();
-        if waiters.len() * 2 < previous_group {
-            queue.gather(
-                &mut waiters,
-                previous_group,
-                Duration::from_micros(GROUP_LINGER_US),
-            );
-        }
-        queue.committed(waiters.len());
-        commit_group(&shared, waiters);
-        queue.done();
-    }
-}
-
-/// Makes everything journaled so far durable with one sync of the journal
-/// and then resolves `waiters` (each was journaled before this call), and
-/// now and then advances the watermark. What the flusher does for each
-/// group, and the writer for a group it commits itself.
-fn commit_group(shared: &Shared, waiters: Vec<Waiter>) {
-    let started = Instant::now();
-    // Read before the flush: every record below it was journaled before
-    // the indexer applied it, so the flush covers it.
-    let covered = shared.applied_next_global.load(Ordering::Acquire);
-    // After a failed write or sync, a later sync may succeed without
-    // the lost pages (the kernel drops them on a writeback error), so
-    // nothing is acknowledged once the ledger is poisoned.
-    let result = match shared.poisoned() {
-        Some(reason) => Err(LedgerError::Poisoned { reason }),
-        None => shared.make_durable(),
-    };
-    let synced = started.elapsed();
-    shared
-        .stats
-        .sync_micros
-        .fetch_add(synced.as_micros() as u64, Ordering::Relaxed);
-    static METRICS: crate::telemetry::Kept<FlushMetrics> = crate::telemetry::Kept::new();
-    METRICS.with(FlushMetrics::register, |metrics| {
-        metrics.flushes.increment(1);
-        metrics.seconds.record(synced.as_secs_f64());
-        metrics.group.record(waiters.len() as f64);
-    });
-    shared.stats.flushes.fetch_add(1, Ordering::Relaxed);
-    shared
-        .stats
-        .flushed_waiters
-        .fetch_add(waiters.len() as u64, Ordering::Relaxed);
-    if let Err(error) = &result
-        && !matches!(error, LedgerError::Poisoned { .. })
-    {
-        shared.poison(format!("flush failed: {error}"));
-    }
-    for waiter in waiters {
-        let result = match &result {
-            Ok(()) => Ok(()),
-            Err(error) => Err(LedgerError::Poisoned {
-                reason: error.to_string(),
-            }),
-        };
-        waiter.resolve(result);
-    }
-    // After the waiters: the watermark never delays an acknowledgement.
-    if result.is_ok() {
-        shared.advance_watermark_now_and_then(covered);
-    }
-}
-
-/// The flush metrics' handles: each commit records them before it
-/// resolves its waiters, so they are registered once, not per flush.
-struct FlushMetrics {
-    flushes: metrics::Counter,
-    seconds: metrics::Histogram,
-    group: metrics::Histogram,
-}
-
-impl FlushMetrics {
-    fn register() -> Self {
-        use crate::telemetry::{LEDGER_FLUSH_SECONDS, LEDGER_FLUSHES, LEDGER_GROUP_COMMIT};
-        Self {
-            flushes: metrics::counter!(LEDGER_FLUSHES),
-            seconds: metrics::histogram!(LEDGER_FLUSH_SECONDS),
-            group: metrics::histogram!(LEDGER_GROUP_COMMIT),
-        }
-    }
 }
 
 /// Most bytes of records the writer takes into one round; a round ends
@@ -338,66 +108,150 @@ impl WritePath {
             Err(std::sync::TryLockError::WouldBlock) => return Err(command),
         };
         shared.stats.led_rounds.fetch_add(1, Ordering::Relaxed);
-        self.write_round(&mut writer, shared, vec![command], idle);
+        self.write_round(&mut writer, shared, vec![command], idle, false);
         Ok(())
     }
 
-    /// Writes one round and sees it committed: synced here when nothing
-    /// else waits to be written (`nothing_waiting`) and the flusher is
-    /// idle (a lone writer, or a group that came back together), one
-    /// thread hand-off less on the commit path; otherwise queued for the
+    /// Writes one round and sees its durable appends committed (see
+    /// [`FlushQueue::settle`]): synced here, held for a fuller group
+    /// (only the writer thread, `may_hold`, holds) or handed to the
     /// flusher, which syncs while the writer goes on with the next round.
+    /// Returns whether the writer holds waiters.
     fn write_round(
         &self,
         writer: &mut Writer,
         shared: &Shared,
         round: Vec<Command>,
         nothing_waiting: impl Fn() -> bool,
-    ) {
+        may_hold: bool,
+    ) -> bool {
         let waiters = writer.apply_round(shared, round);
-        if !waiters.is_empty() && nothing_waiting() && self.queue.may_commit_inline(waiters.len()) {
-            commit_group(shared, waiters);
-        } else {
-            self.queue.push(waiters);
-        }
+        let settled = self.queue.settle(waiters, nothing_waiting(), may_hold);
+        let held = matches!(settled, Settled::Held);
+        self.finish(shared, settled);
         writer.maybe_rotate(shared);
+        held
+    }
+
+    /// Ends the writer thread's hold: its waiters are synced now.
+    fn release_held(&self, shared: &Shared) {
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        self.finish(shared, self.queue.release_held());
+    }
+
+    fn finish(&self, shared: &Shared, settled: Settled) {
+        if let Settled::CommitNow(group) = settled {
+            group_commit::commit(shared, group);
+            self.queue.committed_inline();
+        }
     }
 }
 
 /// The writer thread: takes every command that is waiting, writes the
 /// accepted appends to the journal as one entry and hands it to the
-/// indexer, then hands durable ones to the flusher.
+/// indexer, then sees the durable ones committed. While it holds a small
+/// group for the rest of its writers, it waits for the next command at
+/// most until the group's linger ends.
 pub(crate) fn run_writer(
     shared: Arc<Shared>,
     mut commands: mpsc::Receiver<Command>,
     path: Arc<WritePath>,
 ) {
-    while let Some(first) = commands.blocking_recv() {
-        // Sized for what waits now, so a round of many appends does not
-        // grow its vectors step by step.
-        let mut round = Vec::with_capacity((commands.len() + 1).min(MAX_COMMANDS_PER_ROUND));
-        round.push(first);
-        let mut bytes = 0;
-        while round.len() < MAX_COMMANDS_PER_ROUND && bytes < MAX_ROUND_BYTES {
-            match commands.try_recv() {
-                Ok(command) => {
-                    if let Command::Append(request) = &command {
-                        bytes += request
-                            .records
-                            .iter()
-                            .map(|r| r.payload.len())
-                            .sum::<usize>();
-                    }
-                    round.push(command);
+    let waker = std::task::Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let mut linger_ends: Option<Instant> = None;
+    loop {
+        let first = match linger_ends {
+            None => commands.blocking_recv(),
+            Some(deadline) => match recv_until(&mut commands, &waker, deadline) {
+                Received::Command(command) => Some(command),
+                Received::Closed => None,
+                Received::TimedOut => {
+                    linger_ends = None;
+                    path.release_held(&shared);
+                    continue;
                 }
-                Err(_) => break,
-            }
-        }
+            },
+        };
+        let Some(first) = first else { break };
+        let round = take_round(first, &mut commands);
         let mut writer = path.writer.lock().unwrap_or_else(|p| p.into_inner());
-        path.write_round(&mut writer, &shared, round, || commands.is_empty());
+        let holds = path.write_round(&mut writer, &shared, round, || commands.is_empty(), true);
+        linger_ends = match (holds, linger_ends) {
+            (false, _) => None,
+            (true, Some(deadline)) => Some(deadline),
+            (true, None) => Some(Instant::now() + Duration::from_micros(GROUP_LINGER_US)),
+        };
     }
+    path.release_held(&shared);
     path.queue.close();
     shared.index_queue.close();
+}
+
+/// `first` and every command waiting behind it, up to a round's bounds.
+fn take_round(first: Command, commands: &mut mpsc::Receiver<Command>) -> Vec<Command> {
+    // Sized for what waits now, so a round of many appends does not grow
+    // its vectors step by step.
+    let mut round = Vec::with_capacity((commands.len() + 1).min(MAX_COMMANDS_PER_ROUND));
+    round.push(first);
+    let mut bytes = 0;
+    while round.len() < MAX_COMMANDS_PER_ROUND && bytes < MAX_ROUND_BYTES {
+        match commands.try_recv() {
+            Ok(command) => {
+                if let Command::Append(request) = &command {
+                    bytes += request
+                        .records
+                        .iter()
+                        .map(|r| r.payload.len())
+                        .sum::<usize>();
+                }
+                round.push(command);
+            }
+            Err(_) => break,
+        }
+    }
+    round
+}
+
+enum Received {
+    Command(Command),
+    Closed,
+    TimedOut,
+}
+
+/// Wakes the writer thread parked in [`recv_until`].
+struct ThreadWaker(std::thread::Thread);
+
+impl std::task::Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// The next command, waiting for it until `deadline` at most. The channel
+/// wakes `waker` (this thread) when a command arrives.
+fn recv_until(
+    commands: &mut mpsc::Receiver<Command>,
+    waker: &std::task::Waker,
+    deadline: Instant,
+) -> Received {
+    let mut context = std::task::Context::from_waker(waker);
+    loop {
+        match commands.poll_recv(&mut context) {
+            std::task::Poll::Ready(Some(command)) => return Received::Command(command),
+            std::task::Poll::Ready(None) => return Received::Closed,
+            std::task::Poll::Pending => {}
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Received::TimedOut;
+        }
+        // A spurious or stale unpark only polls again.
+        std::thread::park_timeout(deadline - now);
+    }
 }
 
 /// The checkpointer thread: after each journal rotation, once the indexer
@@ -662,13 +516,6 @@ fn now_ms() -> u64 {
 mod tests {
     use super::*;
 
-    fn waiter() -> Waiter {
-        Waiter::Flush(oneshot::channel().0)
-    }
-
-    /// Longer than any test here may take: a wait that ran to it failed.
-    const NEVER: Duration = Duration::from_secs(60);
-
     /// A blocking append that finds the writer idle writes and syncs its
     /// round itself; an async append goes through the writer thread.
     #[test]
@@ -718,52 +565,5 @@ mod tests {
             Err(LedgerError::Conflict { actual: 2, .. })
         ));
         assert_eq!(ledger.head(&stream).expect("head"), 2);
-    }
-
-    #[test]
-    fn a_waiting_flusher_takes_the_first_waiter_pushed() {
-        let queue = FlushQueue::default();
-        std::thread::scope(|scope| {
-            let taker = scope.spawn(|| queue.take().map(|group| group.len()));
-            queue.push(vec![waiter()]);
-            assert_eq!(taker.join().unwrap(), Some(1));
-        });
-    }
-
-    #[test]
-    fn a_lingering_flush_ends_when_its_group_is_complete_not_at_its_deadline() {
-        let queue = FlushQueue::default();
-        std::thread::scope(|scope| {
-            let gatherer = scope.spawn(|| {
-                let started = Instant::now();
-                let mut group = vec![waiter()];
-                queue.gather(&mut group, 4, NEVER);
-                (group.len(), started.elapsed())
-            });
-            // One push below the rest of the group, then the rest of it.
-            queue.push(vec![waiter()]);
-            queue.push(vec![waiter(), waiter()]);
-            let (gathered, waited) = gatherer.join().unwrap();
-            assert_eq!(gathered, 4);
-            assert!(
-                waited < NEVER / 2,
-                "it waited {waited:?}, as if never woken"
-            );
-        });
-    }
-
-    #[test]
-    fn closing_ends_a_lingering_flush_and_a_waiting_one() {
-        let queue = FlushQueue::default();
-        std::thread::scope(|scope| {
-            let gatherer = scope.spawn(|| {
-                let mut group = vec![waiter()];
-                queue.gather(&mut group, 8, NEVER);
-                group.len()
-            });
-            queue.close();
-            assert_eq!(gatherer.join().unwrap(), 1);
-            assert!(queue.take().is_none());
-        });
     }
 }

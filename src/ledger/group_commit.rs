@@ -1,0 +1,492 @@
+//! Group commit: who syncs the journal for which durable appends.
+//!
+//! Owns: the waiters of journaled rounds that are not durable yet, the
+//! decision after each round between syncing now on the caller's thread,
+//! holding the waiters for a fuller group, and handing them to the
+//! flusher thread; the flusher thread; and one commit (one `fdatasync`
+//! for a whole group, then every waiter of it resolved).
+//! Must never: resolve a waiter before the sync that covers its round
+//! returned, resolve one with success after a failed write or sync, or
+//! run two commits' decisions at once (every decision is made by the
+//! holder of the writer's lock, so a commit on the writer's side and one
+//! on the flusher's never both believe the other is idle).
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+use crate::ledger::error::{LedgerError, Result};
+use crate::ledger::{AppendOutcome, Shared};
+
+/// Longest a group waits for the rest of its writers, in microseconds. A
+/// sync costs 100–200 µs here; waiting a fraction of that for writers
+/// that are on their way turns two syncs into one.
+pub const GROUP_LINGER_US: u64 = 250;
+
+/// Someone waiting for a journaled round to be durable.
+pub(crate) enum Waiter {
+    Append(oneshot::Sender<Result<AppendOutcome>>, AppendOutcome),
+    Flush(oneshot::Sender<Result<()>>),
+}
+
+impl Waiter {
+    pub(crate) fn resolve(self, result: Result<()>) {
+        // A caller that stopped waiting (dropped its future) is not an error.
+        match self {
+            Waiter::Append(reply, outcome) => {
+                let _ = reply.send(result.map(|()| outcome));
+            }
+            Waiter::Flush(reply) => {
+                let _ = reply.send(result);
+            }
+        }
+    }
+}
+
+/// What becomes of the durable waiters of a round just written.
+pub(crate) enum Settled {
+    /// Nothing waits for a sync.
+    Nothing,
+    /// The caller syncs these now, on its own thread (then calls
+    /// [`FlushQueue::committed_inline`]).
+    CommitNow(Vec<Waiter>),
+    /// Held for a fuller group: the writer waits for more commands until
+    /// its linger ends, then calls [`FlushQueue::release_held`].
+    Held,
+    /// Handed to the flusher thread.
+    Queued,
+}
+
+/// Durable appends waiting for a sync.
+#[derive(Default)]
+pub(crate) struct FlushQueue {
+    state: Mutex<FlushQueueState>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct FlushQueueState {
+    /// Handed to the flusher.
+    waiters: Vec<Waiter>,
+    /// Held by the writer for a fuller group; whoever commits next (the
+    /// writer, a leading caller or the flusher) takes them too.
+    held: Vec<Waiter>,
+    closed: bool,
+    /// A commit is under way (the flusher's or one inline).
+    busy: bool,
+    /// Waiters of the last group committed.
+    previous_group: usize,
+    /// While the flusher waits: how many queued waiters make it worth
+    /// waking (1 when it waits for any, the rest of its group when it
+    /// lingers); 0 while it is busy. A push below it costs no system call.
+    wake_at: usize,
+}
+
+impl FlushQueueState {
+    fn hand_to_flusher(&mut self, ready: &Condvar) {
+        self.waiters.append(&mut self.held);
+        if self.wake_at > 0 && self.waiters.len() >= self.wake_at {
+            ready.notify_one();
+        }
+    }
+
+    fn take_for_inline_commit(&mut self) -> Vec<Waiter> {
+        self.busy = true;
+        self.previous_group = self.held.len();
+        std::mem::take(&mut self.held)
+    }
+}
+
+impl FlushQueue {
+    /// Decides, after a round, how its durable `waiters` (with any the
+    /// writer holds) get synced. `nothing_waiting`: no command waits to
+    /// be written. `may_hold`: the caller can wait for more commands (the
+    /// writer thread can; a leading caller cannot).
+    ///
+    /// A group is synced on the caller's thread (no hand-off) when no
+    /// commit is under way, nothing else waits to be written and it is at
+    /// least half the last group (the writers acknowledged together come
+    /// back together); held while it is smaller, since the rest are most
+    /// likely between their acknowledgement and their next append; and
+    /// handed to the flusher when a commit is under way (it follows that
+    /// one) or commands wait (the writer goes on with them meanwhile).
+    pub(crate) fn settle(
+        &self,
+        waiters: Vec<Waiter>,
+        nothing_waiting: bool,
+        may_hold: bool,
+    ) -> Settled {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.held.is_empty() {
+            // Moved, not copied: a lone writer's group allocates nothing.
+            state.held = waiters;
+        } else {
+            state.held.extend(waiters);
+        }
+        let group = state.held.len();
+        if group == 0 {
+            return Settled::Nothing;
+        }
+        let flusher_idle = !state.busy && state.waiters.is_empty();
+        let full = group >= state.previous_group;
+        if flusher_idle && nothing_waiting && group * 2 >= state.previous_group {
+            return Settled::CommitNow(state.take_for_inline_commit());
+        }
+        if flusher_idle && may_hold && !full {
+            return Settled::Held;
+        }
+        state.hand_to_flusher(&self.ready);
+        Settled::Queued
+    }
+
+    /// Ends the writer's linger: what it holds is synced on its thread
+    /// (`CommitNow`) when no commit is under way, else handed to the
+    /// flusher.
+    pub(crate) fn release_held(&self) -> Settled {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.held.is_empty() {
+            return Settled::Nothing;
+        }
+        if !state.busy && state.waiters.is_empty() {
+            return Settled::CommitNow(state.take_for_inline_commit());
+        }
+        state.hand_to_flusher(&self.ready);
+        Settled::Queued
+    }
+
+    /// Whether the writer holds waiters.
+    #[cfg(test)]
+    fn holds(&self) -> bool {
+        !self
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .held
+            .is_empty()
+    }
+
+    /// A commit on the caller's thread ended.
+    pub(crate) fn committed_inline(&self) {
+        self.done();
+    }
+
+    pub(crate) fn close(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.closed = true;
+        let held = std::mem::take(&mut state.held);
+        state.waiters.extend(held);
+        self.ready.notify_one();
+    }
+
+    /// Blocks until there are waiters (all of them are taken, with any
+    /// the writer holds) or the queue is closed and drained (`None`).
+    fn take(&self) -> Option<Vec<Waiter>> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if !state.waiters.is_empty() && !state.busy {
+                state.busy = true;
+                let mut taken = std::mem::take(&mut state.waiters);
+                taken.append(&mut state.held);
+                return Some(taken);
+            }
+            if state.closed && state.waiters.is_empty() {
+                return None;
+            }
+            state.wake_at = 1;
+            state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
+            state.wake_at = 0;
+        }
+    }
+
+    /// A commit ended (the flusher's or one inline).
+    fn done(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.busy = false;
+        if !state.waiters.is_empty() {
+            // Handed over while the inline commit ran.
+            self.ready.notify_one();
+        }
+    }
+
+    /// Waiters of the last group committed, at least 1.
+    fn previous_group(&self) -> usize {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .previous_group
+            .max(1)
+    }
+
+    /// Remembers the size of a group the flusher committed.
+    fn committed(&self, group: usize) {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .previous_group = group;
+    }
+
+    /// Adds to `waiters` what arrives until there are `expected` of them or
+    /// `linger` has passed, whichever is first.
+    fn gather(&self, waiters: &mut Vec<Waiter>, expected: usize, linger: Duration) {
+        let deadline = Instant::now() + linger;
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            waiters.append(&mut state.waiters);
+            waiters.append(&mut state.held);
+            let now = Instant::now();
+            if waiters.len() >= expected || state.closed || now >= deadline {
+                return;
+            }
+            state.wake_at = expected - waiters.len();
+            state = self
+                .ready
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            state.wake_at = 0;
+        }
+    }
+}
+
+/// The flusher thread: one sync per group handed to it.
+pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
+    // When only a few of the last group's writers are back, the rest are
+    // most likely between their acknowledgement and their next append, so
+    // the flush lingers briefly for them (as PostgreSQL's commit_delay
+    // does); a lone writer (a group of one) never waits.
+    while let Some(mut waiters) = queue.take() {
+        let previous_group = queue.previous_group();
+        if waiters.len() * 2 < previous_group {
+            queue.gather(
+                &mut waiters,
+                previous_group,
+                Duration::from_micros(GROUP_LINGER_US),
+            );
+        }
+        queue.committed(waiters.len());
+        commit(&shared, waiters);
+        queue.done();
+    }
+}
+
+/// Makes everything journaled so far durable with one sync of the journal
+/// and then resolves `waiters` (each was journaled before this call), and
+/// now and then advances the watermark. What the flusher does for each
+/// group, and a caller for a group it commits itself.
+pub(crate) fn commit(shared: &Shared, waiters: Vec<Waiter>) {
+    let started = Instant::now();
+    // Read before the flush: every record below it was journaled before
+    // the indexer applied it, so the flush covers it.
+    let covered = shared.applied_next_global.load(Ordering::Acquire);
+    // After a failed write or sync, a later sync may succeed without
+    // the lost pages (the kernel drops them on a writeback error), so
+    // nothing is acknowledged once the ledger is poisoned.
+    let result = match shared.poisoned() {
+        Some(reason) => Err(LedgerError::Poisoned { reason }),
+        None => shared.make_durable(),
+    };
+    let synced = started.elapsed();
+    shared
+        .stats
+        .sync_micros
+        .fetch_add(synced.as_micros() as u64, Ordering::Relaxed);
+    static METRICS: crate::telemetry::Kept<FlushMetrics> = crate::telemetry::Kept::new();
+    METRICS.with(FlushMetrics::register, |metrics| {
+        metrics.flushes.increment(1);
+        metrics.seconds.record(synced.as_secs_f64());
+        metrics.group.record(waiters.len() as f64);
+    });
+    shared.stats.flushes.fetch_add(1, Ordering::Relaxed);
+    shared
+        .stats
+        .flushed_waiters
+        .fetch_add(waiters.len() as u64, Ordering::Relaxed);
+    match result {
+        Ok(()) => {
+            for waiter in waiters {
+                waiter.resolve(Ok(()));
+            }
+            // After the waiters: the watermark never delays an
+            // acknowledgement.
+            shared.advance_watermark_now_and_then(covered);
+        }
+        Err(error) => {
+            if !matches!(error, LedgerError::Poisoned { .. }) {
+                shared.poison(format!("flush failed: {error}"));
+            }
+            for waiter in waiters {
+                waiter.resolve(Err(LedgerError::Poisoned {
+                    reason: error.to_string(),
+                }));
+            }
+        }
+    }
+}
+
+/// The flush metrics' handles: each commit records them before it
+/// resolves its waiters, so they are registered once, not per flush.
+struct FlushMetrics {
+    flushes: metrics::Counter,
+    seconds: metrics::Histogram,
+    group: metrics::Histogram,
+}
+
+impl FlushMetrics {
+    fn register() -> Self {
+        use crate::telemetry::{LEDGER_FLUSH_SECONDS, LEDGER_FLUSHES, LEDGER_GROUP_COMMIT};
+        Self {
+            flushes: metrics::counter!(LEDGER_FLUSHES),
+            seconds: metrics::histogram!(LEDGER_FLUSH_SECONDS),
+            group: metrics::histogram!(LEDGER_GROUP_COMMIT),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiter() -> Waiter {
+        Waiter::Flush(oneshot::channel().0)
+    }
+
+    fn waiters(n: usize) -> Vec<Waiter> {
+        (0..n).map(|_| waiter()).collect()
+    }
+
+    /// Longer than any test here may take: a wait that ran to it failed.
+    const NEVER: Duration = Duration::from_secs(60);
+
+    fn committed_now(settled: Settled) -> usize {
+        match settled {
+            Settled::CommitNow(group) => group.len(),
+            _ => panic!("expected the group to be committed on the caller's thread"),
+        }
+    }
+
+    #[test]
+    fn a_waiting_flusher_takes_the_first_group_handed_to_it() {
+        let queue = FlushQueue::default();
+        std::thread::scope(|scope| {
+            let taker = scope.spawn(|| queue.take().map(|group| group.len()));
+            // Commands wait: the group goes to the flusher.
+            assert!(matches!(
+                queue.settle(waiters(1), false, false),
+                Settled::Queued
+            ));
+            assert_eq!(taker.join().unwrap(), Some(1));
+        });
+    }
+
+    #[test]
+    fn the_writer_holds_a_small_group_and_commits_it_once_it_is_whole() {
+        let queue = FlushQueue::default();
+        assert_eq!(committed_now(queue.settle(waiters(8), true, true)), 8);
+        queue.committed_inline();
+        // Two of the eight are back: held, not synced.
+        assert!(matches!(
+            queue.settle(waiters(2), true, true),
+            Settled::Held
+        ));
+        assert!(queue.holds());
+        // Six more while commands still wait: still held (the writer
+        // takes the commands first).
+        assert!(matches!(
+            queue.settle(waiters(5), false, true),
+            Settled::Held
+        ));
+        assert_eq!(committed_now(queue.settle(waiters(1), true, true)), 8);
+        assert!(!queue.holds());
+        queue.committed_inline();
+        // A whole group while commands wait goes to the flusher, and the
+        // writer goes on with the commands.
+        assert!(matches!(
+            queue.settle(waiters(8), false, true),
+            Settled::Queued
+        ));
+    }
+
+    #[test]
+    fn a_commit_under_way_sends_the_next_group_to_the_flusher_with_what_was_held() {
+        let queue = FlushQueue::default();
+        assert_eq!(committed_now(queue.settle(waiters(4), true, true)), 4);
+        queue.committed_inline();
+        assert!(matches!(
+            queue.settle(waiters(1), true, true),
+            Settled::Held
+        ));
+        // A leader commits what it wrote and what the writer held.
+        assert_eq!(committed_now(queue.settle(waiters(1), true, false)), 2);
+        // Meanwhile the writer's next group follows that commit.
+        assert!(matches!(
+            queue.settle(waiters(4), true, true),
+            Settled::Queued
+        ));
+        queue.committed_inline();
+        assert_eq!(queue.take().map(|group| group.len()), Some(4));
+    }
+
+    #[test]
+    fn a_released_hold_commits_on_the_writer_or_goes_to_the_flusher() {
+        let queue = FlushQueue::default();
+        assert!(matches!(queue.release_held(), Settled::Nothing));
+        assert_eq!(committed_now(queue.settle(waiters(6), true, true)), 6);
+        queue.committed_inline();
+        assert!(matches!(
+            queue.settle(waiters(2), true, true),
+            Settled::Held
+        ));
+        assert_eq!(committed_now(queue.release_held()), 2);
+        queue.committed_inline();
+        // Below the last group (now 2) while commands wait: held.
+        assert!(matches!(
+            queue.settle(waiters(1), false, true),
+            Settled::Held
+        ));
+        // Closing hands what is held to the flusher, which drains it.
+        queue.close();
+        assert_eq!(queue.take().map(|group| group.len()), Some(1));
+        assert!(queue.take().is_none());
+    }
+
+    #[test]
+    fn a_lingering_flush_ends_when_its_group_is_complete_not_at_its_deadline() {
+        let queue = FlushQueue::default();
+        std::thread::scope(|scope| {
+            let gatherer = scope.spawn(|| {
+                let started = Instant::now();
+                let mut group = vec![waiter()];
+                queue.gather(&mut group, 4, NEVER);
+                (group.len(), started.elapsed())
+            });
+            // One below the rest of the group, then the rest of it.
+            let mut state = queue.state.lock().unwrap();
+            state.waiters.push(waiter());
+            drop(state);
+            queue.settle(waiters(2), false, false);
+            let (gathered, waited) = gatherer.join().unwrap();
+            assert_eq!(gathered, 4);
+            assert!(
+                waited < NEVER / 2,
+                "it waited {waited:?}, as if never woken"
+            );
+        });
+    }
+
+    #[test]
+    fn closing_ends_a_lingering_flush_and_a_waiting_one() {
+        let queue = FlushQueue::default();
+        std::thread::scope(|scope| {
+            let gatherer = scope.spawn(|| {
+                let mut group = vec![waiter()];
+                queue.gather(&mut group, 8, NEVER);
+                group.len()
+            });
+            queue.close();
+            assert_eq!(gatherer.join().unwrap(), 1);
+            assert!(queue.take().is_none());
+        });
+    }
+}
