@@ -156,17 +156,6 @@ impl FlushQueue {
         Settled::Queued
     }
 
-    /// Whether the writer holds waiters.
-    #[cfg(test)]
-    fn holds(&self) -> bool {
-        !self
-            .state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .held
-            .is_empty()
-    }
-
     /// A commit on the caller's thread ended.
     pub(crate) fn committed_inline(&self) {
         self.done();
@@ -359,10 +348,14 @@ mod tests {
     /// Longer than any test here may take: a wait that ran to it failed.
     const NEVER: Duration = Duration::from_secs(60);
 
-    fn committed_now(settled: Settled) -> usize {
+    /// The queue's decision by name, with the group's size when it is
+    /// synced on the caller's thread.
+    fn decided(settled: Settled) -> (&'static str, usize) {
         match settled {
-            Settled::CommitNow(group) => group.len(),
-            _ => panic!("expected the group to be committed on the caller's thread"),
+            Settled::Nothing => ("nothing", 0),
+            Settled::CommitNow(group) => ("commit now", group.len()),
+            Settled::Held => ("held", 0),
+            Settled::Queued => ("queued", 0),
         }
     }
 
@@ -372,79 +365,102 @@ mod tests {
         std::thread::scope(|scope| {
             let taker = scope.spawn(|| queue.take().map(|group| group.len()));
             // Commands wait: the group goes to the flusher.
-            assert!(matches!(
-                queue.settle(waiters(1), false, false),
-                Settled::Queued
-            ));
+            assert_eq!(
+                decided(queue.settle(waiters(1), false, false)),
+                ("queued", 0)
+            );
             assert_eq!(taker.join().unwrap(), Some(1));
         });
     }
 
+    /// One step of a scripted write path, with the decision it expects.
+    enum Step {
+        /// A round's durable waiters: how many, whether nothing else
+        /// waits to be written, whether the caller may hold; then the
+        /// decision expected.
+        Settle(usize, bool, bool, (&'static str, usize)),
+        /// The writer's linger ends; the decision expected.
+        Release((&'static str, usize)),
+        /// The commit on the caller's thread ends.
+        CommitEnds,
+    }
+
+    fn play(queue: &FlushQueue, steps: &[Step]) {
+        for (index, step) in steps.iter().enumerate() {
+            let (got, expected) = match *step {
+                Step::Settle(count, nothing_waiting, may_hold, expected) => (
+                    decided(queue.settle(waiters(count), nothing_waiting, may_hold)),
+                    expected,
+                ),
+                Step::Release(expected) => (decided(queue.release_held()), expected),
+                Step::CommitEnds => {
+                    queue.committed_inline();
+                    continue;
+                }
+            };
+            assert_eq!(got, expected, "step {index}");
+        }
+    }
+
     #[test]
     fn the_writer_holds_a_small_group_and_commits_it_once_it_is_whole() {
-        let queue = FlushQueue::default();
-        assert_eq!(committed_now(queue.settle(waiters(8), true, true)), 8);
-        queue.committed_inline();
-        // Two of the eight are back: held, not synced.
-        assert!(matches!(
-            queue.settle(waiters(2), true, true),
-            Settled::Held
-        ));
-        assert!(queue.holds());
-        // Six more while commands still wait: still held (the writer
-        // takes the commands first).
-        assert!(matches!(
-            queue.settle(waiters(5), false, true),
-            Settled::Held
-        ));
-        assert_eq!(committed_now(queue.settle(waiters(1), true, true)), 8);
-        assert!(!queue.holds());
-        queue.committed_inline();
-        // A whole group while commands wait goes to the flusher, and the
-        // writer goes on with the commands.
-        assert!(matches!(
-            queue.settle(waiters(8), false, true),
-            Settled::Queued
-        ));
+        use Step::*;
+        play(
+            &FlushQueue::default(),
+            &[
+                Settle(8, true, true, ("commit now", 8)),
+                CommitEnds,
+                // Two of the eight are back: held, not synced.
+                Settle(2, true, true, ("held", 0)),
+                // Five more while commands still wait: still held (the
+                // writer takes the commands first).
+                Settle(5, false, true, ("held", 0)),
+                Settle(1, true, true, ("commit now", 8)),
+                CommitEnds,
+                // A whole group while commands wait goes to the flusher,
+                // and the writer goes on with the commands.
+                Settle(8, false, true, ("queued", 0)),
+            ],
+        );
     }
 
     #[test]
     fn a_commit_under_way_sends_the_next_group_to_the_flusher_with_what_was_held() {
+        use Step::*;
         let queue = FlushQueue::default();
-        assert_eq!(committed_now(queue.settle(waiters(4), true, true)), 4);
-        queue.committed_inline();
-        assert!(matches!(
-            queue.settle(waiters(1), true, true),
-            Settled::Held
-        ));
-        // A leader commits what it wrote and what the writer held.
-        assert_eq!(committed_now(queue.settle(waiters(1), true, false)), 2);
-        // Meanwhile the writer's next group follows that commit.
-        assert!(matches!(
-            queue.settle(waiters(4), true, true),
-            Settled::Queued
-        ));
-        queue.committed_inline();
+        play(
+            &queue,
+            &[
+                Settle(4, true, true, ("commit now", 4)),
+                CommitEnds,
+                Settle(1, true, true, ("held", 0)),
+                // A leader commits what it wrote and what the writer held.
+                Settle(1, true, false, ("commit now", 2)),
+                // Meanwhile the writer's next group follows that commit.
+                Settle(4, true, true, ("queued", 0)),
+                CommitEnds,
+            ],
+        );
         assert_eq!(queue.take().map(|group| group.len()), Some(4));
     }
 
     #[test]
     fn a_released_hold_commits_on_the_writer_or_goes_to_the_flusher() {
+        use Step::*;
         let queue = FlushQueue::default();
-        assert!(matches!(queue.release_held(), Settled::Nothing));
-        assert_eq!(committed_now(queue.settle(waiters(6), true, true)), 6);
-        queue.committed_inline();
-        assert!(matches!(
-            queue.settle(waiters(2), true, true),
-            Settled::Held
-        ));
-        assert_eq!(committed_now(queue.release_held()), 2);
-        queue.committed_inline();
-        // Below the last group (now 2) while commands wait: held.
-        assert!(matches!(
-            queue.settle(waiters(1), false, true),
-            Settled::Held
-        ));
+        play(
+            &queue,
+            &[
+                Release(("nothing", 0)),
+                Settle(6, true, true, ("commit now", 6)),
+                CommitEnds,
+                Settle(2, true, true, ("held", 0)),
+                Release(("commit now", 2)),
+                CommitEnds,
+                // Below the last group (now 2) while commands wait: held.
+                Settle(1, false, true, ("held", 0)),
+            ],
+        );
         // Closing hands what is held to the flusher, which drains it.
         queue.close();
         assert_eq!(queue.take().map(|group| group.len()), Some(1));
