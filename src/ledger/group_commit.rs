@@ -50,7 +50,7 @@ pub(crate) enum Settled {
     /// Nothing waits for a sync.
     Nothing,
     /// The caller syncs these now, on its own thread (then calls
-    /// [`FlushQueue::committed_inline`]).
+    /// [`FlushQueue::commit_ended`]).
     CommitNow(Vec<Waiter>),
     /// Held for a fuller group: the writer waits for more commands until
     /// its linger ends, then calls [`FlushQueue::release_held`].
@@ -156,11 +156,6 @@ impl FlushQueue {
         Settled::Queued
     }
 
-    /// A commit on the caller's thread ended.
-    pub(crate) fn committed_inline(&self) {
-        self.done();
-    }
-
     pub(crate) fn close(&self) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.closed = true;
@@ -189,8 +184,8 @@ impl FlushQueue {
         }
     }
 
-    /// A commit ended (the flusher's or one inline).
-    fn done(&self) {
+    /// A commit ended (the flusher's or one on a caller's thread).
+    pub(crate) fn commit_ended(&self) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.busy = false;
         if !state.waiters.is_empty() {
@@ -256,7 +251,7 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
         }
         queue.committed(waiters.len());
         commit(&shared, waiters);
-        queue.done();
+        queue.commit_ended();
     }
 }
 
@@ -394,7 +389,7 @@ mod tests {
                 ),
                 Step::Release(expected) => (decided(queue.release_held()), expected),
                 Step::CommitEnds => {
-                    queue.committed_inline();
+                    queue.commit_ended();
                     continue;
                 }
             };

@@ -1,15 +1,15 @@
-//! The single writer, the group-commit flusher and the checkpointer.
+//! The single writer and the checkpointer.
 //!
 //! Owns: assigning positions, the optimistic-concurrency check, writing
 //! each round of appends to the journal as one entry, handing it to the
 //! recent records and to the indexer (which applies it to sled), and
-//! making rounds durable. All appends of the
+//! handing each round's durable appends to `group_commit`, which decides
+//! who syncs them (this thread, after holding a small group for the rest
+//! of its writers, or the flusher). All appends of the
 //! process pass through one writer (the writer thread, or a blocking
 //! caller leading while the thread is idle, both under the writer's
 //! lock), so the head check and the write are one step; two writers can
-//! never both extend the same position. Durable appends wait for the flusher, which makes everything
-//! journaled so far durable with one `fdatasync` of the journal for every
-//! waiter (group commit) while the writer goes on with the next round.
+//! never both extend the same position.
 //! The checkpointer makes sled durable when the writer starts a new
 //! journal file (once the indexer has applied every round before it), so
 //! that an open replays only the files since.
@@ -142,7 +142,7 @@ impl WritePath {
     fn finish(&self, shared: &Shared, settled: Settled) {
         if let Settled::CommitNow(group) = settled {
             group_commit::commit(shared, group);
-            self.queue.committed_inline();
+            self.queue.commit_ended();
         }
     }
 }
