@@ -7,9 +7,8 @@
 //! for a whole group, then every waiter of it resolved).
 //! Must never: resolve a waiter before the sync that covers its round
 //! returned, resolve one with success after a failed write or sync, or
-//! run two commits' decisions at once (every decision is made by the
-//! holder of the writer's lock, so a commit on the writer's side and one
-//! on the flusher's never both believe the other is idle).
+//! let two commits run at once (whoever starts one sets `busy` under the
+//! queue's lock, and nobody starts one while it is set).
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
@@ -21,7 +20,7 @@ use crate::ledger::error::{LedgerError, Result};
 use crate::ledger::{AppendOutcome, Shared};
 
 /// Longest a group waits for the rest of its writers, in microseconds. A
-/// sync costs 100–200 µs here; waiting a fraction of that for writers
+/// sync of a group costs 100–300 µs on the development machine; waiting a fraction of that for writers
 /// that are on their way turns two syncs into one.
 pub const GROUP_LINGER_US: u64 = 250;
 
@@ -70,8 +69,10 @@ pub(crate) struct FlushQueue {
 struct FlushQueueState {
     /// Handed to the flusher.
     waiters: Vec<Waiter>,
-    /// Held by the writer for a fuller group; whoever commits next (the
-    /// writer, a leading caller or the flusher) takes them too.
+    /// Held by the writer for a fuller group; whoever settles next (the
+    /// writer or a leading caller) takes them with its own. Only ever
+    /// held while no commit is under way and nothing is handed to the
+    /// flusher: every other decision hands them over too.
     held: Vec<Waiter>,
     closed: bool,
     /// A commit is under way (the flusher's or one inline).
@@ -85,6 +86,11 @@ struct FlushQueueState {
 }
 
 impl FlushQueueState {
+    /// No commit is under way and the flusher has nothing to take.
+    fn flusher_idle(&self) -> bool {
+        !self.busy && self.waiters.is_empty()
+    }
+
     fn hand_to_flusher(&mut self, ready: &Condvar) {
         self.waiters.append(&mut self.held);
         if self.wake_at > 0 && self.waiters.len() >= self.wake_at {
@@ -129,7 +135,7 @@ impl FlushQueue {
         if group == 0 {
             return Settled::Nothing;
         }
-        let flusher_idle = !state.busy && state.waiters.is_empty();
+        let flusher_idle = state.flusher_idle();
         let full = group >= state.previous_group;
         if flusher_idle && nothing_waiting && group * 2 >= state.previous_group {
             return Settled::CommitNow(state.take_for_inline_commit());
@@ -149,7 +155,7 @@ impl FlushQueue {
         if state.held.is_empty() {
             return Settled::Nothing;
         }
-        if !state.busy && state.waiters.is_empty() {
+        if state.flusher_idle() {
             return Settled::CommitNow(state.take_for_inline_commit());
         }
         state.hand_to_flusher(&self.ready);
@@ -157,23 +163,21 @@ impl FlushQueue {
     }
 
     pub(crate) fn close(&self) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let state = &mut *guard;
         state.closed = true;
-        let held = std::mem::take(&mut state.held);
-        state.waiters.extend(held);
+        state.waiters.append(&mut state.held);
         self.ready.notify_one();
     }
 
-    /// Blocks until there are waiters (all of them are taken, with any
-    /// the writer holds) or the queue is closed and drained (`None`).
+    /// Blocks until there are waiters and no commit is under way (all of
+    /// them are taken) or the queue is closed and drained (`None`).
     fn take(&self) -> Option<Vec<Waiter>> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if !state.waiters.is_empty() && !state.busy {
                 state.busy = true;
-                let mut taken = std::mem::take(&mut state.waiters);
-                taken.append(&mut state.held);
-                return Some(taken);
+                return Some(std::mem::take(&mut state.waiters));
             }
             if state.closed && state.waiters.is_empty() {
                 return None;
@@ -218,7 +222,6 @@ impl FlushQueue {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             waiters.append(&mut state.waiters);
-            waiters.append(&mut state.held);
             let now = Instant::now();
             if waiters.len() >= expected || state.closed || now >= deadline {
                 return;
