@@ -38,6 +38,7 @@ pub const LEDGER_BYTES: &str = "ledgerwire_ledger_bytes_appended_total";
 pub const LEDGER_FLUSHES: &str = "ledgerwire_ledger_flushes_total";
 pub const LEDGER_FLUSH_SECONDS: &str = "ledgerwire_ledger_flush_seconds";
 pub const LEDGER_GROUP_COMMIT: &str = "ledgerwire_ledger_group_commit_size";
+pub const LEDGER_RECORDS_UNINDEXED: &str = "ledgerwire_ledger_records_unindexed";
 pub const FOLD_CACHE: &str = "ledgerwire_fold_cache_lookups_total";
 pub const STUDIO_SEGMENTS_LIVE: &str = "ledgerwire_studio_segments_live";
 pub const STUDIO_SEGMENTS_ENDED: &str = "ledgerwire_studio_segments_ended_total";
@@ -92,6 +93,12 @@ pub const METRICS: &[MetricSpec] = &[
         kind: MetricType::Histogram,
         labels: "",
         help: "Durable appends (and flush requests) acknowledged by one flush.",
+    },
+    MetricSpec {
+        name: LEDGER_RECORDS_UNINDEXED,
+        kind: MetricType::Gauge,
+        labels: "",
+        help: "Records journaled that the indexer has not applied to sled yet (read from memory until then), as of the scrape.",
     },
     MetricSpec {
         name: FOLD_CACHE,

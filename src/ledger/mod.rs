@@ -591,6 +591,11 @@ impl Ledger {
             index_entries: counters.index_entries.load(Ordering::Relaxed),
             index_idle_batches: counters.index_idle_batches.load(Ordering::Relaxed),
             index_idle_overruns: counters.index_idle_overruns.load(Ordering::Relaxed),
+            records_unindexed: self
+                .shared
+                .journaled_next_global
+                .load(Ordering::Acquire)
+                .saturating_sub(self.shared.applied_next_global()),
         }
     }
 
@@ -772,6 +777,14 @@ impl Ledger {
             .entry(stream.clone())
             .or_insert_with(|| watch::channel(0).0)
             .subscribe()
+    }
+
+    /// Blocks until every record appended before the call is in sled's
+    /// index (the indexer's backlog, `LedgerStats::records_unindexed`, is
+    /// then behind the call). Reads never need it; a benchmark that
+    /// charges the indexer's work to the appends that caused it does.
+    pub fn wait_until_indexed(&self) {
+        self.shared.index_queue.wait_until_applied();
     }
 
     /// Every stream key in the store, in key order: every stream appended

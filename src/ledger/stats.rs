@@ -60,4 +60,8 @@ pub struct LedgerStats {
     /// throughout (the next `IDLE_PRIORITY_BACKOFF_BATCHES` then run at
     /// normal priority).
     pub index_idle_overruns: u64,
+    /// Records journaled that the indexer has not yet applied to sled
+    /// (its backlog, at most `MAX_UNINDEXED_BYTES` of records): read from
+    /// the recent records until then. 0 once the write path is idle.
+    pub records_unindexed: u64,
 }

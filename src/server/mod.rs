@@ -151,14 +151,14 @@ impl Parts {
             lifecycle: self.lifecycle,
         };
         let audit = match self.operations.admin_token {
-            Some(token) => audit::router(ledger, self.agent, token),
+            Some(token) => audit::router(ledger.clone(), self.agent, token),
             None => audit::off(),
         };
         let mut router = Router::new()
             .route("/healthz", get(health::healthz))
             .route("/readyz", get(health::readyz))
             .with_state(health)
-            .merge(metrics_route(self.operations.metrics))
+            .merge(metrics_route(self.operations.metrics, ledger.clone()))
             .merge(audit)
             .merge(crate::studio::reads::check_router(studio.clone()))
             .merge(crate::studio::routes::router(studio))
@@ -180,21 +180,25 @@ impl Parts {
 }
 
 /// `GET /metrics` in the Prometheus text format, or a 404 saying metrics
-/// are off.
-fn metrics_route(enabled: bool) -> Router {
+/// are off. Gauges of the ledger's own state are sampled at the scrape.
+fn metrics_route(enabled: bool, ledger: Ledger) -> Router {
     let handle = enabled.then(crate::telemetry::install).flatten();
     Router::new().route(
         "/metrics",
         get(move || async move {
             match &handle {
-                Some(handle) => (
-                    [(
-                        header::CONTENT_TYPE,
-                        "text/plain; version=0.0.4; charset=utf-8",
-                    )],
-                    handle.render(),
-                )
-                    .into_response(),
+                Some(handle) => {
+                    metrics::gauge!(crate::telemetry::LEDGER_RECORDS_UNINDEXED)
+                        .set(ledger.stats().records_unindexed as f64);
+                    (
+                        [(
+                            header::CONTENT_TYPE,
+                            "text/plain; version=0.0.4; charset=utf-8",
+                        )],
+                        handle.render(),
+                    )
+                        .into_response()
+                }
                 None => {
                     crate::studio::wire::WireError::not_found("", "Metrics are off in this server.")
                         .into_response()

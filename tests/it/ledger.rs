@@ -749,6 +749,12 @@ fn group_commit_shares_flushes_between_concurrent_durable_writers() {
     assert_eq!(stats.flushed_waiters, u64::from(WRITERS) * APPENDS);
     // One flush per append would be 320 flushes; shared flushes are fewer.
     assert!(stats.flushes < stats.flushed_waiters, "{stats:?}");
+    assert!(
+        stats.records_unindexed <= stats.records_appended,
+        "{stats:?}"
+    );
+    ledger.wait_until_indexed();
+    assert_eq!(ledger.stats().records_unindexed, 0);
 }
 
 /// A fold state no snapshot can hold: it refuses to be serialised.

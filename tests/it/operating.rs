@@ -277,6 +277,19 @@ async fn metrics_are_prometheus_text_and_move_with_a_known_workload() {
     let durable_ok = [("durability", "durable"), ("outcome", "ok")];
     assert!(delta("ledgerwire_ledger_appends_total", &durable_ok) >= 3.0);
     assert!(delta("ledgerwire_ledger_flushes_total", &[]) >= 1.0);
+    // Sampled at the scrape: present, and never more than was appended.
+    assert!(
+        after
+            .samples
+            .iter()
+            .any(|s| s.metric == "ledgerwire_ledger_records_unindexed")
+    );
+    let unindexed = sample(&after, "ledgerwire_ledger_records_unindexed", &[]);
+    assert!(
+        (0.0..=sample(&after, "ledgerwire_ledger_records_appended_total", &[]))
+            .contains(&unindexed),
+        "{unindexed}"
+    );
     let hits = [("fold", "studio-conversation"), ("result", "hit")];
     assert!(delta("ledgerwire_fold_cache_lookups_total", &hits) > 0.0);
     // Every metric carries its help text.
