@@ -14,6 +14,15 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Installs the metrics recorder `serve` installs, so that an append
+/// records its metrics as the server's do (into handles registered once).
+/// Without a recorder every append registered its metrics afresh, as the
+/// `metrics` macros do: work the server never does, about a twentieth of
+/// (b)'s runtime workers' CPU.
+fn record_metrics_as_the_server_does() {
+    ledgerwire::telemetry::install().expect("the metrics recorder");
+}
+
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
@@ -69,6 +78,7 @@ fn stream(name: &str) -> StreamKey {
 }
 
 fn durable_one_writer(c: &mut Criterion) {
+    record_metrics_as_the_server_does();
     let mut group = c.benchmark_group("a_durable_append_one_writer");
     group.throughput(Throughput::Elements(1));
     group.measurement_time(Duration::from_secs(8));
@@ -92,52 +102,20 @@ fn durable_one_writer(c: &mut Criterion) {
     // The best the disk does for such a loop: the same writes into a
     // file whose blocks and size are allocated ahead (as the journal's
     // are), so a sync flushes data only, never a new size.
-    let mut preallocated = OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .open(raw_dir.path().join("preallocated.log"))
-        .expect("raw file");
-    preallocated
-        .write_all(&vec![0u8; PREALLOCATED_BYTES])
-        .and_then(|()| preallocated.sync_all())
-        .expect("preallocate");
-    let mut offset = 0usize;
+    let mut preallocated = PreallocatedLoop::new(raw_dir.path(), envelope_len);
     group.bench_function("raw_write_fdatasync_preallocated", |b| {
-        b.iter(|| {
-            if offset + bytes.len() > PREALLOCATED_BYTES {
-                offset = 0;
-            }
-            preallocated
-                .write_all_at(&bytes, offset as u64)
-                .expect("write");
-            offset += bytes.len();
-            preallocated.sync_data().expect("fdatasync");
-        })
+        b.iter(|| preallocated.write_and_sync())
     });
 
     let dir = scratch_dir();
     let ledger = open(dir.path());
-    let key = stream("bench/one");
-    let mut position = 0;
-    group.bench_function("ledger_durable_append", |b| {
-        b.iter(|| {
-            let record = Probe::new(0, position, FILLER_BYTES).to_record();
-            let outcome = ledger
-                .append_blocking(
-                    &key,
-                    ExpectedPosition::Exactly(position),
-                    vec![record],
-                    Durability::Durable,
-                )
-                .expect("append");
-            position = outcome.next_position;
-        })
-    });
+    let mut one = LoneWriter::new();
+    group.bench_function("ledger_durable_append", |b| b.iter(|| one.append(&ledger)));
     group.finish();
 }
 
 fn durable_many_writers(c: &mut Criterion) {
+    record_metrics_as_the_server_does();
     let mut group = c.benchmark_group("b_durable_append_64_writers");
     group.throughput(Throughput::Elements(1));
     group.measurement_time(Duration::from_secs(8));
@@ -196,33 +174,7 @@ fn durable_many_writers(c: &mut Criterion) {
             let per_writer = iters.div_ceil(CONCURRENT_WRITERS);
             let cpu_before = process_cpu();
             let written_before = bytes_handed_to_write();
-            let start = Instant::now();
-            runtime.block_on(async {
-                let tasks: Vec<_> = keys
-                    .iter()
-                    .zip(&payloads)
-                    .map(|(key, payload)| {
-                        let (ledger, key, payload) = (ledger.clone(), key.clone(), payload.clone());
-                        tokio::spawn(async move {
-                            for _ in 0..per_writer {
-                                let record = payload.clone();
-                                ledger
-                                    .append(
-                                        &key,
-                                        ExpectedPosition::Any,
-                                        vec![record],
-                                        Durability::Durable,
-                                    )
-                                    .await
-                                    .expect("append");
-                            }
-                        })
-                    })
-                    .collect();
-                for task in tasks {
-                    task.await.expect("writer task");
-                }
-            });
+            let elapsed = tasks_burst(&runtime, &ledger, &keys, &payloads, per_writer);
             let (spent, written, appends) = cpu.get();
             let written_now = bytes_handed_to_write()
                 .zip(written_before)
@@ -232,9 +184,7 @@ fn durable_many_writers(c: &mut Criterion) {
                 written.zip(written_now).map(|(sum, more)| sum + more),
                 appends + per_writer * CONCURRENT_WRITERS,
             ));
-            start
-                .elapsed()
-                .mul_f64(iters as f64 / (per_writer * CONCURRENT_WRITERS) as f64)
+            elapsed.mul_f64(iters as f64 / (per_writer * CONCURRENT_WRITERS) as f64)
         })
     });
     group.finish();
@@ -268,6 +218,212 @@ fn durable_many_writers(c: &mut Criterion) {
         stats.index_idle_batches,
         stats.index_idle_overruns,
     );
+}
+
+/// The raw baseline of (a): `write` + `fdatasync` of one envelope's bytes
+/// at a time into a file whose blocks were written and synced ahead, the
+/// writes wrapping at its end.
+struct PreallocatedLoop {
+    file: std::fs::File,
+    bytes: Vec<u8>,
+    offset: usize,
+}
+
+impl PreallocatedLoop {
+    fn new(dir: &Path, envelope_len: usize) -> Self {
+        let mut file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(dir.join("preallocated.log"))
+            .expect("raw file");
+        file.write_all(&vec![0u8; PREALLOCATED_BYTES])
+            .and_then(|()| file.sync_all())
+            .expect("preallocate");
+        Self {
+            file,
+            bytes: vec![7u8; envelope_len],
+            offset: 0,
+        }
+    }
+
+    fn write_and_sync(&mut self) {
+        if self.offset + self.bytes.len() > PREALLOCATED_BYTES {
+            self.offset = 0;
+        }
+        self.file
+            .write_all_at(&self.bytes, self.offset as u64)
+            .expect("write");
+        self.offset += self.bytes.len();
+        self.file.sync_data().expect("fdatasync");
+    }
+}
+
+/// One blocking writer appending probe records to its own stream, each
+/// durable before the next.
+struct LoneWriter {
+    key: StreamKey,
+    position: Option<u64>,
+}
+
+impl LoneWriter {
+    fn new() -> Self {
+        Self {
+            key: stream("bench/one"),
+            position: None,
+        }
+    }
+
+    fn append(&mut self, ledger: &Ledger) {
+        let position = match self.position {
+            Some(position) => position,
+            None => ledger.head(&self.key).expect("head"),
+        };
+        let record = Probe::new(0, position, FILLER_BYTES).to_record();
+        let outcome = ledger
+            .append_blocking(
+                &self.key,
+                ExpectedPosition::Exactly(position),
+                vec![record],
+                Durability::Durable,
+            )
+            .expect("append");
+        self.position = Some(outcome.next_position);
+    }
+}
+
+/// One task per key on `runtime`, each making `per_writer` durable
+/// appends of its payload, one after the other; the time until all are
+/// done.
+fn tasks_burst(
+    runtime: &tokio::runtime::Runtime,
+    ledger: &Ledger,
+    keys: &[StreamKey],
+    payloads: &[NewRecord],
+    per_writer: u64,
+) -> Duration {
+    let start = Instant::now();
+    runtime.block_on(async {
+        let tasks: Vec<_> = keys
+            .iter()
+            .zip(payloads)
+            .map(|(key, payload)| {
+                let (ledger, key, payload) = (ledger.clone(), key.clone(), payload.clone());
+                tokio::spawn(async move {
+                    for _ in 0..per_writer {
+                        ledger
+                            .append(
+                                &key,
+                                ExpectedPosition::Any,
+                                vec![payload.clone()],
+                                Durability::Durable,
+                            )
+                            .await
+                            .expect("append");
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("writer task");
+        }
+    });
+    start.elapsed()
+}
+
+/// Rounds of the paired measurements below.
+const PAIRED_ROUNDS: u32 = 20;
+/// Appends (or raw syncs) each side makes in a round of paired (a), and
+/// the lone writer in a round of paired (b).
+const PAIRED_LONE_APPENDS: u32 = 200;
+/// Appends each of the 64 tasks makes in a round of paired (b).
+const PAIRED_TASK_APPENDS: u64 = 400;
+
+/// (a) and (b) measured in pairs, on one store: each round times the 64
+/// tasks (and the indexer's catching up after them), then the raw loop
+/// and the lone writer, the two in turn first. A drift of the disk or the
+/// host (a sync here swings between about 100 and 270 µs from one minute
+/// to the next) then falls on both sides of a ratio alike, where
+/// criterion's groups above time each side over 8 s apart. Printed, not
+/// timed by criterion: whole-run ratios and the range of the rounds' own.
+fn paired_ratios(_: &mut Criterion) {
+    record_metrics_as_the_server_does();
+    let dir = scratch_dir();
+    let ledger = open(dir.path());
+    let mut raw = PreallocatedLoop::new(dir.path(), envelope_bytes("bench/one".len()));
+    let mut one = LoneWriter::new();
+    let keys: Vec<StreamKey> = (0..CONCURRENT_WRITERS)
+        .map(|w| stream(&format!("bench/w{w}")))
+        .collect();
+    let payloads: Vec<NewRecord> = (0..CONCURRENT_WRITERS)
+        .map(|w| Probe::new(w as u32, 0, FILLER_BYTES).to_record())
+        .collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    // Warm-up: the store's first file, the runtime's threads.
+    tasks_burst(&runtime, &ledger, &keys, &payloads, PAIRED_TASK_APPENDS);
+    one.append(&ledger);
+    let (mut totals, mut a_rounds, mut b_rounds) = ([Duration::ZERO; 3], vec![], vec![]);
+    for round in 0..PAIRED_ROUNDS {
+        // The indexer's backlog is charged to the burst that made it, so
+        // the lone sides that follow find the store as quiet as the burst
+        // found it.
+        let start = Instant::now();
+        tasks_burst(&runtime, &ledger, &keys, &payloads, PAIRED_TASK_APPENDS);
+        ledger.wait_until_indexed();
+        let tasks_each = start.elapsed() / (PAIRED_TASK_APPENDS * CONCURRENT_WRITERS) as u32;
+        // Which of the two goes first alternates, so neither always meets
+        // what is left of the burst's background work.
+        let (raw_each, one_each) = if round % 2 == 0 {
+            let raw_each = each_of(PAIRED_LONE_APPENDS, || raw.write_and_sync());
+            (
+                raw_each,
+                each_of(PAIRED_LONE_APPENDS, || one.append(&ledger)),
+            )
+        } else {
+            let one_each = each_of(PAIRED_LONE_APPENDS, || one.append(&ledger));
+            (
+                each_of(PAIRED_LONE_APPENDS, || raw.write_and_sync()),
+                one_each,
+            )
+        };
+        for (total, each) in totals.iter_mut().zip([raw_each, one_each, tasks_each]) {
+            *total += each;
+        }
+        a_rounds.push(raw_each.as_secs_f64() / one_each.as_secs_f64());
+        b_rounds.push(one_each.as_secs_f64() / tasks_each.as_secs_f64());
+    }
+    let [raw_total, one_total, tasks_total] = totals.map(|t| t.as_secs_f64());
+    let range = |rounds: &[f64]| {
+        let (low, high) = rounds
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(l, h), &r| (l.min(r), h.max(r)));
+        format!("{low:.2}-{high:.2}")
+    };
+    let per = |total: f64| total * 1e6 / f64::from(PAIRED_ROUNDS);
+    eprintln!(
+        "paired, {PAIRED_ROUNDS} rounds: raw (preallocated) {:.1} us, one writer {:.1} us, \
+         64 tasks {:.2} us an append; paired (a) {:.2}x (rounds {}), paired (b) {:.1}x (rounds {})",
+        per(raw_total),
+        per(one_total),
+        per(tasks_total),
+        raw_total / one_total,
+        range(&a_rounds),
+        one_total / tasks_total,
+        range(&b_rounds),
+    );
+}
+
+/// The mean time of `n` calls of `step`.
+fn each_of(n: u32, mut step: impl FnMut()) -> Duration {
+    let start = Instant::now();
+    for _ in 0..n {
+        step();
+    }
+    start.elapsed() / n
 }
 
 /// Bytes of a probe record's envelope on a stream whose key has
@@ -383,6 +539,7 @@ criterion_group!(
     benches,
     durable_one_writer,
     durable_many_writers,
+    paired_ratios,
     fold_and_cold_open
 );
 criterion_main!(benches);
