@@ -121,16 +121,7 @@ fn durable_many_writers(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(8));
     let dir = scratch_dir();
     let ledger = open(dir.path());
-    let keys: Vec<StreamKey> = (0..CONCURRENT_WRITERS)
-        .map(|w| stream(&format!("bench/w{w}")))
-        .collect();
-    // Each writer's record, encoded once: a caller hands the ledger an
-    // encoded payload, and encoding it (a probe's filler goes through serde
-    // byte by byte) is the caller's work, not the ledger's. Encoded in the
-    // loop, it took about a tenth of this group's CPU.
-    let payloads: Vec<NewRecord> = (0..CONCURRENT_WRITERS)
-        .map(|w| Probe::new(w as u32, 0, FILLER_BYTES).to_record())
-        .collect();
+    let (keys, payloads) = concurrent_writers();
     group.bench_function("ledger_durable_append", |b| {
         b.iter_custom(|iters| {
             let per_writer = iters.div_ceil(CONCURRENT_WRITERS);
@@ -161,11 +152,7 @@ fn durable_many_writers(c: &mut Criterion) {
     });
     // The same load as the server makes it: 64 tasks on a runtime with
     // one worker per core, each awaiting its append.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = two_worker_runtime();
     // The process's CPU, the bytes it handed to `write` calls (if the
     // kernel reports them) and the appends, over every iteration.
     let cpu = std::cell::Cell::new((Duration::ZERO, Some(0u64), 0u64));
@@ -292,6 +279,31 @@ impl LoneWriter {
     }
 }
 
+/// A runtime with one worker per core of the development machine, as
+/// the server's.
+fn two_worker_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// The 64 writers' streams and records. Each record is encoded once: a
+/// caller hands the ledger an encoded payload, and encoding it (a probe's
+/// filler goes through serde byte by byte) is the caller's work, not the
+/// ledger's. Encoded in the loop, it took about a tenth of (b)'s CPU.
+fn concurrent_writers() -> (Vec<StreamKey>, Vec<NewRecord>) {
+    (0..CONCURRENT_WRITERS)
+        .map(|w| {
+            (
+                stream(&format!("bench/w{w}")),
+                Probe::new(w as u32, 0, FILLER_BYTES).to_record(),
+            )
+        })
+        .unzip()
+}
+
 /// One task per key on `runtime`, each making `per_writer` durable
 /// appends of its payload, one after the other; the time until all are
 /// done.
@@ -352,17 +364,8 @@ fn paired_ratios(_: &mut Criterion) {
     let ledger = open(dir.path());
     let mut raw = PreallocatedLoop::new(dir.path(), envelope_bytes("bench/one".len()));
     let mut one = LoneWriter::new();
-    let keys: Vec<StreamKey> = (0..CONCURRENT_WRITERS)
-        .map(|w| stream(&format!("bench/w{w}")))
-        .collect();
-    let payloads: Vec<NewRecord> = (0..CONCURRENT_WRITERS)
-        .map(|w| Probe::new(w as u32, 0, FILLER_BYTES).to_record())
-        .collect();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let (keys, payloads) = concurrent_writers();
+    let runtime = two_worker_runtime();
     // Warm-up: the store's first file, the runtime's threads.
     tasks_burst(&runtime, &ledger, &keys, &payloads, PAIRED_TASK_APPENDS);
     one.append(&ledger);
