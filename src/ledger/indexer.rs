@@ -524,6 +524,9 @@ impl Batch {
         self.runs.clear();
         self.retired.clear();
         self.bytes = 0;
+        if end.is_some() {
+            free_sled_garbage();
+        }
         if section.as_ref().is_some_and(|section| !section.is_idle()) {
             self.normal_priority_left = IDLE_PRIORITY_BACKOFF_BATCHES;
             shared
@@ -531,6 +534,24 @@ impl Batch {
                 .index_idle_overruns
                 .fetch_add(1, Ordering::Relaxed);
         }
+    }
+}
+
+/// Flushes of the epoch collector after a batch: each advances the epoch
+/// once if no thread is pinned in an older one and frees up to eight of
+/// the collector's bags (64 objects each) that are two epochs old.
+pub const EPOCH_FLUSHES_PER_BATCH: usize = 4;
+
+/// Frees the tree nodes sled replaced during the batch. sled hands them
+/// to crossbeam's global epoch collector, and whichever thread pins it
+/// for the 128th time runs a collection: otherwise mostly the runtime's
+/// workers, whose every append records a histogram sample (the metrics
+/// exporter's buckets are epoch-managed too). That put sled's frees on
+/// the commit's critical path, at normal priority; here they run on the
+/// indexer, in its idle section.
+fn free_sled_garbage() {
+    for _ in 0..EPOCH_FLUSHES_PER_BATCH {
+        crossbeam_epoch::pin().flush();
     }
 }
 
