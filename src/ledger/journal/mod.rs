@@ -184,6 +184,11 @@ pub struct JournalWriter {
     zeroed: bool,
     /// The next file, prepared ahead (`spare`).
     spare: Spare,
+    /// The file finished before the current one, kept in the page cache.
+    previous: Option<PathBuf>,
+    /// The one before that, whose cached pages the next spare's thread
+    /// drops before writing its zeros (`spare::release_cached_pages`).
+    to_release: Option<PathBuf>,
     buf: Vec<u8>,
     trace: Option<Arc<Trace>>,
 }
@@ -235,6 +240,8 @@ impl JournalWriter {
             file_bytes,
             zeroed,
             spare: Spare::Absent,
+            previous: None,
+            to_release: None,
             buf: Vec::new(),
             trace,
         })
@@ -270,6 +277,8 @@ impl JournalWriter {
             file_bytes,
             zeroed: tail.written_ahead,
             spare: Spare::found(&store.join(JOURNAL_DIR), allocated_len(file_bytes)),
+            previous: None,
+            to_release: None,
             buf: Vec::new(),
             trace,
         })
@@ -289,7 +298,9 @@ impl JournalWriter {
             && self.len() >= SPARE_AFTER_BYTES.min(self.file_bytes / 2)
         {
             let dir = self.store.join(JOURNAL_DIR);
-            self.spare.start(&dir, allocated_len(self.file_bytes));
+            let release = self.to_release.take();
+            self.spare
+                .start(&dir, allocated_len(self.file_bytes), release);
         }
     }
 
@@ -366,7 +377,9 @@ impl JournalWriter {
     pub fn rotate(&mut self, base: u64) -> io::Result<()> {
         self.current.sync()?;
         self.spare.wait();
-        let next = Self::create(&self.store, base, self.file_bytes, self.trace.clone())?;
+        let mut next = Self::create(&self.store, base, self.file_bytes, self.trace.clone())?;
+        next.previous = Some(self.current.path.clone());
+        next.to_release = self.previous.take();
         *self = next;
         Ok(())
     }
@@ -841,6 +854,58 @@ mod tests {
         let mut writer = JournalWriter::resume(dir.path(), &tail, file_bytes, None).unwrap();
         assert!(writer.zeroed);
         assert!(!writer.wants_rotation(), "a written-ahead file is kept");
+    }
+
+    /// Pages of the file at `path` in the page cache (`mincore` on a
+    /// mapping of it, which reads nothing in).
+    fn cached_pages(path: &Path) -> usize {
+        use std::os::fd::AsRawFd;
+        let file = File::open(path).unwrap();
+        let len = file.metadata().unwrap().len() as usize;
+        let page = 4096;
+        let mut resident = vec![0u8; len.div_ceil(page)];
+        // SAFETY: a read-only shared mapping of a file kept open, unmapped
+        // before return; `resident` has a byte for each page of it.
+        unsafe {
+            let map = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            );
+            assert_ne!(map, libc::MAP_FAILED);
+            assert_eq!(libc::mincore(map, len, resident.as_mut_ptr()), 0);
+            libc::munmap(map, len);
+        }
+        resident.iter().filter(|&&b| b & 1 == 1).count()
+    }
+
+    #[test]
+    fn the_spare_thread_drops_the_cached_pages_of_the_file_two_rotations_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let file_bytes = 256 * 1024;
+        let mut writer = JournalWriter::create(dir.path(), 0, file_bytes, None).unwrap();
+        let mut next = 0;
+        let mut finished = Vec::new();
+        for _ in 0..2 {
+            fill_to(&mut writer, file_bytes / 2, &mut next);
+            writer.spare.wait();
+            finished.push(writer.file().path.clone());
+            writer.rotate(next).unwrap();
+        }
+        let [two_back, previous] = &finished[..] else {
+            unreachable!()
+        };
+        assert!(cached_pages(two_back) > 16, "written, so cached at first");
+        fill_to(&mut writer, file_bytes / 2, &mut next);
+        writer.spare.wait();
+        assert!(matches!(writer.spare, Spare::Ready));
+        assert_eq!(cached_pages(two_back), 0, "dropped by the spare's thread");
+        assert!(cached_pages(previous) > 16, "the file before is kept");
+        // Only the cache: the records still read back from the disk.
+        assert_eq!(scan_file(two_back, true).unwrap().base, Some(0));
     }
 
     #[test]
