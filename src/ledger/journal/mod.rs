@@ -862,7 +862,8 @@ mod tests {
         use std::os::fd::AsRawFd;
         let file = File::open(path).unwrap();
         let len = file.metadata().unwrap().len() as usize;
-        let page = 4096;
+        // SAFETY: sysconf reads a constant of the system.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
         let mut resident = vec![0u8; len.div_ceil(page)];
         // SAFETY: a read-only shared mapping of a file kept open, unmapped
         // before return; `resident` has a byte for each page of it.

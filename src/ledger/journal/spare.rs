@@ -147,15 +147,16 @@ fn failed(error: &io::Error) -> Spare {
 /// the commits share. Dropping the file finished two rotations back
 /// keeps the journal's cached pages to about three files (the one being
 /// written, the one before, the spare) and hands the spare pages just
-/// freed. Readers of older records read from the disk instead. The file
+/// freed. The first read of older records goes to the disk. The file
 /// is synced whole, so its pages are clean and nothing is lost; an
 /// error only leaves the pages cached, so it is logged and ignored.
-pub fn release_cached_pages(path: &Path) {
+fn release_cached_pages(path: &Path) {
     use std::os::fd::AsRawFd;
     let file = match File::open(path) {
         Ok(file) => file,
         Err(error) => {
-            tracing::debug!(%error, path = %path.display(), "a finished journal file was not opened to drop its cached pages");
+            let path = path.display();
+            tracing::debug!(%error, %path, "a finished journal file was not opened to drop its pages");
             return;
         }
     };
@@ -163,7 +164,8 @@ pub fn release_cached_pages(path: &Path) {
     let result = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     if result != 0 {
         let error = io::Error::from_raw_os_error(result);
-        tracing::debug!(%error, path = %path.display(), "the cached pages of a finished journal file were not dropped");
+        let path = path.display();
+        tracing::debug!(%error, %path, "the cached pages of a finished journal file stay");
     }
 }
 
