@@ -548,7 +548,7 @@ pub const EPOCH_FLUSHES_PER_BATCH: usize = 4;
 /// workers, whose every append records a histogram sample (the metrics
 /// exporter's buckets are epoch-managed too). That put sled's frees on
 /// the commit's critical path, at normal priority; here they run on the
-/// indexer, in its idle section.
+/// indexer, in its idle section when the batch had one.
 fn free_sled_garbage() {
     for _ in 0..EPOCH_FLUSHES_PER_BATCH {
         crossbeam_epoch::pin().flush();

@@ -143,7 +143,7 @@ fn failed(error: &io::Error) -> Spare {
 /// and each page the spare's zeros fill is one the kernel must find
 /// free. On this project's virtual machine a page the guest had never
 /// used cost about ten times the CPU to fill (33 MiB of zeros: 9 ms
-/// into recycled pages, 90–100 ms into fresh ones), on the two vCPUs
+/// into recycled pages, 94–103 ms into fresh ones), on the two vCPUs
 /// the commits share. Dropping the file finished two rotations back
 /// keeps the journal's cached pages to about three files (the one being
 /// written, the one before, the spare) and hands the spare pages just
