@@ -19,6 +19,7 @@ mod server;
 mod statewire;
 mod studio;
 mod syncs;
+mod tail;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,6 +31,7 @@ pub use args::{DEFAULT_CONCURRENCY, DEFAULT_CONVERSATIONS, DEFAULT_MAX_DURATION_
 pub use series::{Build, MAX_RUNS, Summary};
 pub use server::{ServerProcess, cpu_seconds, peak_resident_bytes};
 pub use syncs::{SLOW_SYNC_SECS, SyncHistogram, SyncReport};
+pub use tail::{TAIL_WINDOW_MS, TailBurst, Timed};
 
 /// Most conversations one run may drive.
 pub const MAX_CONVERSATIONS: u64 = 1_000_000;
@@ -121,6 +123,10 @@ pub struct Report {
     /// sync holds every conversation in flight, so a run's tail can be
     /// the disk's.
     pub server_syncs: Option<SyncReport>,
+    /// How many of the conversations at or over the p99 ended within one
+    /// short window (a pause of the whole server) rather than spread over
+    /// the run; `None` when none completed.
+    pub tail: Option<TailBurst>,
     /// The first failures, as they were worded.
     pub errors: Vec<String>,
 }
@@ -273,7 +279,7 @@ async fn drive(config: &LoadConfig, base: &str, pid: Option<u32>) -> Result<Repo
         let run = run.clone();
         let total = config.conversations;
         tokio::spawn(async move {
-            let mut latencies = Vec::new();
+            let mut timed = Vec::new();
             let mut errors = Vec::new();
             while Instant::now() < deadline {
                 let n = next.fetch_add(1, Ordering::Relaxed);
@@ -282,11 +288,14 @@ async fn drive(config: &LoadConfig, base: &str, pid: Option<u32>) -> Result<Repo
                 }
                 let began = Instant::now();
                 match bounded(&mut client, &format!("load-{run}-{n}")).await {
-                    Ok(()) => latencies.push(began.elapsed()),
+                    Ok(()) => timed.push(Timed {
+                        started: began.duration_since(started),
+                        latency: began.elapsed(),
+                    }),
                     Err(error) => errors.push(format!("worker {worker}: {error}")),
                 }
             }
-            (latencies, errors)
+            (timed, errors)
         })
     });
     let results = futures_util::future::join_all(workers).await;
@@ -294,13 +303,13 @@ async fn drive(config: &LoadConfig, base: &str, pid: Option<u32>) -> Result<Repo
     let cpu_after = pid.and_then(cpu_seconds);
     let own_cpu_after = cpu_seconds(std::process::id());
     let syncs_after = syncs::read(&http, base).await;
-    let mut latencies = Vec::new();
+    let mut timed = Vec::new();
     let mut errors = Vec::new();
     let mut failed = 0u64;
     for result in results {
         match result {
-            Ok((mut l, e)) => {
-                latencies.append(&mut l);
+            Ok((mut t, e)) => {
+                timed.append(&mut t);
                 failed += e.len() as u64;
                 errors.extend(e);
             }
@@ -310,8 +319,10 @@ async fn drive(config: &LoadConfig, base: &str, pid: Option<u32>) -> Result<Repo
             }
         }
     }
+    let mut latencies: Vec<Duration> = timed.iter().map(|t| t.latency).collect();
     latencies.sort();
     let done = latencies.len() as u64;
+    let tail = nearest_rank(&latencies, 0.99).and_then(|p99| tail::busiest_window(&timed, p99));
     let per_conversation = |before: Option<f64>, after: Option<f64>| match (before, after) {
         (Some(before), Some(after)) if done > 0 => Some((after - before) * 1e3 / done as f64),
         _ => None,
@@ -343,6 +354,7 @@ async fn drive(config: &LoadConfig, base: &str, pid: Option<u32>) -> Result<Repo
         server_syncs: syncs_before
             .zip(syncs_after)
             .and_then(|(before, after)| before.until(&after)),
+        tail,
         errors,
     })
 }
@@ -360,11 +372,16 @@ async fn bounded(client: &mut Client, id: &str) -> Result<(), String> {
 
 /// The `q` quantile of sorted latencies, in milliseconds (nearest rank).
 fn percentile(sorted: &[Duration], q: f64) -> f64 {
+    nearest_rank(sorted, q).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+}
+
+/// The `q` quantile of sorted latencies (nearest rank); `None` if empty.
+fn nearest_rank(sorted: &[Duration], q: f64) -> Option<Duration> {
     if sorted.is_empty() {
-        return 0.0;
+        return None;
     }
     let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1].as_secs_f64() * 1e3
+    Some(sorted[rank - 1])
 }
 
 impl Report {
@@ -389,6 +406,21 @@ impl Report {
         )
     }
 
+    /// Where the tail ended, in words.
+    pub fn tail_text(&self) -> String {
+        self.tail.map_or_else(
+            || "n/a (nothing completed)".to_owned(),
+            |tail| {
+                format!(
+                    "{} of the {} conversations at or over the p99 ended within one {TAIL_WINDOW_MS} ms window, {:.2} s into the run",
+                    tail.in_busiest_window,
+                    tail.tail,
+                    tail.window_start_ms as f64 / 1e3
+                )
+            },
+        )
+    }
+
     /// The report as people read it.
     pub fn human(&self) -> String {
         let ms =
@@ -407,7 +439,8 @@ impl Report {
              server CPU per conversation   {server_cpu}\n\
              server peak memory            {rss}\n\
              client CPU per conversation   {client_cpu}\n\
-             journal syncs                 {syncs}\n",
+             journal syncs                 {syncs}\n\
+             p99 tail                      {tail}\n",
             door = self.door,
             c = self.concurrency,
             n = self.conversations,
@@ -423,6 +456,7 @@ impl Report {
             max = self.max_ms,
             client_cpu = ms(self.client_cpu_ms_per_conversation),
             syncs = self.syncs_text(),
+            tail = self.tail_text(),
         );
         for error in &self.errors {
             text.push_str(&format!("error: {error}\n"));

@@ -192,7 +192,7 @@ impl Run {
             .server_cpu_ms_per_conversation
             .map_or_else(|| "n/a".to_owned(), |cpu| format!("{cpu:.3} ms"));
         format!(
-            "run {number:>3} {build:<8}  {done}/{requested} conversations  {rate:>8.1}/s  p50 {p50:>7.2} ms  p99 {p99:>7.2} ms  server CPU {cpu}  syncs over {slow_ms} ms: {slow}",
+            "run {number:>3} {build:<8}  {done}/{requested} conversations  {rate:>8.1}/s  p50 {p50:>7.2} ms  p99 {p99:>7.2} ms  server CPU {cpu}  syncs over {slow_ms} ms: {slow}  tail {tail}",
             build = self.build.name(),
             done = r.conversations,
             requested = r.requested,
@@ -203,6 +203,16 @@ impl Run {
             slow = r
                 .server_syncs
                 .map_or_else(|| "n/a".to_owned(), |syncs| syncs.slow.to_string()),
+            tail = r.tail.map_or_else(
+                || "n/a".to_owned(),
+                |tail| format!(
+                    "{}/{} in {} ms at {:.1} s",
+                    tail.in_busiest_window,
+                    tail.tail,
+                    super::TAIL_WINDOW_MS,
+                    tail.window_start_ms as f64 / 1e3
+                )
+            ),
         )
     }
 }
@@ -291,6 +301,7 @@ mod tests {
             server_peak_rss_mib: None,
             client_cpu_ms_per_conversation: None,
             server_syncs: None,
+            tail: None,
             errors: Vec::new(),
         }
     }

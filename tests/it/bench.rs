@@ -70,6 +70,21 @@ fn assert_complete(report: &Value, door: &str, text: &str) {
     let (total, slow) = (syncs["syncs"].as_u64(), syncs["slow"].as_u64());
     assert!(total > Some(0), "server_syncs in {text}");
     assert!(slow.is_some() && slow <= total, "server_syncs in {text}");
+    // The conversations at or over the p99 (1% of them, at least one),
+    // and how many ended within one window: at least one, at most all.
+    let tail = &report["tail"];
+    let (in_tail, busiest) = (tail["tail"].as_u64(), tail["in_busiest_window"].as_u64());
+    assert!(
+        in_tail >= Some(1) && in_tail <= Some(CONVERSATIONS),
+        "tail in {text}"
+    );
+    assert!(busiest >= Some(1) && busiest <= in_tail, "tail in {text}");
+    let window_start = tail["window_start_ms"].as_f64();
+    let elapsed_ms = report["elapsed_secs"].as_f64().map(|secs| secs * 1e3);
+    assert!(
+        window_start.is_some() && window_start <= elapsed_ms,
+        "tail in {text}"
+    );
 }
 
 #[test]
@@ -152,7 +167,8 @@ fn bench_measures_a_running_server_by_its_pid() {
         "server peak memory",
         "client CPU per conversation",
         "journal syncs ",
-        " over 100 ms",
+        " over 50 ms",
+        "p99 tail                      1 of the 1 conversations at or over the p99 ended within one 100 ms window",
     ] {
         assert!(human.contains(line), "{line:?} in {human}");
     }
