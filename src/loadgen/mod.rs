@@ -31,7 +31,8 @@ pub use args::{DEFAULT_CONCURRENCY, DEFAULT_CONVERSATIONS, DEFAULT_MAX_DURATION_
 pub use series::{Build, MAX_RUNS, Summary};
 pub use server::{ServerProcess, cpu_seconds, peak_resident_bytes};
 pub use syncs::{SLOW_SYNC_SECS, SyncHistogram, SyncReport};
-pub use tail::{TAIL_WINDOW_MS, TailBurst, Timed};
+use tail::Timed;
+pub use tail::{TAIL_WINDOW_MS, TailBurst};
 
 /// Most conversations one run may drive.
 pub const MAX_CONVERSATIONS: u64 = 1_000_000;
@@ -410,14 +411,7 @@ impl Report {
     pub fn tail_text(&self) -> String {
         self.tail.map_or_else(
             || "n/a (nothing completed)".to_owned(),
-            |tail| {
-                format!(
-                    "{} of the {} conversations at or over the p99 ended within one {TAIL_WINDOW_MS} ms window, {:.2} s into the run",
-                    tail.in_busiest_window,
-                    tail.tail,
-                    tail.window_start_ms as f64 / 1e3
-                )
-            },
+            |tail| tail.sentence(),
         )
     }
 

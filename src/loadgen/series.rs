@@ -203,16 +203,7 @@ impl Run {
             slow = r
                 .server_syncs
                 .map_or_else(|| "n/a".to_owned(), |syncs| syncs.slow.to_string()),
-            tail = r.tail.map_or_else(
-                || "n/a".to_owned(),
-                |tail| format!(
-                    "{}/{} in {} ms at {:.1} s",
-                    tail.in_busiest_window,
-                    tail.tail,
-                    super::TAIL_WINDOW_MS,
-                    tail.window_start_ms as f64 / 1e3
-                )
-            ),
+            tail = r.tail.map_or_else(|| "n/a".to_owned(), |tail| tail.brief()),
         )
     }
 }

@@ -167,8 +167,10 @@ impl Drop for ServerProcess {
 /// removed): a removed store's freed blocks (and, on a file system
 /// mounted with `discard`, their trimming) go out in a later commit of
 /// the file system's journal, which the next run's server could find
-/// itself waiting for inside its measured part. A precaution: not shown
-/// to have moved a run's figures (docs/performance.md, 2026-12-06).
+/// itself waiting for inside its measured part. `syncfs` writes out
+/// everything dirty on that file system, not only the removal, which is
+/// the point between two measured runs. A precaution: not shown to have
+/// moved a run's figures (docs/performance.md, 2026-12-06).
 fn sync_file_system_of(path: &Path) {
     let Some(parent) = path.parent() else {
         return;

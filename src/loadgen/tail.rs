@@ -22,12 +22,34 @@ pub const TAIL_WINDOW_MS: u64 = 100;
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct TailBurst {
     /// Conversations whose latency was at least the p99.
-    pub tail: u64,
+    pub conversations: u64,
     /// The most of them that ended within one window.
     pub in_busiest_window: u64,
     /// Where that window starts, in milliseconds from the start of the
     /// measured part (the first such window, if several hold as many).
     pub window_start_ms: u64,
+}
+
+impl TailBurst {
+    /// For a series line: `153/161 in 100 ms at 2.2 s`.
+    pub fn brief(&self) -> String {
+        format!(
+            "{}/{} in {TAIL_WINDOW_MS} ms at {:.1} s",
+            self.in_busiest_window,
+            self.conversations,
+            self.window_start_ms as f64 / 1e3
+        )
+    }
+
+    /// For the report, as a sentence.
+    pub fn sentence(&self) -> String {
+        format!(
+            "{} of the {} conversations at or over the p99 ended within one {TAIL_WINDOW_MS} ms window, {:.2} s into the run",
+            self.in_busiest_window,
+            self.conversations,
+            self.window_start_ms as f64 / 1e3
+        )
+    }
 }
 
 /// A completed conversation: when it started, measured from the start
@@ -62,7 +84,7 @@ pub fn busiest_window(conversations: &[Timed], p99: Duration) -> Option<TailBurs
         }
     }
     best.map(|(most, start)| TailBurst {
-        tail: ends.len() as u64,
+        conversations: ends.len() as u64,
         in_busiest_window: most as u64,
         window_start_ms: start.as_millis() as u64,
     })
@@ -90,7 +112,7 @@ mod tests {
         assert_eq!(
             burst,
             TailBurst {
-                tail: 10,
+                conversations: 10,
                 in_busiest_window: 8,
                 window_start_ms: 1620,
             }
@@ -101,7 +123,7 @@ mod tests {
     fn a_tail_spread_over_the_run_has_no_busy_window() {
         let run: Vec<Timed> = (0..50).map(|n| timed(n * 200, 90 + n % 3)).collect();
         let burst = busiest_window(&run, Duration::from_millis(90)).expect("a tail");
-        assert_eq!((burst.tail, burst.in_busiest_window), (50, 1));
+        assert_eq!((burst.conversations, burst.in_busiest_window), (50, 1));
         assert_eq!(burst.window_start_ms, 90);
     }
 
@@ -110,7 +132,7 @@ mod tests {
         // Ends at 100 and 200 ms: 100 ms apart, so not in one window.
         let run = [timed(0, 100), timed(100, 100)];
         let burst = busiest_window(&run, Duration::from_millis(100)).expect("a tail");
-        assert_eq!((burst.tail, burst.in_busiest_window), (2, 1));
+        assert_eq!((burst.conversations, burst.in_busiest_window), (2, 1));
         assert_eq!(busiest_window(&run, Duration::from_millis(101)), None);
         assert_eq!(busiest_window(&[], Duration::ZERO), None);
     }

@@ -73,7 +73,10 @@ fn assert_complete(report: &Value, door: &str, text: &str) {
     // The conversations at or over the p99 (1% of them, at least one),
     // and how many ended within one window: at least one, at most all.
     let tail = &report["tail"];
-    let (in_tail, busiest) = (tail["tail"].as_u64(), tail["in_busiest_window"].as_u64());
+    let (in_tail, busiest) = (
+        tail["conversations"].as_u64(),
+        tail["in_busiest_window"].as_u64(),
+    );
     assert!(
         in_tail >= Some(1) && in_tail <= Some(CONVERSATIONS),
         "tail in {text}"
