@@ -133,6 +133,9 @@ struct QueueState {
     /// Every round ending at or below this global position is in the
     /// journal on stable storage.
     durable: u64,
+    /// A sync that will make the journal durable up to here has started
+    /// and not yet returned (at most `durable` when none is known to run).
+    syncing: u64,
     /// The writer queues no more rounds.
     closed: bool,
     /// The ledger is poisoned: nothing waits for a sync any more.
@@ -145,6 +148,10 @@ struct QueueState {
     /// synced.
     #[cfg(test)]
     awaited_sync: Option<u64>,
+    /// TEST-ONLY: the end of the rounds the indexer last waited for past
+    /// [`MAX_SYNC_WAIT_MS`], on a sync that had started.
+    #[cfg(test)]
+    awaited_running_sync: Option<u64>,
     /// Threads waiting on `progress`.
     progress_waiters: usize,
     /// TEST-ONLY: the indexer takes nothing while set.
@@ -157,7 +164,10 @@ impl IndexQueue {
     /// already (in sled, or in the journal opening started).
     pub(crate) fn starting_at(next_global: u64) -> Self {
         let queue = Self::default();
-        queue.lock().durable = next_global;
+        let mut state = queue.lock();
+        state.durable = next_global;
+        state.syncing = next_global;
+        drop(state);
         queue
     }
 
@@ -210,12 +220,30 @@ impl IndexQueue {
         }
     }
 
+    /// A sync of the journal that covers every round ending at or below
+    /// `end` has started: an indexer whose wait for a commit ran out
+    /// waits for this sync instead of adding one of its own.
+    pub(crate) fn note_sync_started(&self, end: u64) {
+        let mut state = self.lock();
+        state.syncing = state.syncing.max(end);
+    }
+
+    /// A sync noted by [`IndexQueue::note_sync_started`] failed: what
+    /// other syncs still run is no longer known, so a waiting indexer
+    /// syncs itself (and meets the failure the ledger is poisoned for).
+    pub(crate) fn note_sync_failed(&self) {
+        let mut state = self.lock();
+        state.syncing = state.durable;
+        self.wake_indexer(&state);
+    }
+
     /// The journal holds every round ending at or below `end` on stable
     /// storage (a commit's or a rotation's sync returned).
     pub(crate) fn note_durable(&self, end: u64) {
         let mut state = self.lock();
         if end > state.durable {
             state.durable = end;
+            state.syncing = state.syncing.max(end);
             self.wake_indexer(&state);
         }
     }
@@ -232,13 +260,17 @@ impl IndexQueue {
     /// storage, or the ledger is poisoned: waits for commits to sync it
     /// for at most [`MAX_SYNC_WAIT_MS`] (not at all once the writer is
     /// closed), then syncs with `sync` (which notes what it made durable).
+    /// Past that time it goes on waiting while a sync that covers `end`
+    /// runs: during a slow device flush a second sync would only queue
+    /// behind the first and add a flush of its own.
     fn wait_until_durable(&self, end: u64, sync: impl FnOnce()) {
         let deadline =
             std::time::Instant::now() + std::time::Duration::from_millis(MAX_SYNC_WAIT_MS);
         let mut state = self.lock();
         while state.durable < end && !state.interrupted {
             let now = std::time::Instant::now();
-            if state.closed || now >= deadline {
+            let running_sync_covers = state.syncing >= end;
+            if state.closed || (now >= deadline && !running_sync_covers) {
                 drop(state);
                 sync();
                 return;
@@ -246,14 +278,21 @@ impl IndexQueue {
             #[cfg(test)]
             {
                 state.awaited_sync = Some(end);
+                if now >= deadline {
+                    state.awaited_running_sync = Some(end);
+                }
                 self.progress.notify_all();
             }
             state.indexer_idle = true;
-            let (next, _) = self
-                .work
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|p| p.into_inner());
-            state = next;
+            state = if now >= deadline {
+                self.work.wait(state).unwrap_or_else(|p| p.into_inner())
+            } else {
+                let (next, _) = self
+                    .work
+                    .wait_timeout(state, deadline - now)
+                    .unwrap_or_else(|p| p.into_inner());
+                next
+            };
             state.indexer_idle = false;
         }
     }
@@ -263,6 +302,14 @@ impl IndexQueue {
     #[cfg(test)]
     pub(crate) fn wait_until_awaited_sync(&self, end: u64) -> bool {
         self.wait_for_test(|state| state.awaited_sync == Some(end))
+    }
+
+    /// TEST-ONLY: waits (up to 10 s) until the indexer, its time for a
+    /// commit run out, waits on a running sync for the rounds ending at
+    /// `end`. Whether it did.
+    #[cfg(test)]
+    pub(crate) fn wait_until_awaited_running_sync(&self, end: u64) -> bool {
+        self.wait_for_test(|state| state.awaited_running_sync == Some(end))
     }
 
     #[cfg(test)]
@@ -732,6 +779,41 @@ mod tests {
         append(&ledger, &stream, 1);
         ledger.shared.index_queue.wait_until_applied();
         assert_eq!(entries(&ledger, &stream), vec![(0, 1)]);
+        let stats = ledger.stats();
+        assert_eq!((stats.index_syncs, stats.flushes), (0, 1), "{stats:?}");
+    }
+
+    /// A commit's sync that runs past `MAX_SYNC_WAIT_MS` (a slow device
+    /// flush) is waited for, not joined by a sync of the indexer's own:
+    /// the indexer syncs nothing, and applies the rounds once that sync
+    /// returns.
+    #[test]
+    fn a_slow_commit_sync_is_waited_for_not_repeated() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
+        let (buffered, durable) = (
+            StreamKey::new("slow/a").expect("a key"),
+            StreamKey::new("slow/b").expect("a key"),
+        );
+        let queue = &ledger.shared.index_queue;
+        queue.pause(true);
+        ledger.shared.sync_gate.hold(true);
+        append_as(&ledger, &buffered, 1, Durability::Buffered);
+        std::thread::scope(|scope| {
+            let committer = scope.spawn(|| append(&ledger, &durable, 2));
+            let sync_waits = ledger.shared.sync_gate.wait_until_a_sync_waits();
+            queue.pause(false);
+            let waited = sync_waits && queue.wait_until_awaited_running_sync(2);
+            let in_sled = entries(&ledger, &buffered);
+            ledger.shared.sync_gate.hold(false);
+            committer.join().expect("the committing append");
+            assert!(sync_waits, "the durable append's sync never started");
+            assert!(waited, "the indexer never waited on the running sync");
+            assert_eq!(in_sled, vec![], "sled holds rounds before their sync");
+        });
+        queue.wait_until_applied();
+        assert_eq!(entries(&ledger, &buffered), vec![(0, 1)]);
+        assert_eq!(entries(&ledger, &durable), vec![(0, 1)]);
         let stats = ledger.stats();
         assert_eq!((stats.index_syncs, stats.flushes), (0, 1), "{stats:?}");
     }

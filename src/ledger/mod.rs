@@ -153,22 +153,51 @@ pub(crate) struct Shared {
 #[cfg(test)]
 #[derive(Default)]
 pub(crate) struct SyncGate {
-    held: Mutex<bool>,
-    opened: Condvar,
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[cfg(test)]
+#[derive(Default)]
+struct GateState {
+    held: bool,
+    /// Syncs waiting at the gate.
+    waiting: usize,
 }
 
 #[cfg(test)]
 impl SyncGate {
     pub(crate) fn hold(&self, held: bool) {
-        *self.held.lock().unwrap_or_else(|p| p.into_inner()) = held;
-        self.opened.notify_all();
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).held = held;
+        self.changed.notify_all();
+    }
+
+    /// Waits (up to 10 s) until a sync waits at the gate; whether one did.
+    pub(crate) fn wait_until_a_sync_waits(&self) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while state.waiting == 0 {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            state = self
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
     }
 
     fn pass(&self) {
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        while *held {
-            held = self.opened.wait(held).unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.waiting += 1;
+        self.changed.notify_all();
+        while state.held {
+            state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
         }
+        state.waiting -= 1;
     }
 }
 
@@ -217,9 +246,13 @@ impl Shared {
         // synced when the writer left them.
         let journaled = self.journaled_next_global.load(Ordering::Acquire);
         let file = Arc::clone(&self.journal_file.lock().unwrap_or_else(|p| p.into_inner()));
+        self.index_queue.note_sync_started(journaled);
         #[cfg(test)]
         self.sync_gate.pass();
-        file.sync()?;
+        if let Err(error) = file.sync() {
+            self.index_queue.note_sync_failed();
+            return Err(error.into());
+        }
         self.index_queue.note_durable(journaled);
         Ok(())
     }

@@ -301,6 +301,9 @@ impl Writer {
         if !self.journal.wants_rotation() || shared.poisoned().is_some() {
             return;
         }
+        // The rotation syncs the file the writer leaves; an indexer that
+        // waits for those rounds waits for it (a failure poisons).
+        shared.index_queue.note_sync_started(self.next_global);
         match self.journal.rotate(self.next_global) {
             Ok(()) => {
                 *shared
