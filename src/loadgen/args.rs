@@ -39,7 +39,7 @@ pub struct BenchArgs {
     /// With --spawn: the server's data directory (kept after the run).
     /// Without it, a new scratch directory under the system's temporary
     /// directory, removed after the run.
-    #[arg(long, value_name = "DIR", requires = "spawn")]
+    #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
     /// Conversations measured (after the warm-up: two per worker).
     #[arg(long, default_value_t = DEFAULT_CONVERSATIONS)]
@@ -70,13 +70,16 @@ pub struct BenchArgs {
     /// run is made against both servers, in the order this, baseline,
     /// baseline, this, …, and the summary gives this build's medians over
     /// the baseline's.
-    #[arg(
-        long,
-        value_name = "BINARY",
-        requires = "spawn",
-        conflicts_with = "data"
-    )]
+    #[arg(long, value_name = "BINARY", conflicts_with = "data")]
     pub baseline: Option<PathBuf>,
+    /// With --spawn: run the server under valgrind's callgrind and report
+    /// the instructions it executed per conversation (user space, every
+    /// thread): a figure that does not drift with the host's speed, as
+    /// CPU time does. The server runs about 50 times slower, so measure a
+    /// few hundred conversations, and read this run's latency and
+    /// throughput as callgrind's. Needs valgrind.
+    #[arg(long)]
+    pub instructions: bool,
     /// Print the report as one JSON object (for a series: every run's
     /// report and the summary).
     #[arg(long)]
@@ -93,6 +96,7 @@ pub fn main(args: BenchArgs, out: &mut impl Write) -> Result<u64, LoadError> {
             Target::Spawn {
                 binary: binary.to_owned(),
                 data: args.data.clone(),
+                count_instructions: args.instructions,
             }
         } else {
             Target::Running {
@@ -147,8 +151,23 @@ pub fn main(args: BenchArgs, out: &mut impl Write) -> Result<u64, LoadError> {
     Ok(summary.incomplete())
 }
 
-/// Refuses a series outside its bounds, or a baseline that is not there.
+/// Refuses a series outside its bounds, a flag about the server it
+/// starts without `--spawn`, or a baseline that is not there.
 fn check_series(args: &BenchArgs) -> Result<(), LoadError> {
+    // Checked here: clap's `requires` counts a flag's default (`--spawn`
+    // false) as given.
+    let about_a_started_server = [
+        (args.data.is_some(), "--data"),
+        (args.baseline.is_some(), "--baseline"),
+        (args.instructions, "--instructions"),
+    ];
+    for (given, flag) in about_a_started_server {
+        if given && !args.spawn {
+            return Err(LoadError::Settings(format!(
+                "{flag} is about a server this command starts: add --spawn (and leave out --url)"
+            )));
+        }
+    }
     if args.runs == 0 || args.runs > MAX_RUNS {
         return Err(LoadError::Settings(format!(
             "--runs must be 1 to {MAX_RUNS}"

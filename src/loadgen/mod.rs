@@ -14,6 +14,7 @@
 //! saying so.
 
 mod args;
+mod instructions;
 mod series;
 mod server;
 mod statewire;
@@ -28,6 +29,10 @@ use std::time::{Duration, Instant};
 
 pub use args::{BenchArgs, main};
 pub use args::{DEFAULT_CONCURRENCY, DEFAULT_CONVERSATIONS, DEFAULT_MAX_DURATION_SECS};
+pub use instructions::{
+    CALLGRIND_CONTROL_TIMEOUT_MS, Callgrind, CountError, STARTUP_UNDER_CALLGRIND_TIMEOUT_MS,
+    total_instructions,
+};
 pub use series::{Build, MAX_RUNS, Summary};
 pub use server::{ServerProcess, cpu_seconds, peak_resident_bytes};
 pub use syncs::{SLOW_SYNC_SECS, SyncHistogram, SyncReport};
@@ -65,10 +70,12 @@ pub enum Target {
     Running { url: String, pid: Option<u32> },
     /// Start `binary serve` on a free loopback port over `data` (`None`: a
     /// scratch directory, removed after), with the minimal agent at zero
-    /// work, and stop it after.
+    /// work, and stop it after; under callgrind, counting its
+    /// instructions, when `count_instructions`.
     Spawn {
         binary: PathBuf,
         data: Option<PathBuf>,
+        count_instructions: bool,
     },
 }
 
@@ -116,6 +123,10 @@ pub struct Report {
     pub server_cpu_secs: Option<f64>,
     /// The server's peak resident memory so far (`VmHWM`), in MiB.
     pub server_peak_rss_mib: Option<f64>,
+    /// The instructions the server executed over the measured part, per
+    /// conversation (callgrind: user space, every thread); `None` unless
+    /// asked for (`--instructions`).
+    pub server_instructions_per_conversation: Option<f64>,
     /// This load generator's own CPU time per conversation, in
     /// milliseconds: how much of the machine the client took.
     pub client_cpu_ms_per_conversation: Option<f64>,
@@ -144,6 +155,8 @@ pub enum LoadError {
     Server(String),
     #[error("the load client could not start: {0}")]
     Client(#[from] std::io::Error),
+    #[error("the server's instructions could not be counted: {0}")]
+    Count(#[from] CountError),
 }
 
 impl LoadConfig {
@@ -207,26 +220,41 @@ impl Client {
 /// Runs the load and reports it.
 pub async fn run(config: LoadConfig) -> Result<Report, LoadError> {
     config.check()?;
-    let (base, pid, process) = match &config.target {
-        Target::Running { url, pid } => (url.trim_end_matches('/').to_owned(), *pid, None),
-        Target::Spawn { binary, data } => {
-            let process =
-                ServerProcess::start(binary, data.as_deref()).map_err(LoadError::Server)?;
+    let (base, pid, process, callgrind) = match &config.target {
+        Target::Running { url, pid } => (url.trim_end_matches('/').to_owned(), *pid, None, None),
+        Target::Spawn {
+            binary,
+            data,
+            count_instructions,
+        } => {
+            let callgrind = count_instructions.then(Callgrind::new).transpose()?;
+            let process = ServerProcess::start(binary, data.as_deref(), callgrind.as_ref())
+                .map_err(LoadError::Server)?;
             (
                 format!("http://{}", process.addr),
                 Some(process.pid()),
                 Some(process),
+                callgrind,
             )
         }
     };
-    let report = drive(&config, &base, pid).await;
+    let counting = pid.zip(callgrind.as_ref());
+    let report = drive(&config, &base, pid, counting).await;
     if let Some(process) = process {
         process.stop();
     }
     report
 }
 
-async fn drive(config: &LoadConfig, base: &str, pid: Option<u32>) -> Result<Report, LoadError> {
+/// Drives the warm-up and then the measured conversations; `counting`,
+/// the server's pid and callgrind, counts its instructions over the
+/// measured part.
+async fn drive(
+    config: &LoadConfig,
+    base: &str,
+    pid: Option<u32>,
+    counting: Option<(u32, &Callgrind)>,
+) -> Result<Report, LoadError> {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(config.concurrency)
         .build()
@@ -274,6 +302,11 @@ async fn drive(config: &LoadConfig, base: &str, pid: Option<u32>) -> Result<Repo
     let syncs_before = syncs::read(&http, base).await;
     let cpu_before = pid.and_then(cpu_seconds);
     let own_cpu_before = cpu_seconds(std::process::id());
+    // Last before the measured part: the reads above cost the server
+    // instructions too.
+    if let Some((pid, callgrind)) = counting {
+        callgrind.zero(pid).await?;
+    }
     let started = Instant::now();
     let workers = clients.into_iter().enumerate().map(|(worker, mut client)| {
         let next = Arc::clone(&next);
@@ -301,6 +334,10 @@ async fn drive(config: &LoadConfig, base: &str, pid: Option<u32>) -> Result<Repo
     });
     let results = futures_util::future::join_all(workers).await;
     let elapsed = started.elapsed();
+    let instructions = match counting {
+        Some((pid, callgrind)) => Some(callgrind.instructions_since_zero(pid).await?),
+        None => None,
+    };
     let cpu_after = pid.and_then(cpu_seconds);
     let own_cpu_after = cpu_seconds(std::process::id());
     let syncs_after = syncs::read(&http, base).await;
@@ -351,6 +388,9 @@ async fn drive(config: &LoadConfig, base: &str, pid: Option<u32>) -> Result<Repo
         server_peak_rss_mib: pid
             .and_then(peak_resident_bytes)
             .map(|bytes| bytes as f64 / f64::from(1u32 << 20)),
+        server_instructions_per_conversation: instructions
+            .filter(|_| done > 0)
+            .map(|count| count as f64 / done as f64),
         client_cpu_ms_per_conversation: per_conversation(own_cpu_before, own_cpu_after),
         server_syncs: syncs_before
             .zip(syncs_after)
@@ -426,12 +466,22 @@ impl Report {
         let rss = self
             .server_peak_rss_mib
             .map_or_else(|| "n/a".to_owned(), |mib| format!("{mib:.1} MiB"));
+        let instructions = self.server_instructions_per_conversation.map_or_else(
+            || "n/a (counted with --spawn --instructions)".to_owned(),
+            |count| {
+                format!(
+                    "{:.1} thousand per conversation (callgrind: user space, every thread; this run's latency and throughput are callgrind's, not the server's)",
+                    count / 1e3
+                )
+            },
+        );
         let mut text = format!(
             "door {door}, concurrency {c}: {n} of {requested} conversations completed, {failed} failed, {not_started} not started, in {secs:.2} s ({warm} warm-up failures)\n\
              conversations/s               {rate:.1}\n\
              latency per conversation      p50 {p50:.2} ms  p99 {p99:.2} ms  p999 {p999:.2} ms  max {max:.2} ms\n\
              server CPU per conversation   {server_cpu}\n\
              server peak memory            {rss}\n\
+             server instructions           {instructions}\n\
              client CPU per conversation   {client_cpu}\n\
              journal syncs                 {syncs}\n\
              p99 tail                      {tail}\n",

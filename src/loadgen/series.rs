@@ -93,6 +93,7 @@ pub struct Figures<T> {
     pub p50_ms: T,
     pub p99_ms: T,
     pub server_cpu_ms_per_conversation: T,
+    pub server_instructions_per_conversation: T,
 }
 
 impl<T> Figures<T> {
@@ -103,6 +104,9 @@ impl<T> Figures<T> {
             p50_ms: figure(|r| Some(r.p50_ms)),
             p99_ms: figure(|r| Some(r.p99_ms)),
             server_cpu_ms_per_conversation: figure(|r| r.server_cpu_ms_per_conversation),
+            server_instructions_per_conversation: figure(|r| {
+                r.server_instructions_per_conversation
+            }),
         }
     }
 
@@ -115,6 +119,10 @@ impl<T> Figures<T> {
             server_cpu_ms_per_conversation: pair(
                 &self.server_cpu_ms_per_conversation,
                 &other.server_cpu_ms_per_conversation,
+            ),
+            server_instructions_per_conversation: pair(
+                &self.server_instructions_per_conversation,
+                &other.server_instructions_per_conversation,
             ),
         }
     }
@@ -191,8 +199,13 @@ impl Run {
         let cpu = r
             .server_cpu_ms_per_conversation
             .map_or_else(|| "n/a".to_owned(), |cpu| format!("{cpu:.3} ms"));
+        let instructions = r
+            .server_instructions_per_conversation
+            .map_or_else(String::new, |count| {
+                format!("  instructions {:.1}k", count / 1e3)
+            });
         format!(
-            "run {number:>3} {build:<8}  {done}/{requested} conversations  {rate:>8.1}/s  p50 {p50:>7.2} ms  p99 {p99:>7.2} ms  server CPU {cpu}  syncs over {slow_ms} ms: {slow}  tail {tail}",
+            "run {number:>3} {build:<8}  {done}/{requested} conversations  {rate:>8.1}/s  p50 {p50:>7.2} ms  p99 {p99:>7.2} ms  server CPU {cpu}{instructions}  syncs over {slow_ms} ms: {slow}  tail {tail}",
             build = self.build.name(),
             done = r.conversations,
             requested = r.requested,
@@ -212,18 +225,44 @@ impl Summary {
     /// The summary as people read it: per build, each figure's median and
     /// range; then the ratios.
     pub fn human(&self) -> String {
+        // Instructions only when a run counted them (`--instructions`).
+        let counted = self
+            .this
+            .figures
+            .server_instructions_per_conversation
+            .is_some()
+            || self
+                .baseline
+                .as_ref()
+                .is_some_and(|b| b.figures.server_instructions_per_conversation.is_some());
         let mut text = String::from(
-            "build     runs  conversations/s (median, range)  p50 ms                 p99 ms                 server CPU ms/conversation\n",
+            "build     runs  conversations/s (median, range)  p50 ms                 p99 ms                 server CPU ms/conversation",
         );
+        if counted {
+            text.push_str("  server instructions/conversation, thousands");
+        }
+        text.push('\n');
         let mut row = |name: &str, summary: &BuildSummary| {
+            let thousands = summary
+                .figures
+                .server_instructions_per_conversation
+                .map(|s| Spread {
+                    median: s.median / 1e3,
+                    min: s.min / 1e3,
+                    max: s.max / 1e3,
+                });
             text.push_str(&format!(
-                "{name:<8}  {runs:>4}  {rate:<31}  {p50:<21}  {p99:<21}  {cpu}\n",
+                "{name:<8}  {runs:>4}  {rate:<31}  {p50:<21}  {p99:<21}  {cpu}",
                 runs = summary.runs,
                 rate = spread_text(summary.figures.conversations_per_sec, 0),
                 p50 = spread_text(summary.figures.p50_ms, 1),
                 p99 = spread_text(summary.figures.p99_ms, 1),
                 cpu = spread_text(summary.figures.server_cpu_ms_per_conversation, 3),
             ));
+            if counted {
+                text.push_str(&format!("  {}", spread_text(thousands, 1)));
+            }
+            text.push('\n');
             if summary.incomplete > 0 {
                 text.push_str(&format!(
                     "          ({} conversations did not complete)\n",
@@ -239,12 +278,19 @@ impl Summary {
             let show =
                 |value: Option<f64>| value.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.3}"));
             text.push_str(&format!(
-                "this / baseline (medians): conversations/s {}  p50 {}  p99 {}  server CPU {}\n",
+                "this / baseline (medians): conversations/s {}  p50 {}  p99 {}  server CPU {}",
                 show(ratio.conversations_per_sec),
                 show(ratio.p50_ms),
                 show(ratio.p99_ms),
                 show(ratio.server_cpu_ms_per_conversation),
             ));
+            if counted {
+                text.push_str(&format!(
+                    "  server instructions {}",
+                    show(ratio.server_instructions_per_conversation)
+                ));
+            }
+            text.push('\n');
         }
         text
     }
@@ -290,6 +336,7 @@ mod tests {
             server_cpu_ms_per_conversation: cpu,
             server_cpu_secs: cpu,
             server_peak_rss_mib: None,
+            server_instructions_per_conversation: cpu.map(|cpu| cpu * 1e6),
             client_cpu_ms_per_conversation: None,
             server_syncs: None,
             tail: None,
@@ -348,6 +395,16 @@ mod tests {
         let ratio = summary.ratio.as_ref().expect("ratio");
         assert_eq!(ratio.conversations_per_sec, Some(200.0 / 150.0));
         assert_eq!(ratio.server_cpu_ms_per_conversation, Some(0.3 / 0.5));
+        assert_eq!(
+            ratio.server_instructions_per_conversation,
+            Some(0.3e6 / 0.5e6)
+        );
+        let human = summary.human();
+        assert!(
+            human.contains("server instructions/conversation, thousands"),
+            "{human}"
+        );
+        assert!(human.contains("300.0 (200.0–400.0)"), "{human}");
         assert_eq!(summary.incomplete(), 2);
         assert!(summary.human().contains("this / baseline"));
     }
@@ -358,6 +415,12 @@ mod tests {
         let summary = summarise(&runs);
         assert!(summary.baseline.is_none() && summary.ratio.is_none());
         assert_eq!(summary.this.figures.server_cpu_ms_per_conversation, None);
-        assert!(summary.human().contains("n/a"));
+        assert_eq!(
+            summary.this.figures.server_instructions_per_conversation,
+            None
+        );
+        let human = summary.human();
+        assert!(human.contains("n/a"), "{human}");
+        assert!(!human.contains("instructions"), "{human}");
     }
 }

@@ -63,7 +63,13 @@ impl ServerProcess {
     /// Starts `binary serve` over `data` (or a new scratch directory) with
     /// `--agent minimal --agent-step-ms 0` on 127.0.0.1 and waits for its
     /// `listening on` line.
-    pub fn start(binary: &Path, data: Option<&Path>) -> Result<Self, String> {
+    /// Under `callgrind`, when given (it then has
+    /// `STARTUP_UNDER_CALLGRIND_TIMEOUT_MS` to start).
+    pub fn start(
+        binary: &Path,
+        data: Option<&Path>,
+        callgrind: Option<&super::Callgrind>,
+    ) -> Result<Self, String> {
         let (data, scratch) = match data {
             Some(data) => (data.to_owned(), None),
             None => {
@@ -75,7 +81,11 @@ impl ServerProcess {
                 (dir.clone(), Some(dir))
             }
         };
-        let spawned = Command::new(binary)
+        let mut command = match callgrind {
+            Some(callgrind) => callgrind.command(binary),
+            None => Command::new(binary),
+        };
+        let spawned = command
             .args(["serve", "--addr", "127.0.0.1:0", "--agent", "minimal"])
             .args(["--agent-step-ms", "0"])
             .arg("--data")
@@ -113,12 +123,16 @@ impl ServerProcess {
                 rest.clear();
             }
         });
+        let startup_ms = match callgrind {
+            Some(_) => super::instructions::STARTUP_UNDER_CALLGRIND_TIMEOUT_MS,
+            None => STARTUP_TIMEOUT_MS,
+        };
         let line = receiver
-            .recv_timeout(Duration::from_millis(STARTUP_TIMEOUT_MS))
+            .recv_timeout(Duration::from_millis(startup_ms))
             .unwrap_or_default();
         let Some(addr) = line.trim().strip_prefix("listening on ") else {
             return Err(format!(
-                "it did not say where it listens within {STARTUP_TIMEOUT_MS} ms (said {line:?}); run `{} serve --data {}` to see why",
+                "it did not say where it listens within {startup_ms} ms (said {line:?}); run `{} serve --data {}` to see why",
                 binary.display(),
                 data.display()
             ));

@@ -98,6 +98,11 @@ fn bench_spawns_a_server_and_every_conversation_completes() {
     let (status, report, text) = bench(&["--spawn", "--data", data]);
     assert!(status.success(), "{text}");
     assert_complete(&report, "studio", &text);
+    // Instructions are counted only when asked for, and none invented.
+    assert!(
+        report["server_instructions_per_conversation"].is_null(),
+        "{text}"
+    );
     // It was stopped as an operator stops it: drained and closed, so the
     // journal ends cleanly and sled holds every round of it (the next
     // open replays nothing).
@@ -176,6 +181,34 @@ fn bench_measures_a_running_server_by_its_pid() {
         assert!(human.contains(line), "{line:?} in {human}");
     }
     server.kill();
+}
+
+#[test]
+fn bench_counts_a_spawned_servers_instructions_under_callgrind() {
+    let (status, report, text) = bench(&["--spawn", "--instructions"]);
+    assert!(status.success(), "{text}");
+    assert_complete(&report, "studio", &text);
+    // Two requests, five appends and eleven frames: far more than ten
+    // thousand instructions, far fewer than a billion.
+    let per = report["server_instructions_per_conversation"].as_f64();
+    assert!(per.is_some_and(|n| (1e4..1e9).contains(&n)), "{text}");
+    // Only a server it starts can run under callgrind; without valgrind
+    // it says what to install, before anything runs.
+    let output = binary()
+        .args(["bench", "--instructions", "--url", "http://127.0.0.1:9"])
+        .output()
+        .expect("run ledgerwire bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("add --spawn"), "{stderr}");
+    let output = binary()
+        .args(["bench", "--spawn", "--instructions", "--conversations", "1"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .expect("run ledgerwire bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("apt-get install valgrind"), "{stderr}");
 }
 
 #[test]
@@ -270,6 +303,14 @@ fn bench_alternates_a_baseline_and_summarises_both_builds() {
         (
             vec!["--spawn", "--baseline", "/nonexistent/ledgerwire"],
             "no such file",
+        ),
+        (
+            vec!["--baseline", "/nonexistent/ledgerwire"],
+            "--baseline is about a server this command starts: add --spawn",
+        ),
+        (
+            vec!["--data", "/nonexistent/store"],
+            "--data is about a server this command starts: add --spawn",
         ),
     ] {
         let output = binary()
