@@ -11,6 +11,8 @@
 //!   durability, folds and integrity checks. All state is a fold of it.
 //! - [`loadgen`]: `ledgerwire bench`, the load generator.
 //! - [`lifecycle`]: shutdown phases (serving, draining, cut) both doors follow.
+//! - [`scratch`]: encoding into a reused per-thread buffer (one
+//!   allocation a record or frame).
 //! - [`server`]: the HTTP server (axum) and its routes.
 //! - [`studio`]: the Studio contract v1: wire types, conversation fold,
 //!   leases, routes.
@@ -28,6 +30,7 @@ pub mod harness;
 pub mod ledger;
 pub mod lifecycle;
 pub mod loadgen;
+pub mod scratch;
 pub mod server;
 pub mod statewire;
 pub mod studio;

@@ -109,7 +109,9 @@ pub trait Payload: Serialize + DeserializeOwned {
         NewRecord {
             kind: Self::KIND.code(),
             // Serialising plain data into a Vec cannot fail.
-            payload: postcard::to_allocvec(self).unwrap_or_default(),
+            payload: crate::scratch::encode_exact(|buffer| {
+                let _ = postcard::to_io(self, buffer);
+            }),
         }
     }
 

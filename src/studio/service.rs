@@ -112,8 +112,12 @@ pub(crate) fn now_ms() -> u64 {
 }
 
 pub(super) fn json<T: serde::Serialize>(value: &T) -> String {
-    // Wire types serialise infallibly (no maps with non-string keys).
-    serde_json::to_string(value).unwrap_or_default()
+    // Wire types serialise infallibly (no maps with non-string keys), and
+    // serde_json writes UTF-8 only.
+    let bytes = crate::scratch::encode_exact(|buffer| {
+        let _ = serde_json::to_writer(buffer, value);
+    });
+    String::from_utf8(bytes).unwrap_or_default()
 }
 
 /// What a decision started: a segment of a turn.
@@ -727,12 +731,14 @@ impl Studio {
             crate::telemetry::Open::new(metrics::gauge!(crate::telemetry::STUDIO_SEGMENTS_LIVE)),
         );
         let (stream, turn, number) = (segment.stream.clone(), start.turn, start.segment);
-        tokio::spawn(async move {
+        // Boxed: the segment's future is large, and tokio copies an
+        // unboxed one into its task and again as the task's stage changes.
+        tokio::spawn(Box::pin(async move {
             let began = std::time::Instant::now();
             let outcome = segment.run(context, approved, recovery).await;
             drop(counted);
             log_segment_end(&stream, turn, number, start.first_seq, &outcome, began);
-        });
+        }));
         Ok(())
     }
 }
@@ -744,7 +750,8 @@ impl Studio {
 async fn to_completion<T: Send + 'static>(
     work: impl Future<Output = Result<T, WireError>> + Send + 'static,
 ) -> Result<T, WireError> {
-    tokio::spawn(work).await.unwrap_or_else(|error| {
+    // Boxed, as a segment's task is (see `spawn_segment`).
+    tokio::spawn(Box::pin(work)).await.unwrap_or_else(|error| {
         tracing::error!(%error, "a studio decision's task failed");
         Err(WireError::transient(
             1,
@@ -793,7 +800,7 @@ fn decide_mutation(
 
 /// The pending interrupt a pause frame describes, for answer validation.
 fn pending_interrupt(pause: &super::conversation::Pause) -> Result<PendingInterrupt, WireError> {
-    let frame = serde_json::from_str::<Frame>(&pause.frame);
+    let frame = Frame::from_stored_json(&pause.frame);
     if pause.is_plan {
         // An unreadable plan is planned again on any answer (see Recovery).
         let pending = match &frame {

@@ -96,7 +96,7 @@ pub(super) fn segment_start(
         .pauses
         .iter()
         .map(|pause| {
-            let frame = serde_json::from_str::<Frame>(&pause.frame);
+            let frame = Frame::from_stored_json(&pause.frame);
             let answer = pause.answer.as_deref();
             (frame, answer.and_then(|a| serde_json::from_str(a).ok()))
         })
