@@ -7,14 +7,14 @@
 //! after) and ignored when anything disagrees, and deleting every snapshot
 //! yields the same states.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::iter::Peekable;
 use std::sync::{Arc, Mutex};
 
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::ledger::error::{LedgerError, Result};
-use crate::ledger::record::{Record, StreamKey};
+use crate::ledger::record::{Record, StreamKey, StreamMap};
 use crate::ledger::{Ledger, StreamReader};
 
 /// Default distance, in records, between two snapshots of one stream.
@@ -106,7 +106,7 @@ type Start<S> = (Arc<Folded<S>>, Peekable<StreamReader>);
 type Slot<S> = Arc<Mutex<Option<Arc<Folded<S>>>>>;
 
 struct Entries<S> {
-    states: HashMap<StreamKey, Slot<S>>,
+    states: StreamMap<Slot<S>>,
     /// Insertion order, for eviction.
     order: VecDeque<StreamKey>,
 }
@@ -140,7 +140,7 @@ impl<F: Fold> FoldCache<F> {
         Self {
             ledger,
             entries: Mutex::new(Entries {
-                states: HashMap::new(),
+                states: StreamMap::default(),
                 order: VecDeque::new(),
             }),
             snapshot_every,

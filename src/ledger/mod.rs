@@ -48,7 +48,7 @@ pub use error::{Corruption, LedgerError, Result, StoreProblem};
 pub use fold::{Fold, FoldCache, FoldError, Folded};
 pub use kinds::{Payload, RecordKind};
 pub use reader::StreamReader;
-pub use record::{NewRecord, Record, StreamKey};
+pub use record::{NewRecord, Record, StreamKey, StreamMap};
 pub use store::OpenMode;
 pub use verify::{Problem, VerifyReport};
 
@@ -329,7 +329,7 @@ impl Shared {
         }
     }
 
-    fn notify_watchers(&self, heads: &HashMap<StreamKey, u64>) {
+    fn notify_watchers(&self, heads: &StreamMap<u64>) {
         let mut guard = self.watchers.lock().unwrap_or_else(|p| p.into_inner());
         let watchers = &mut guard.senders;
         if watchers.is_empty() {
@@ -349,7 +349,7 @@ impl Shared {
 
 /// The senders tails listen to, per stream.
 struct Watchers {
-    senders: HashMap<StreamKey, watch::Sender<u64>>,
+    senders: StreamMap<watch::Sender<u64>>,
     /// Size at which the next watch first drops the senders of tails that
     /// ended (set to twice what survives, so pruning costs O(1) a watch).
     prune_at: usize,
@@ -358,7 +358,7 @@ struct Watchers {
 impl Default for Watchers {
     fn default() -> Self {
         Self {
-            senders: HashMap::new(),
+            senders: StreamMap::default(),
             prune_at: WATCHERS_PRUNE_AT,
         }
     }

@@ -14,10 +14,10 @@
 //! Records the indexer has yet to apply may take it past its bounds, by
 //! at most the indexer's backlog (`indexer::MAX_UNINDEXED_BYTES`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use crate::ledger::record::{Record, StreamKey};
+use crate::ledger::record::{Record, StreamKey, StreamMap};
 
 /// Records a trim leaves a stream (unless the whole stream goes under
 /// [`RECENT_BYTES`]): what a segment's folds and tails need between two
@@ -66,7 +66,7 @@ impl Tail {
 
 #[derive(Default)]
 struct Inner {
-    streams: HashMap<StreamKey, Tail>,
+    streams: StreamMap<Tail>,
     /// (stream, touched) in the order streams were extended; an entry
     /// whose `touched` is no longer the stream's is stale.
     order: VecDeque<(StreamKey, u64)>,

@@ -43,8 +43,85 @@ pub const JOURNAL_END_KEY: &[u8] = b"m/journal_end";
 /// `studio/alice/conv-1`. Shared, not copied, when cloned: the writer, the
 /// recent records and the indexer each keep the key of every stream they
 /// hold, once per append.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct StreamKey(Arc<str>);
+///
+/// It carries its hash, taken once when it is made: an append looks its
+/// stream up in half a dozen maps (the writer's heads, the recent
+/// records, the fold cache), and hashing the whole key (SipHash, as a
+/// key a client names must be) each time was about 3% of a
+/// conversation's instructions. The hash is keyed at random per process,
+/// so the maps that use it as it is ([`StreamMap`]) are as hard to flood
+/// with colliding keys as std's own maps.
+#[derive(Clone)]
+pub struct StreamKey {
+    text: Arc<str>,
+    hash: u64,
+}
+
+/// The random key of stream keys' hashes (one per process).
+static STREAM_KEY_HASHER: std::sync::LazyLock<std::collections::hash_map::RandomState> =
+    std::sync::LazyLock::new(std::collections::hash_map::RandomState::new);
+
+impl PartialEq for StreamKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.text == other.text
+    }
+}
+
+impl Eq for StreamKey {}
+
+impl PartialOrd for StreamKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for StreamKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.text.cmp(&other.text)
+    }
+}
+
+impl std::hash::Hash for StreamKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+/// A map keyed by stream, hashing each key by the hash it carries.
+pub type StreamMap<V> = std::collections::HashMap<StreamKey, V, BuildStreamHasher>;
+
+/// Builds [`CarriedHasher`]s.
+pub type BuildStreamHasher = std::hash::BuildHasherDefault<CarriedHasher>;
+
+/// Takes the hash a [`StreamKey`] carries as it is. A [`StreamMap`] hashes
+/// nothing else; were it given other bytes, it would fold them in with
+/// FNV-1a rather than lose them.
+pub struct CarriedHasher(u64);
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+impl Default for CarriedHasher {
+    fn default() -> Self {
+        Self(FNV_OFFSET)
+    }
+}
+
+impl std::hash::Hasher for CarriedHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0 ^ u64::from(*byte)).wrapping_mul(FNV_PRIME);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+}
 
 impl StreamKey {
     /// Validates and wraps a stream key.
@@ -62,23 +139,27 @@ impl StreamKey {
                 reason: "a stream key must not contain control characters",
             });
         }
-        Ok(Self(key.into()))
+        let hash = std::hash::BuildHasher::hash_one(&*STREAM_KEY_HASHER, key.as_str());
+        Ok(Self {
+            text: key.into(),
+            hash,
+        })
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.text
     }
 }
 
 impl fmt::Display for StreamKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.text)
     }
 }
 
 impl fmt::Debug for StreamKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.0)
+        write!(f, "{:?}", self.text)
     }
 }
 
@@ -389,6 +470,18 @@ mod tests {
 
     #[test]
     fn stream_keys_are_validated() {
+        // Equal keys made apart are equal and find each other in a
+        // `StreamMap`; order is the text's.
+        let (one, again) = (
+            StreamKey::new("studio/a/c1").unwrap(),
+            StreamKey::new(String::from("studio/a/c1")).unwrap(),
+        );
+        assert_eq!(one, again);
+        let mut map = StreamMap::default();
+        map.insert(one.clone(), 1);
+        map.insert(StreamKey::new("studio/a/c2").unwrap(), 2);
+        assert_eq!((map.get(&again), map.len()), (Some(&1), 2));
+        assert!(StreamKey::new("studio/a/c2").unwrap() > one);
         assert!(StreamKey::new("").is_err());
         assert!(StreamKey::new("a\nb").is_err());
         assert!(StreamKey::new("x".repeat(MAX_STREAM_KEY_BYTES + 1)).is_err());

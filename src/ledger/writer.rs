@@ -18,7 +18,6 @@
 //! failed (the process must restart, since what sled holds in memory may
 //! no longer match the disk).
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -30,7 +29,9 @@ use crate::ledger::error::{LedgerError, Result};
 use crate::ledger::group_commit::{self, FlushQueue, GROUP_LINGER_US, Settled, Waiter};
 use crate::ledger::indexer::Round;
 use crate::ledger::journal::{self, JournalWriter};
-use crate::ledger::record::{self, FORMAT_VERSION, Header, NewRecord, Record, StreamKey};
+use crate::ledger::record::{
+    self, FORMAT_VERSION, Header, NewRecord, Record, StreamKey, StreamMap,
+};
 use crate::ledger::{AppendOutcome, Durability, ExpectedPosition, Shared};
 
 /// Most commands the writer takes into one round.
@@ -75,7 +76,7 @@ impl WritePath {
     pub(crate) fn new(shared: &Shared, journal: JournalWriter, queue: Arc<FlushQueue>) -> Self {
         Self {
             writer: Mutex::new(Writer {
-                heads: HashMap::new(),
+                heads: StreamMap::default(),
                 next_global: shared.next_global_on_open,
                 journal,
                 scratch: Vec::new(),
@@ -285,7 +286,7 @@ pub(crate) fn run_checkpointer(shared: Arc<Shared>, rotations: std::sync::mpsc::
 
 struct Writer {
     /// Next position of each stream the writer has touched.
-    heads: HashMap<StreamKey, u64>,
+    heads: StreamMap<u64>,
     next_global: u64,
     journal: JournalWriter,
     /// Where each record is encoded before it is copied into its shared
@@ -347,7 +348,8 @@ impl Writer {
         let commands = round.len();
         // The records of the round, by stream, in the order they apply.
         let mut written: Vec<(StreamKey, Vec<Record>)> = Vec::with_capacity(commands);
-        let mut tentative: HashMap<StreamKey, u64> = HashMap::with_capacity(commands);
+        let mut tentative: StreamMap<u64> =
+            StreamMap::with_capacity_and_hasher(commands, Default::default());
         let mut next_global = self.next_global;
         let mut accepted: Vec<(Waiter, Durability)> = Vec::with_capacity(commands);
         let mut bytes = 0u64;
