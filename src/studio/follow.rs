@@ -10,10 +10,9 @@
 //! in silence: it ends on the turn's closing or pausing frame, or on an
 //! error frame whose retry mode says what works next.
 
-use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::response::sse::Event;
+use super::sse::SseEvent;
 use futures_util::StreamExt;
 
 use super::auth::Principal;
@@ -93,16 +92,12 @@ fn broken(retry: Retry, detail: &str) -> WireError {
 }
 
 /// An SSE event for a recorded frame.
-pub(crate) fn frame_event(frame: &FrameSent) -> Event {
-    Event::default()
-        .id(frame.seq.to_string())
-        .data(frame.frame.clone())
+pub(crate) fn frame_event(frame: &FrameSent) -> SseEvent {
+    SseEvent::frame(frame.seq, &frame.frame)
 }
 
-fn error_event(frame: &Frame) -> Event {
-    Event::default()
-        .id(frame.seq().to_string())
-        .data(json(frame))
+fn error_event(frame: &Frame) -> SseEvent {
+    SseEvent::frame(frame.seq(), &json(frame))
 }
 
 impl Studio {
@@ -118,7 +113,7 @@ impl Studio {
         turn: u32,
         from: u64,
         after_seq: u64,
-    ) -> impl futures_util::Stream<Item = Result<Event, Infallible>> + use<> {
+    ) -> impl futures_util::Stream<Item = SseEvent> + use<> {
         let studio = self.clone();
         let principal = principal.clone();
         let conversation = conversation.clone();
@@ -141,7 +136,7 @@ impl Studio {
                             Some(Err(error)) => {
                                 let error = super::service::refusal(&error);
                                 let seq = latest.as_ref().map_or(0, |(f, _)| f.seq) + 1;
-                                yield Ok(error_event(&Frame::Error(ErrorFrame { seq, error })));
+                                yield error_event(&Frame::Error(ErrorFrame { seq, error }));
                                 return;
                             }
                             None => return,
@@ -153,7 +148,7 @@ impl Studio {
                         }
                         let sent = frame.seq > after_seq;
                         if sent {
-                            yield Ok(frame_event(&frame));
+                            yield frame_event(&frame);
                         }
                         latest = Some((frame, sent));
                     }
@@ -168,12 +163,12 @@ impl Studio {
                     Ending::Live => {}
                     Ending::Closed => {
                         if let Some((frame, false)) = &latest {
-                            yield Ok(frame_event(frame));
+                            yield frame_event(frame);
                         }
                         return;
                     }
                     Ending::Broken(frame) => {
-                        yield Ok(error_event(&Frame::Error(frame)));
+                        yield error_event(&Frame::Error(frame));
                         return;
                     }
                 }

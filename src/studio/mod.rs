@@ -35,6 +35,7 @@ pub mod routes;
 mod segment;
 pub mod seq;
 pub mod service;
+pub mod sse;
 mod turn_context;
 pub mod turns;
 pub mod wire;

@@ -10,7 +10,6 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -125,7 +124,7 @@ fn sse(mut receiver: tokio::sync::mpsc::Receiver<SseItem>) -> Response {
             yield item;
         }
     };
-    Sse::new(events).into_response()
+    super::sse::response(events, None)
 }
 
 /// Counts an open Studio SSE response while the guard lives.
@@ -223,13 +222,10 @@ async fn reconnect(State(studio): State<Studio>, headers: HeaderMap, body: Body)
         Ok(studio.follow(&principal, &request.conversation_id, turn, from, after_seq))
     };
     match result.await {
-        Ok(stream) => Sse::new(stream)
-            .keep_alive(
-                KeepAlive::new()
-                    .interval(Duration::from_millis(studio.config().heartbeat_ms))
-                    .text("ka"),
-            )
-            .into_response(),
+        Ok(stream) => super::sse::response(
+            stream,
+            Some((Duration::from_millis(studio.config().heartbeat_ms), "ka")),
+        ),
         Err(error) => error.into_response(),
     }
 }

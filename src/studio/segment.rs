@@ -8,7 +8,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::response::sse::Event;
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::mpsc;
 
@@ -30,6 +29,7 @@ use super::seq::SeqGuard;
 use super::service::{
     FAULT_EXIT_CODE, MAX_DECISION_ATTEMPTS, SseItem, Studio, json, now_ms, seconds_ceil,
 };
+use super::sse::SseEvent;
 use super::turn_context::{REPLAN_NOTICE, Recovery};
 
 /// Longest an exit fault waits for the frames before it to leave, in
@@ -339,7 +339,7 @@ impl Segment {
 
     /// Sends `: ka`, renews the lease and looks for a cancel.
     async fn heartbeat(&mut self) -> bool {
-        let sent = self.listener.send(Ok(Event::default().comment("ka"))).await;
+        let sent = self.listener.send(SseEvent::comment("ka")).await;
         if sent.is_err() && !self.client_left().await {
             return false;
         }
@@ -760,8 +760,7 @@ impl Segment {
     }
 
     async fn send_now(&self, seq: u64, frame_json: String) -> Result<(), ()> {
-        let event = Event::default().id(seq.to_string()).data(frame_json);
-        self.listener.send(Ok(event)).await
+        self.listener.send(SseEvent::frame(seq, &frame_json)).await
     }
 }
 

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::response::sse::Event;
 use tokio::sync::mpsc;
 
 use crate::agent::{Agent, Recall};
@@ -150,7 +149,7 @@ impl SegmentStart {
 }
 
 /// One SSE item for the client.
-pub type SseItem = Result<Event, std::convert::Infallible>;
+pub type SseItem = super::sse::SseEvent;
 
 /// The Studio service; cheap to clone, one per server.
 #[derive(Clone)]
