@@ -512,13 +512,17 @@ fn cancel_requested(state: &mut Conversation, record: CancelRequested) -> Result
 
 /// Frames whose fold reads their event and nothing else. `done` and
 /// `composition.updated` carry the whole canvas, tens of kilobytes on a
-/// long conversation, which the fold need not scan.
-const EVENT_ONLY_FRAMES: [&str; 5] = [
+/// long conversation, which the fold need not scan; a plan's approval or
+/// new version and the suggestions change nothing the fold keeps.
+const EVENT_ONLY_FRAMES: [&str; 8] = [
     "done",
     "error",
     "composition.updated",
     "message.delta",
     "activity.step",
+    "plan.approved",
+    "plan.versioned",
+    "suggestions",
 ];
 
 /// A frame's event, read off the front of its text when the frame is one
@@ -700,7 +704,19 @@ mod tests {
             }),
             frames::message_delta("the \"done\", event"),
         ];
-        for frame in &taken {
+        let fixture = |name: &str| -> Frame {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fixtures/studio")
+                .join(name);
+            let text = std::fs::read_to_string(&path).expect("a fixture");
+            serde_json::from_str(&text).expect("a frame fixture")
+        };
+        let fixtures = [
+            fixture("frame-plan-approved.json"),
+            fixture("frame-plan-versioned.json"),
+            fixture("frame-suggestions.json"),
+        ];
+        for frame in taken.iter().chain(&fixtures) {
             let text = serde_json::to_string(frame).expect("a frame encodes");
             let head: FrameHead = serde_json::from_str(&text).expect("a frame parses");
             assert_eq!(event_only(&text), Some(head.event.as_str()), "{text}");
