@@ -72,7 +72,7 @@ pub async fn check_segments(
             // A segment that re-planned an unreadable plan sent the
             // server's frames, not the agent's: there is nothing to rerun.
             let recall = Recall::new(Arc::new(past_turns(&state, claim.turn)));
-            let context = segment_start(&state, claim.turn, recall)
+            let context = segment_start(&state, claim.turn, recall, None)
                 .and_then(|(context, recovery)| recovery.is_none().then_some(context));
             open = Some(Open {
                 claim,

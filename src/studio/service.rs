@@ -42,7 +42,7 @@ pub use super::keyed::{Applied, MAX_REQUEST_KEY_BYTES, RequestKey};
 use super::refusals::{busy, ledger_failure};
 pub(super) use super::refusals::{refusal, seconds_ceil};
 use super::segment::{Listener, Segment, log_segment_end};
-use super::turn_context::{LiveRecall, answered_plan, segment_start, switch_reoffer};
+use super::turn_context::{LiveRecall, ReadPause, answered_plan, segment_start, switch_reoffer};
 pub use super::turn_context::{SWITCH_CANCELLED, SWITCH_CANCELLED_REASON, past_turns};
 use crate::lifecycle::{Lifecycle, StreamKind};
 
@@ -139,6 +139,8 @@ struct SegmentStart {
     approves_plan: bool,
     /// It resumes again after a segment that died (see `TurnContext`).
     retried: bool,
+    /// The frame of the pause a resume answers, as the decision read it.
+    answered: Option<ReadPause>,
 }
 
 impl SegmentStart {
@@ -447,6 +449,7 @@ impl Studio {
             },
             approves_plan: false,
             retried: false,
+            answered: None,
         };
         Ok((records, start))
     }
@@ -540,6 +543,7 @@ impl Studio {
                 },
                 approves_plan: false,
                 retried: true,
+                answered: None,
             };
             return Ok((records, start));
         }
@@ -549,7 +553,8 @@ impl Studio {
                 "This pause is no longer open: the conversation moved on. Refresh and answer the latest pause.",
             ));
         }
-        pending_interrupt(pause)?.validate(response)?;
+        let frame = Frame::from_stored_json(&pause.frame);
+        pending_interrupt(pause, &frame)?.validate(response)?;
         if let Some((_, remaining)) = conversation.live_lease(now) {
             return Err(busy(remaining));
         }
@@ -584,6 +589,10 @@ impl Studio {
             },
             approves_plan: approve_now,
             retried: false,
+            answered: frame.ok().map(|frame| ReadPause {
+                interrupt_id: id.to_owned(),
+                frame,
+            }),
         };
         Ok((records, start))
     }
@@ -694,6 +703,7 @@ impl Studio {
             started: start,
             approves_plan,
             retried,
+            answered,
         } = start;
         let folded = self.fold(&stream)?;
         let recall = Recall::new(Arc::new(LiveRecall {
@@ -701,7 +711,7 @@ impl Studio {
             stream: stream.clone(),
             turn: start.turn,
         }));
-        let (mut context, recovery) = segment_start(&folded.state, start.turn, recall)
+        let (mut context, recovery) = segment_start(&folded.state, start.turn, recall, answered)
             .ok_or_else(|| WireError::transient(1, "The turn could not be read back; retry."))?;
         context.retried = retried;
         drop(folded);
@@ -798,11 +808,13 @@ fn decide_mutation(
 }
 
 /// The pending interrupt a pause frame describes, for answer validation.
-fn pending_interrupt(pause: &super::conversation::Pause) -> Result<PendingInterrupt, WireError> {
-    let frame = Frame::from_stored_json(&pause.frame);
+fn pending_interrupt(
+    pause: &super::conversation::Pause,
+    frame: &serde_json::Result<Frame>,
+) -> Result<PendingInterrupt, WireError> {
     if pause.is_plan {
         // An unreadable plan is planned again on any answer (see Recovery).
-        let pending = match &frame {
+        let pending = match frame {
             Ok(Frame::PlanProposed(plan)) => PendingPlan::from(plan),
             _ => PendingPlan::default(),
         };
@@ -810,7 +822,7 @@ fn pending_interrupt(pause: &super::conversation::Pause) -> Result<PendingInterr
     }
     match frame {
         Ok(Frame::ElicitationRequest(frame)) => Ok(PendingInterrupt::Elicitation(
-            PendingElicitation::from(&frame),
+            PendingElicitation::from(frame),
         )),
         _ => Err(WireError::transient(
             1,

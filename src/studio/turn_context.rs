@@ -85,18 +85,23 @@ pub(super) const REPLAN_NOTICE: &str =
 /// does not parse, what the segment does instead; the agent then sees no
 /// answers, as it plans again from the question. Each pause's frame and
 /// answer is parsed once: a resume reads the plan it answers here and
-/// nowhere else.
+/// nowhere else, or takes it as its decision read it (`read_already`:
+/// that pause's stored frame, read by the same [`Frame::from_stored_json`]).
 pub(super) fn segment_start(
     conversation: &Conversation,
     turn: u32,
     recall: Recall,
+    mut read_already: Option<ReadPause>,
 ) -> Option<(TurnContext, Option<Recovery>)> {
     let record = conversation.turn(turn)?;
     let mut read: Vec<_> = record
         .pauses
         .iter()
         .map(|pause| {
-            let frame = Frame::from_stored_json(&pause.frame);
+            let frame = match read_already.take_if(|read| read.interrupt_id == pause.interrupt_id) {
+                Some(read) => Ok(read.frame),
+                None => Frame::from_stored_json(&pause.frame),
+            };
             let answer = pause.answer.as_deref();
             (frame, answer.and_then(|a| serde_json::from_str(a).ok()))
         })
@@ -129,6 +134,13 @@ pub(super) fn segment_start(
         retried: false,
     };
     Some((context, recovery))
+}
+
+/// A pause's frame as a resume's decision read it, handed on to the
+/// segment it starts so the frame is not read twice.
+pub(super) struct ReadPause {
+    pub interrupt_id: String,
+    pub frame: Frame,
 }
 
 /// The plan a resume approves, as the context read it: the answered
@@ -256,7 +268,7 @@ mod tests {
 
     fn start(conversation: &Conversation) -> (TurnContext, Option<Recovery>) {
         let recall = Recall::new(Arc::new(Vec::<PastTurn>::new()));
-        segment_start(conversation, 1, recall).expect("turn 1 reads back")
+        segment_start(conversation, 1, recall, None).expect("turn 1 reads back")
     }
 
     #[test]
@@ -268,6 +280,31 @@ mod tests {
         let plan = answered_plan(&context, "int-1-2").expect("the answered plan");
         assert_eq!(plan.plan_version_id.as_str(), "pv-1-1");
         assert!(answered_plan(&context, "int-1-9").is_none());
+    }
+
+    /// A frame the decision read already is the one the context takes for
+    /// its pause, and only for its pause.
+    #[test]
+    fn a_frame_read_by_the_decision_is_taken_for_its_pause_only() {
+        let conversation = answered(PLAN, "approve");
+        let recall = || Recall::new(Arc::new(Vec::<PastTurn>::new()));
+        // Marked (seq 99), to tell a frame handed on from one read here.
+        let read = |id: &str| {
+            let mut frame = Frame::from_stored_json(PLAN).expect("the plan reads");
+            frame.set_seq(99);
+            ReadPause {
+                interrupt_id: id.to_owned(),
+                frame,
+            }
+        };
+        let (fresh, _) = start(&conversation);
+        assert_eq!(fresh.answers[0].frame.seq(), 2);
+        let (handed, _) = segment_start(&conversation, 1, recall(), Some(read("int-1-2")))
+            .expect("turn 1 reads back");
+        assert_eq!(handed.answers[0].frame.seq(), 99, "taken for its pause");
+        let (other, _) = segment_start(&conversation, 1, recall(), Some(read("int-1-9")))
+            .expect("turn 1 reads back");
+        assert_eq!(other.answers[0].frame, fresh.answers[0].frame);
     }
 
     #[test]
