@@ -27,6 +27,20 @@ fn bench(args: &[&str]) -> (std::process::ExitStatus, Value, String) {
     (output.status, report, format!("{stdout}{stderr}"))
 }
 
+/// Runs `ledgerwire bench ARGS…` (with `PATH` set to `path`, if given),
+/// which must refuse before anything runs (exit 2); its stderr.
+fn refused(args: &[&str], path: Option<&str>) -> String {
+    let mut command = binary();
+    command.arg("bench").args(args);
+    if let Some(path) = path {
+        command.env("PATH", path);
+    }
+    let output = command.output().expect("run ledgerwire bench");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+    stderr
+}
+
 /// Every figure is there, and every conversation completed.
 fn assert_complete(report: &Value, door: &str, text: &str) {
     assert_eq!(report["door"], door, "{text}");
@@ -194,20 +208,10 @@ fn bench_counts_a_spawned_servers_instructions_under_callgrind() {
     assert!(per.is_some_and(|n| (1e4..1e9).contains(&n)), "{text}");
     // Only a server it starts can run under callgrind; without valgrind
     // it says what to install, before anything runs.
-    let output = binary()
-        .args(["bench", "--instructions", "--url", "http://127.0.0.1:9"])
-        .output()
-        .expect("run ledgerwire bench");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let stderr = refused(&["--instructions", "--url", "http://127.0.0.1:9"], None);
     assert!(stderr.contains("add --spawn"), "{stderr}");
-    let output = binary()
-        .args(["bench", "--spawn", "--instructions", "--conversations", "1"])
-        .env("PATH", "/nonexistent")
-        .output()
-        .expect("run ledgerwire bench");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let args = ["--spawn", "--instructions", "--conversations", "1"];
+    let stderr = refused(&args, Some("/nonexistent"));
     assert!(stderr.contains("apt-get install valgrind"), "{stderr}");
 }
 
@@ -229,23 +233,11 @@ fn bench_counts_what_it_could_not_do_and_refuses_what_it_cannot() {
         ["--max-seconds", "0"],
         ["--conversations", "0"],
     ] {
-        let output = binary()
-            .arg("bench")
-            .args(args)
-            .args(["--url", "http://127.0.0.1:9"])
-            .output()
-            .expect("run ledgerwire bench");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        let stderr = refused(&[args[0], args[1], "--url", "http://127.0.0.1:9"], None);
         assert!(stderr.contains("bad settings"), "{args:?}: {stderr}");
     }
     // Only a server on this machine is driven.
-    let output = binary()
-        .args(["bench", "--url", "http://192.0.2.1:8080"])
-        .output()
-        .expect("run ledgerwire bench");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let stderr = refused(&["--url", "http://192.0.2.1:8080"], None);
     assert!(stderr.contains("on this machine only"), "{stderr}");
     let output = binary()
         .args(["serve", "--agent", "builtin", "--agent-step-ms", "0"])
@@ -313,13 +305,7 @@ fn bench_alternates_a_baseline_and_summarises_both_builds() {
             "--data is about a server this command starts: add --spawn",
         ),
     ] {
-        let output = binary()
-            .arg("bench")
-            .args(&args)
-            .output()
-            .expect("run ledgerwire bench");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        let stderr = refused(&args, None);
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
 }
