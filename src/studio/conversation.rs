@@ -525,16 +525,12 @@ const EVENT_ONLY_FRAMES: [&str; 8] = [
     "suggestions",
 ];
 
-/// A frame's event, read off the front of its text when the frame is one
-/// of [`EVENT_ONLY_FRAMES`]: a frame is encoded with its `event` tag first
-/// (`Frame` is an internally tagged enum), so such a frame's text starts
-/// `{"event":"done",`. Any other text is parsed whole.
+/// A frame's event, read off the front of its text
+/// ([`Frame::stored_event`]) when the frame is one of
+/// [`EVENT_ONLY_FRAMES`]. Any other text is parsed whole.
 fn event_only(frame: &str) -> Option<&'static str> {
-    let rest = frame.strip_prefix(r#"{"event":""#)?;
-    EVENT_ONLY_FRAMES.into_iter().find(|event| {
-        rest.strip_prefix(event)
-            .is_some_and(|after| after.starts_with(r#"","#) || after.starts_with(r#""}"#))
-    })
+    let event = super::wire::frame::Frame::stored_event(frame)?;
+    EVENT_ONLY_FRAMES.into_iter().find(|known| *known == event)
 }
 
 fn frame_sent(state: &mut Conversation, record: FrameSent) -> Result<(), FoldError> {

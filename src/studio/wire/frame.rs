@@ -273,11 +273,19 @@ impl Frame {
         }
     }
 
+    /// The `event` of a frame this server wrote, read off the front of its
+    /// text: `Frame` is an internally tagged enum, serialised with its tag
+    /// first, so such a text starts `{"event":"done",`. `None` for text
+    /// that does not start that way (it is then parsed whole).
+    pub fn stored_event(text: &str) -> Option<&str> {
+        let rest = text.strip_prefix(r#"{"event":""#)?;
+        let (event, after) = rest.split_once('"')?;
+        (after.starts_with(',') || after.starts_with('}')).then_some(event)
+    }
+
     fn from_event_first(text: &str) -> Option<serde_json::Result<Frame>> {
         use serde_json::from_str as read;
-        let rest = text.strip_prefix(r#"{"event":""#)?;
-        let (event, _) = rest.split_once('"')?;
-        Some(match event {
+        Some(match Self::stored_event(text)? {
             "message.delta" => read(text).map(Frame::MessageDelta),
             "message.complete" => read(text).map(Frame::MessageComplete),
             "plan.proposed" => read(text).map(Frame::PlanProposed),
@@ -418,6 +426,14 @@ mod tests {
                 "{name}"
             );
         }
+        // The event off the front, only where the text starts with it.
+        assert_eq!(
+            Frame::stored_event(r#"{"event":"done.x","seq":1}"#),
+            Some("done.x")
+        );
+        assert_eq!(Frame::stored_event(r#"{"event":"done"}"#), Some("done"));
+        assert_eq!(Frame::stored_event(r#"{"event":"do"ne","seq":1}"#), None);
+        assert_eq!(Frame::stored_event(r#"{ "event":"done","seq":1}"#), None);
         // Not a frame, or an event unknown: the derived reading's answer.
         for text in [
             r#"{"event":"done"}"#,
