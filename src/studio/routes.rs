@@ -15,7 +15,8 @@ use axum::routing::post;
 use axum::{Json, Router};
 
 use super::auth::{self, AuthError, Principal};
-use super::service::{SseItem, Studio};
+use super::service::Studio;
+use super::sse::SseEvent;
 use super::wire::error::{ErrorCode, Retry};
 use super::wire::limits::{MAX_REQUEST_BYTES, MAX_TURN_REQUEST_BYTES};
 use super::wire::{self, WireError};
@@ -114,7 +115,7 @@ async fn read_body(headers: &HeaderMap, body: Body, max_bytes: usize) -> Result<
         .map_err(|_| WireError::too_large(declared.unwrap_or(max_bytes + 1), max_bytes))
 }
 
-fn sse(mut receiver: tokio::sync::mpsc::Receiver<SseItem>) -> Response {
+fn sse(mut receiver: tokio::sync::mpsc::Receiver<SseEvent>) -> Response {
     // Heartbeats are the segment's own (`: ka`, with lease renewal), so
     // axum's keep-alive is off. Dropping this stream (the client left)
     // closes the channel, which the segment notices.

@@ -26,9 +26,7 @@ use super::wire::ids::{InterruptId, PlanVersionId, TraceId};
 use super::wire::plan::{PlanProposed, PlanVersioned};
 
 use super::seq::SeqGuard;
-use super::service::{
-    FAULT_EXIT_CODE, MAX_DECISION_ATTEMPTS, SseItem, Studio, json, now_ms, seconds_ceil,
-};
+use super::service::{FAULT_EXIT_CODE, MAX_DECISION_ATTEMPTS, Studio, json, now_ms, seconds_ceil};
 use super::sse::SseEvent;
 use super::turn_context::{REPLAN_NOTICE, Recovery};
 
@@ -49,14 +47,14 @@ struct Lost;
 /// Who reads a segment's frames as it streams them.
 pub(super) enum Listener {
     /// An SSE response: a client that leaves stops the segment.
-    Sse(mpsc::Sender<SseItem>),
+    Sse(mpsc::Sender<SseEvent>),
     /// Nobody (a Statewire command started it): the frames are read from
     /// the log, and only a cancel, a pause or the end stops it.
     Detached,
 }
 
 impl Listener {
-    async fn send(&self, item: SseItem) -> Result<(), ()> {
+    async fn send(&self, item: SseEvent) -> Result<(), ()> {
         match self {
             Listener::Sse(sender) => sender.send(item).await.map_err(drop),
             Listener::Detached => Ok(()),

@@ -42,6 +42,7 @@ pub use super::keyed::{Applied, MAX_REQUEST_KEY_BYTES, RequestKey};
 use super::refusals::{busy, ledger_failure};
 pub(super) use super::refusals::{refusal, seconds_ceil};
 use super::segment::{Listener, Segment, log_segment_end};
+use super::sse::SseEvent;
 use super::turn_context::{LiveRecall, ReadPause, answered_plan, segment_start, switch_reoffer};
 pub use super::turn_context::{SWITCH_CANCELLED, SWITCH_CANCELLED_REASON, past_turns};
 use crate::lifecycle::{Lifecycle, StreamKind};
@@ -149,9 +150,6 @@ impl SegmentStart {
         json(&self.started)
     }
 }
-
-/// One SSE item for the client.
-pub type SseItem = super::sse::SseEvent;
 
 /// The Studio service; cheap to clone, one per server.
 #[derive(Clone)]
@@ -335,7 +333,7 @@ impl Studio {
         &self,
         principal: &Principal,
         request: TurnRequest,
-    ) -> Result<mpsc::Receiver<SseItem>, WireError> {
+    ) -> Result<mpsc::Receiver<SseEvent>, WireError> {
         self.open_segment(
             principal,
             request,
@@ -460,7 +458,7 @@ impl Studio {
         &self,
         principal: &Principal,
         response: InterruptResponse,
-    ) -> Result<mpsc::Receiver<SseItem>, WireError> {
+    ) -> Result<mpsc::Receiver<SseEvent>, WireError> {
         self.open_segment(
             principal,
             response,
@@ -657,7 +655,7 @@ impl Studio {
         &self,
         stream: StreamKey,
         start: SegmentStart,
-    ) -> Result<mpsc::Receiver<SseItem>, WireError> {
+    ) -> Result<mpsc::Receiver<SseEvent>, WireError> {
         let (sender, receiver) = mpsc::channel(SSE_BUFFER_FRAMES);
         self.spawn_segment(stream, start, Listener::Sse(sender))?;
         Ok(receiver)
@@ -668,7 +666,7 @@ impl Studio {
         &self,
         stream: StreamKey,
         decided: Decided<SegmentStart>,
-    ) -> Result<mpsc::Receiver<SseItem>, WireError> {
+    ) -> Result<mpsc::Receiver<SseEvent>, WireError> {
         match decided {
             Decided::Now(start) => self.spawn_sse(stream, start),
             // Only a keyed decision finds an earlier one.

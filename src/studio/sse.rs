@@ -134,6 +134,49 @@ impl From<SseEvent> for Bytes {
 mod tests {
     use super::*;
 
+    /// The bytes axum's `Sse` writes for `events`.
+    async fn axum_bytes(events: Vec<axum::response::sse::Event>) -> Bytes {
+        let stream =
+            futures_util::stream::iter(events.into_iter().map(Ok::<_, std::convert::Infallible>));
+        let response = axum::response::sse::Sse::new(stream).into_response();
+        axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("a body")
+    }
+
+    /// The same bytes as axum's own events, and the same headers.
+    #[tokio::test]
+    async fn the_bytes_are_axums() {
+        use axum::response::sse::Event;
+        let json = r#"{"event":"done","seq":7}"#;
+        let axum = axum_bytes(vec![
+            Event::default().id("7").data(json),
+            Event::default().data("a\nb\rc"),
+            Event::default().comment("ka"),
+        ])
+        .await;
+        let mut ours = SseEvent::frame(7, json).as_bytes().to_vec();
+        // Data alone (no id), as axum writes it.
+        push_data(&mut ours, b"a\nb\rc");
+        ours.push(b'\n');
+        ours.extend_from_slice(SseEvent::comment("ka").as_bytes());
+        assert_eq!(
+            String::from_utf8_lossy(&ours),
+            String::from_utf8_lossy(&axum)
+        );
+        let headers = response(futures_util::stream::empty(), None);
+        let axum_headers = axum::response::sse::Sse::new(futures_util::stream::empty::<
+            Result<Event, std::convert::Infallible>,
+        >())
+        .into_response();
+        for name in [CONTENT_TYPE, CACHE_CONTROL] {
+            assert_eq!(
+                headers.headers().get(&name),
+                axum_headers.headers().get(&name)
+            );
+        }
+    }
+
     #[test]
     fn events_are_framed_as_axum_frames_them() {
         let frame = SseEvent::frame(7, r#"{"event":"done","seq":7}"#);
