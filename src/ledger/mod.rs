@@ -174,29 +174,24 @@ impl SyncGate {
 
     /// Waits (up to 10 s) until a sync waits at the gate; whether one did.
     pub(crate) fn wait_until_a_sync_waits(&self) -> bool {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        while state.waiting == 0 {
-            let now = std::time::Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            state = self
-                .changed
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
-        true
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (state, _) = self
+            .changed
+            .wait_timeout_while(state, std::time::Duration::from_secs(10), |s| {
+                s.waiting == 0
+            })
+            .unwrap_or_else(|p| p.into_inner());
+        state.waiting > 0
     }
 
     fn pass(&self) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.waiting += 1;
         self.changed.notify_all();
-        while state.held {
-            state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
-        }
+        let mut state = self
+            .changed
+            .wait_while(state, |s| s.held)
+            .unwrap_or_else(|p| p.into_inner());
         state.waiting -= 1;
     }
 }
