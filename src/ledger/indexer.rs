@@ -669,6 +669,13 @@ mod tests {
     use crate::ledger::record::{self, NewRecord, StreamKey};
     use crate::ledger::{Durability, ExpectedPosition, Ledger, OpenMode};
 
+    /// A new ledger in a scratch directory (kept while the test runs).
+    fn new_ledger() -> (tempfile::TempDir, Ledger) {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
+        (dir, ledger)
+    }
+
     fn append(ledger: &Ledger, stream: &StreamKey, payload: u8) {
         append_as(ledger, stream, payload, Durability::Durable);
     }
@@ -712,8 +719,7 @@ mod tests {
     /// position order; rounds taken apart stay apart.
     #[test]
     fn every_run_of_a_stream_in_a_batch_is_one_entry() {
-        let dir = tempfile::tempdir().expect("a scratch directory");
-        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
+        let (dir, ledger) = new_ledger();
         let (a, b) = (
             StreamKey::new("join/a").expect("a key"),
             StreamKey::new("join/b").expect("a key"),
@@ -749,8 +755,7 @@ mod tests {
     /// sled has it.
     #[test]
     fn a_round_reaches_sled_only_after_the_journal_sync_that_covers_it() {
-        let dir = tempfile::tempdir().expect("a scratch directory");
-        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
+        let (_dir, ledger) = new_ledger();
         let stream = StreamKey::new("synced/a").expect("a key");
         ledger.shared.sync_gate.hold(true);
         append_as(&ledger, &stream, 8, Durability::Buffered);
@@ -773,8 +778,7 @@ mod tests {
     /// the indexer syncs nothing itself.
     #[test]
     fn a_durable_round_costs_the_indexer_no_sync() {
-        let dir = tempfile::tempdir().expect("a scratch directory");
-        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
+        let (_dir, ledger) = new_ledger();
         let stream = StreamKey::new("synced/b").expect("a key");
         append(&ledger, &stream, 1);
         ledger.shared.index_queue.wait_until_applied();
@@ -789,8 +793,7 @@ mod tests {
     /// returns.
     #[test]
     fn a_slow_commit_sync_is_waited_for_not_repeated() {
-        let dir = tempfile::tempdir().expect("a scratch directory");
-        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
+        let (_dir, ledger) = new_ledger();
         let (buffered, durable) = (
             StreamKey::new("slow/a").expect("a key"),
             StreamKey::new("slow/b").expect("a key"),
@@ -823,8 +826,7 @@ mod tests {
     /// an indexer that fell behind, at normal priority.
     #[test]
     fn only_a_batch_within_its_bound_is_inserted_at_idle_priority() {
-        let dir = tempfile::tempdir().expect("a scratch directory");
-        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
+        let (_dir, ledger) = new_ledger();
         let stream = StreamKey::new("idle/a").expect("a key");
         let idle = u64::from(crate::ledger::idle_priority::way_back_allowed());
         append(&ledger, &stream, 1);
