@@ -5,8 +5,9 @@
 //! the moment they wake instead of waiting for that work's time slice.
 //!
 //! Owns: switching the calling thread to `SCHED_IDLE` and back, and
-//! finding out once per process whether the way back is allowed; and
-//! the scrubber's lowered nice value.
+//! finding out once per process whether the way back is allowed; the
+//! watchdog thread that brings back a section's thread once its time is
+//! up; and the scrubber's lowered nice value.
 //! Must never: leave a thread at idle priority for longer than the
 //! section its caller asked for (a thread starved there holds up
 //! everything that waits for its work), or switch a thread whose way back
@@ -15,7 +16,7 @@
 //! it is not allowed, [`IdleSection::enter`] gives `None` and the work
 //! runs at normal priority, as it would without this module.
 
-use std::sync::OnceLock;
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Longest an idle section keeps its thread at idle priority, in
@@ -24,14 +25,30 @@ use std::time::{Duration, Instant};
 /// busy CPU). Past it the section finishes at normal priority.
 pub const MAX_IDLE_SECTION_MS: u64 = 20;
 
+/// Longest a section's thread stays at idle priority without running, in
+/// milliseconds, after which the watchdog brings it back from outside.
+/// Longer than [`MAX_IDLE_SECTION_MS`], so that the CPUs the commit path
+/// needs are not handed to the indexer at every short wait (brought back
+/// after 20 ms, it took the server to 0.95 times the conversations a
+/// second of a server without a watchdog, in a series beside a busy
+/// loop); short enough that the indexer's backlog, filled at the
+/// fastest rate measured here (about 28 MB/s of records), grows by a
+/// fifth of `MAX_UNINDEXED_BYTES` at most, so the writer never waits
+/// for an indexer that was merely starved.
+pub const MAX_STARVED_SECTION_MS: u64 = 200;
+
 /// A stretch of work the calling thread does at idle priority; dropping
-/// it (or [`IdleSection::check`] past its limit) returns the thread to
-/// normal priority.
+/// it, [`IdleSection::check`] past its limit, or the watchdog past its
+/// own returns the thread to normal priority.
 pub struct IdleSection {
     started: Instant,
     limit: Duration,
-    /// Still at idle priority.
+    /// When the watchdog brings the thread back, from `started`.
+    starved_limit: Duration,
+    /// Not yet left (the watchdog may have raised the thread already).
     idle: bool,
+    /// The section's number in the watchdog's record.
+    watch: u64,
 }
 
 impl IdleSection {
@@ -39,18 +56,34 @@ impl IdleSection {
     /// [`MAX_IDLE_SECTION_MS`]; `None` (the thread unchanged) where the
     /// way back is not allowed or the switch failed.
     pub fn enter() -> Option<Self> {
-        Self::enter_for(Duration::from_millis(MAX_IDLE_SECTION_MS))
+        Self::enter_for(
+            Duration::from_millis(MAX_IDLE_SECTION_MS),
+            Duration::from_millis(MAX_STARVED_SECTION_MS),
+        )
     }
 
-    /// [`IdleSection::enter`] with another limit.
-    pub fn enter_for(limit: Duration) -> Option<Self> {
-        if !way_back_allowed() || set_policy(libc::SCHED_IDLE).is_err() {
+    /// [`IdleSection::enter`] with other limits: `limit` for the thread's
+    /// own checks, `starved_limit` (raised to `limit` if shorter) for the
+    /// watchdog's.
+    pub fn enter_for(limit: Duration, starved_limit: Duration) -> Option<Self> {
+        let starved_limit = starved_limit.max(limit);
+        if !way_back_allowed() {
+            return None;
+        }
+        let started = Instant::now();
+        // Watched before the switch: the thread may be starved from the
+        // moment it is at idle priority.
+        let watch = Watchdog::get().watch(this_thread(), started + starved_limit);
+        if set_policy(libc::SCHED_IDLE).is_err() {
+            Watchdog::get().unwatch(watch);
             return None;
         }
         Some(Self {
-            started: Instant::now(),
+            started,
             limit,
+            starved_limit,
             idle: true,
+            watch,
         })
     }
 
@@ -62,13 +95,15 @@ impl IdleSection {
         }
     }
 
-    /// Whether the thread is still at idle priority.
+    /// Whether the thread is still at idle priority: neither left nor
+    /// past the watchdog's limit (by then it brought the thread back).
     pub fn is_idle(&self) -> bool {
-        self.idle
+        self.idle && self.started.elapsed() < self.starved_limit
     }
 
     fn leave(&mut self) {
         self.idle = false;
+        Watchdog::get().unwatch(self.watch);
         if let Err(error) = set_policy(libc::SCHED_OTHER) {
             // Proved possible at start; a failure now is a changed
             // environment, and the thread may stay at idle priority.
@@ -85,13 +120,160 @@ impl Drop for IdleSection {
     }
 }
 
+/// Brings back, from a thread of its own, the thread of a section that
+/// outlived [`MAX_STARVED_SECTION_MS`] (or its own starved limit). The section's own [`IdleSection::check`] is not
+/// enough: a thread at idle priority on CPUs that are never idle may not
+/// run for hundreds of milliseconds (measured: sections of a 20 ms limit
+/// that lasted up to 593 ms, with a busy loop on one of two cores), and
+/// it may be starved in the middle of work others end up waiting for
+/// (a sled insert pinning the epoch, the indexer's backlog).
+struct Watchdog {
+    state: Mutex<WatchState>,
+    /// Signalled when a section is watched (to the watchdog) and when one
+    /// is raised (to whoever waits for that).
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct WatchState {
+    /// The sections being watched (one per ledger's indexer).
+    watched: Vec<Watched>,
+    /// Numbers handed out so far.
+    issued: u64,
+    /// Numbers of the sections raised so far, newest last, at most
+    /// [`RAISED_KEPT`] of them (for tests that wait for one).
+    raised: Vec<u64>,
+    /// The watchdog waits with no deadline (so a new section wakes it).
+    asleep: bool,
+}
+
+/// Raised sections' numbers the watchdog remembers.
+const RAISED_KEPT: usize = 64;
+
+#[derive(Clone, Copy)]
+struct Watched {
+    number: u64,
+    thread: libc::pid_t,
+    deadline: Instant,
+}
+
+impl Watchdog {
+    /// The process's watchdog, its thread started on first use (or not
+    /// at all where threads cannot be started: sections then rely on
+    /// their own checks).
+    fn get() -> &'static Watchdog {
+        static WATCHDOG: OnceLock<Watchdog> = OnceLock::new();
+        WATCHDOG.get_or_init(|| {
+            let spawned = std::thread::Builder::new()
+                .name("ledger-idle-watchdog".into())
+                .spawn(|| Watchdog::get().run());
+            if let Err(error) = spawned {
+                tracing::warn!(%error, "no watchdog for idle-priority sections");
+            }
+            Watchdog {
+                state: Mutex::new(WatchState::default()),
+                changed: Condvar::new(),
+            }
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, WatchState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Watches `thread` until `deadline`; gives the section's number.
+    fn watch(&self, thread: libc::pid_t, deadline: Instant) -> u64 {
+        let mut state = self.lock();
+        state.issued += 1;
+        let number = state.issued;
+        state.watched.push(Watched {
+            number,
+            thread,
+            deadline,
+        });
+        if state.asleep {
+            self.changed.notify_all();
+        }
+        number
+    }
+
+    /// Stops watching section `number` (it ended on its own). Under the
+    /// lock, so no raise of it can follow.
+    fn unwatch(&self, number: u64) {
+        self.lock()
+            .watched
+            .retain(|watched| watched.number != number);
+    }
+
+    fn run(&self) {
+        let mut state = self.lock();
+        loop {
+            let Some(deadline) = state.watched.iter().map(|w| w.deadline).min() else {
+                state.asleep = true;
+                state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
+                state.asleep = false;
+                continue;
+            };
+            let now = Instant::now();
+            if now < deadline {
+                state = self
+                    .changed
+                    .wait_timeout(state, deadline - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+                continue;
+            }
+            let (due, left) = state.watched.iter().partition(|w| w.deadline <= now);
+            state.watched = left;
+            for watched in due {
+                raise(watched.thread);
+                if state.raised.len() == RAISED_KEPT {
+                    state.raised.remove(0);
+                }
+                state.raised.push(watched.number);
+            }
+            self.changed.notify_all();
+        }
+    }
+
+    /// Waits up to `timeout` for the watchdog to raise section `number`.
+    #[cfg(test)]
+    fn wait_for_raise(&self, number: u64, timeout: Duration) -> bool {
+        let (state, _) = self
+            .changed
+            .wait_timeout_while(self.lock(), timeout, |state| {
+                !state.raised.contains(&number)
+            })
+            .unwrap_or_else(|p| p.into_inner());
+        state.raised.contains(&number)
+    }
+}
+
+/// Returns `thread` to normal priority from another thread.
+fn raise(thread: libc::pid_t) {
+    if let Err(error) = set_thread_policy(thread, libc::SCHED_OTHER) {
+        tracing::error!(%error, "a starved thread could not be brought back from idle CPU priority");
+    }
+}
+
+/// The calling thread's id.
+fn this_thread() -> libc::pid_t {
+    // SAFETY: a system call without arguments that cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t }
+}
+
 /// Sets the calling thread's scheduling policy (priority 0, the only one
 /// these policies take; the nice value is kept).
 fn set_policy(policy: libc::c_int) -> std::io::Result<()> {
+    set_thread_policy(0, policy)
+}
+
+/// Sets the scheduling policy of `thread` (0: the calling thread), a
+/// thread of this process.
+fn set_thread_policy(thread: libc::pid_t, policy: libc::c_int) -> std::io::Result<()> {
     let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: a plain system call on the calling thread (pid 0), with a
-    // parameter that lives across the call.
-    let result = unsafe { libc::sched_setscheduler(0, policy, &param) };
+    // SAFETY: a plain system call with a parameter that lives across it.
+    let result = unsafe { libc::sched_setscheduler(thread, policy, &param) };
     if result == 0 {
         Ok(())
     } else {
@@ -128,10 +310,13 @@ pub const SCRUBBER_NICE: libc::c_int = 19;
 /// Linux a thread has its own nice value). Best effort: a failure leaves
 /// the scan at normal priority.
 pub fn lower_this_threads_priority() {
-    // SAFETY: plain system calls on the calling thread's own id.
+    // SAFETY: a plain system call on the calling thread's own id.
     let result = unsafe {
-        let thread = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, thread, SCRUBBER_NICE)
+        libc::setpriority(
+            libc::PRIO_PROCESS,
+            this_thread() as libc::id_t,
+            SCRUBBER_NICE,
+        )
     };
     if result != 0 {
         tracing::debug!(error = %std::io::Error::last_os_error(), "the scrubber runs at normal priority");
@@ -169,15 +354,41 @@ mod tests {
         .expect("the test thread");
     }
 
+    /// A section whose thread never checks its clock (as one starved at
+    /// idle priority cannot) is brought back by the watchdog.
+    #[test]
+    fn the_watchdog_brings_back_a_section_that_never_checks() {
+        std::thread::spawn(|| {
+            match IdleSection::enter_for(Duration::ZERO, Duration::from_millis(1)) {
+                Some(section) => {
+                    assert_eq!(policy(), libc::SCHED_IDLE);
+                    let raised =
+                        Watchdog::get().wait_for_raise(section.watch, Duration::from_secs(30));
+                    assert!(raised, "the watchdog did not raise the section");
+                    assert_eq!(policy(), libc::SCHED_OTHER);
+                    assert!(!section.is_idle());
+                }
+                None => {
+                    assert!(!way_back_allowed());
+                    assert_eq!(policy(), libc::SCHED_OTHER);
+                }
+            }
+        })
+        .join()
+        .expect("the test thread");
+    }
+
     #[test]
     fn a_section_past_its_limit_finishes_at_normal_priority() {
-        std::thread::spawn(|| match IdleSection::enter_for(Duration::ZERO) {
-            Some(mut section) => {
-                section.check();
-                assert!(!section.is_idle());
-                assert_eq!(policy(), libc::SCHED_OTHER);
+        std::thread::spawn(|| {
+            match IdleSection::enter_for(Duration::ZERO, Duration::from_secs(3600)) {
+                Some(mut section) => {
+                    section.check();
+                    assert!(!section.is_idle());
+                    assert_eq!(policy(), libc::SCHED_OTHER);
+                }
+                None => assert_eq!(policy(), libc::SCHED_OTHER),
             }
-            None => assert_eq!(policy(), libc::SCHED_OTHER),
         })
         .join()
         .expect("the test thread");
