@@ -47,6 +47,9 @@ pub struct IdleSection {
     starved_limit: Duration,
     /// Not yet left (the watchdog may have raised the thread already).
     idle: bool,
+    /// Left only past the watchdog's limit: the thread did not run for
+    /// that long, and the watchdog brought it back.
+    starved: bool,
     /// The section's number in the watchdog's record.
     watch: u64,
 }
@@ -83,6 +86,7 @@ impl IdleSection {
             limit,
             starved_limit,
             idle: true,
+            starved: false,
             watch,
         })
     }
@@ -101,7 +105,15 @@ impl IdleSection {
         self.idle && self.started.elapsed() < self.starved_limit
     }
 
+    /// Whether the thread was at idle priority past the watchdog's limit
+    /// (which brought it back): the CPUs were busy with other work for
+    /// that long.
+    pub fn was_starved(&self) -> bool {
+        self.starved || (self.idle && self.started.elapsed() >= self.starved_limit)
+    }
+
     fn leave(&mut self) {
+        self.starved = self.started.elapsed() >= self.starved_limit;
         self.idle = false;
         Watchdog::get().unwatch(self.watch);
         if let Err(error) = set_policy(libc::SCHED_OTHER) {
@@ -367,6 +379,7 @@ mod tests {
                     assert!(raised, "the watchdog did not raise the section");
                     assert_eq!(policy(), libc::SCHED_OTHER);
                     assert!(!section.is_idle());
+                    assert!(section.was_starved());
                 }
                 None => {
                     assert!(!way_back_allowed());
@@ -385,6 +398,7 @@ mod tests {
                 Some(mut section) => {
                     section.check();
                     assert!(!section.is_idle());
+                    assert!(!section.was_starved(), "left by its own check");
                     assert_eq!(policy(), libc::SCHED_OTHER);
                 }
                 None => assert_eq!(policy(), libc::SCHED_OTHER),

@@ -581,6 +581,12 @@ impl Batch {
                 .index_idle_overruns
                 .fetch_add(1, Ordering::Relaxed);
         }
+        if section.as_ref().is_some_and(IdleSection::was_starved) {
+            shared
+                .stats
+                .index_idle_starved
+                .fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 

@@ -619,6 +619,7 @@ impl Ledger {
             index_entries: counters.index_entries.load(Ordering::Relaxed),
             index_idle_batches: counters.index_idle_batches.load(Ordering::Relaxed),
             index_idle_overruns: counters.index_idle_overruns.load(Ordering::Relaxed),
+            index_idle_starved: counters.index_idle_starved.load(Ordering::Relaxed),
             records_unindexed: self
                 .shared
                 .journaled_next_global

@@ -19,6 +19,7 @@ pub(crate) struct Counters {
     pub index_entries: AtomicU64,
     pub index_idle_batches: AtomicU64,
     pub index_idle_overruns: AtomicU64,
+    pub index_idle_starved: AtomicU64,
 }
 
 /// How the write path has behaved since open.
@@ -60,6 +61,11 @@ pub struct LedgerStats {
     /// throughout (the next `IDLE_PRIORITY_BACKOFF_BATCHES` then run at
     /// normal priority).
     pub index_idle_overruns: u64,
+    /// Of those, the ones whose thread was still at idle priority after
+    /// `MAX_STARVED_SECTION_MS` (200 ms), when the watchdog brought it
+    /// back (`ledger::idle_priority`): other work kept the CPUs busy for
+    /// that long.
+    pub index_idle_starved: u64,
     /// Records journaled that the indexer has not yet applied to sled
     /// (its backlog, at most `MAX_UNINDEXED_BYTES` of records): read from
     /// the recent records until then. 0 once the write path is idle.
