@@ -133,8 +133,8 @@ impl Drop for IdleSection {
 }
 
 /// Brings back, from a thread of its own, the thread of a section that
-/// outlived [`MAX_STARVED_SECTION_MS`] (or its own starved limit). The section's own [`IdleSection::check`] is not
-/// enough: a thread at idle priority on CPUs that are never idle may not
+/// outlived [`MAX_STARVED_SECTION_MS`] (or the limit it was given). The
+/// section's own [`IdleSection::check`] is not enough: a thread at idle priority on CPUs that are never idle may not
 /// run for hundreds of milliseconds (measured: sections of a 20 ms limit
 /// that lasted up to 593 ms, with a busy loop on one of two cores), and
 /// it may be starved in the middle of work others end up waiting for
@@ -152,15 +152,12 @@ struct WatchState {
     watched: Vec<Watched>,
     /// Numbers handed out so far.
     issued: u64,
-    /// Numbers of the sections raised so far, newest last, at most
-    /// [`RAISED_KEPT`] of them (for tests that wait for one).
-    raised: Vec<u64>,
-    /// The watchdog waits with no deadline (so a new section wakes it).
-    asleep: bool,
+    /// When the watchdog's wait ends; `None` while it waits for a
+    /// section to watch (or has not started). A new section wakes it only
+    /// if its deadline comes first: a section a batch, one after the
+    /// other, costs the watchdog one wake-up per deadline, not per batch.
+    wakes_at: Option<Instant>,
 }
-
-/// Raised sections' numbers the watchdog remembers.
-const RAISED_KEPT: usize = 64;
 
 #[derive(Clone, Copy)]
 struct Watched {
@@ -203,7 +200,7 @@ impl Watchdog {
             thread,
             deadline,
         });
-        if state.asleep {
+        if state.wakes_at.is_none_or(|wakes_at| deadline < wakes_at) {
             self.changed.notify_all();
         }
         number
@@ -221,13 +218,13 @@ impl Watchdog {
         let mut state = self.lock();
         loop {
             let Some(deadline) = state.watched.iter().map(|w| w.deadline).min() else {
-                state.asleep = true;
+                state.wakes_at = None;
                 state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
-                state.asleep = false;
                 continue;
             };
             let now = Instant::now();
             if now < deadline {
+                state.wakes_at = Some(deadline);
                 state = self
                     .changed
                     .wait_timeout(state, deadline - now)
@@ -235,29 +232,27 @@ impl Watchdog {
                     .0;
                 continue;
             }
-            let (due, left) = state.watched.iter().partition(|w| w.deadline <= now);
+            let (due, left): (Vec<Watched>, _) =
+                state.watched.iter().partition(|w| w.deadline <= now);
             state.watched = left;
             for watched in due {
                 raise(watched.thread);
-                if state.raised.len() == RAISED_KEPT {
-                    state.raised.remove(0);
-                }
-                state.raised.push(watched.number);
             }
+            // For whoever waits to see a section raised (the tests).
             self.changed.notify_all();
         }
     }
 
-    /// Waits up to `timeout` for the watchdog to raise section `number`.
+    /// Waits up to `timeout` for the watchdog to stop watching section
+    /// `number`: to raise it, for a section that does not end.
     #[cfg(test)]
-    fn wait_for_raise(&self, number: u64, timeout: Duration) -> bool {
-        let (state, _) = self
+    fn wait_until_unwatched(&self, number: u64, timeout: Duration) -> bool {
+        let watching = |state: &mut WatchState| state.watched.iter().any(|w| w.number == number);
+        let (mut state, _) = self
             .changed
-            .wait_timeout_while(self.lock(), timeout, |state| {
-                !state.raised.contains(&number)
-            })
+            .wait_timeout_while(self.lock(), timeout, watching)
             .unwrap_or_else(|p| p.into_inner());
-        state.raised.contains(&number)
+        !watching(&mut state)
     }
 }
 
@@ -374,8 +369,8 @@ mod tests {
             match IdleSection::enter_for(Duration::ZERO, Duration::from_millis(1)) {
                 Some(section) => {
                     assert_eq!(policy(), libc::SCHED_IDLE);
-                    let raised =
-                        Watchdog::get().wait_for_raise(section.watch, Duration::from_secs(30));
+                    let raised = Watchdog::get()
+                        .wait_until_unwatched(section.watch, Duration::from_secs(30));
                     assert!(raised, "the watchdog did not raise the section");
                     assert_eq!(policy(), libc::SCHED_OTHER);
                     assert!(!section.is_idle());
@@ -389,6 +384,37 @@ mod tests {
         })
         .join()
         .expect("the test thread");
+    }
+
+    /// A section with a nearer deadline than the one the watchdog waits
+    /// for wakes it: a long section watched first does not delay it.
+    #[test]
+    fn a_nearer_deadline_is_not_held_behind_a_later_one() {
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let (entered, is_entered) = std::sync::mpsc::channel();
+        let long = std::thread::spawn(move || {
+            let section = IdleSection::enter_for(Duration::ZERO, Duration::from_secs(3600));
+            entered.send(section.is_some()).expect("the test waits");
+            let _ = released.recv();
+            drop(section);
+        });
+        let long_entered = is_entered.recv().expect("the long section's thread");
+        let short = std::thread::spawn(move || {
+            match IdleSection::enter_for(Duration::ZERO, Duration::from_millis(1)) {
+                Some(section) => {
+                    assert!(long_entered);
+                    let raised = Watchdog::get()
+                        .wait_until_unwatched(section.watch, Duration::from_secs(30));
+                    assert!(raised, "the nearer deadline waited for the later one");
+                    assert_eq!(policy(), libc::SCHED_OTHER);
+                }
+                None => assert!(!way_back_allowed() && !long_entered),
+            }
+        })
+        .join();
+        release.send(()).expect("the long section's thread");
+        long.join().expect("the long section's thread");
+        short.expect("the short section's thread");
     }
 
     #[test]
