@@ -312,24 +312,20 @@ impl IndexQueue {
         self.wait_for_test(|state| state.awaited_running_sync == Some(end))
     }
 
+    /// Waits (up to 10 s) on the progress signal until `done` holds,
+    /// counted among its waiters meanwhile so that progress is signalled.
     #[cfg(test)]
     fn wait_for_test(&self, done: impl Fn(&QueueState) -> bool) -> bool {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let mut state = self.lock();
-        while !done(&state) {
-            let now = std::time::Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            state.progress_waiters += 1;
-            let (next, _) = self
-                .progress
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|p| p.into_inner());
-            state = next;
-            state.progress_waiters -= 1;
-        }
-        true
+        state.progress_waiters += 1;
+        let (mut state, waited) = self
+            .progress
+            .wait_timeout_while(state, std::time::Duration::from_secs(10), |state| {
+                !done(state)
+            })
+            .unwrap_or_else(|p| p.into_inner());
+        state.progress_waiters -= 1;
+        !waited.timed_out()
     }
 
     /// Queues a checkpoint at `base`, behind every round queued before.
