@@ -8,9 +8,10 @@
 //! finding out once per process whether the way back is allowed; the
 //! watchdog thread that brings back a section's thread once its time is
 //! up; and the scrubber's lowered nice value.
-//! Must never: leave a thread at idle priority for longer than the
-//! section its caller asked for (a thread starved there holds up
-//! everything that waits for its work), or switch a thread whose way back
+//! Must never: leave a thread at idle priority past its section's
+//! starved limit (`MAX_STARVED_SECTION_MS`), whether or not the thread
+//! gets to run (a thread starved there holds up everything that waits
+//! for its work), or switch a thread whose way back
 //! it has not proved: leaving `SCHED_IDLE` needs `CAP_SYS_NICE` or an
 //! `RLIMIT_NICE` of at least 20, which a container may not grant. Where
 //! it is not allowed, [`IdleSection::enter`] gives `None` and the work
@@ -45,11 +46,9 @@ pub struct IdleSection {
     limit: Duration,
     /// When the watchdog brings the thread back, from `started`.
     starved_limit: Duration,
-    /// Not yet left (the watchdog may have raised the thread already).
-    idle: bool,
-    /// Left only past the watchdog's limit: the thread did not run for
-    /// that long, and the watchdog brought it back.
-    starved: bool,
+    /// How long after `started` the section was left; `None` until then
+    /// (the watchdog may have raised the thread already).
+    left_after: Option<Duration>,
     /// The section's number in the watchdog's record.
     watch: u64,
 }
@@ -85,8 +84,7 @@ impl IdleSection {
             started,
             limit,
             starved_limit,
-            idle: true,
-            starved: false,
+            left_after: None,
             watch,
         })
     }
@@ -94,7 +92,7 @@ impl IdleSection {
     /// Returns the thread to normal priority once the section has lasted
     /// its limit; cheap enough to call between any two steps of the work.
     pub fn check(&mut self) {
-        if self.idle && self.started.elapsed() >= self.limit {
+        if self.left_after.is_none() && self.started.elapsed() >= self.limit {
             self.leave();
         }
     }
@@ -102,19 +100,19 @@ impl IdleSection {
     /// Whether the thread is still at idle priority: neither left nor
     /// past the watchdog's limit (by then it brought the thread back).
     pub fn is_idle(&self) -> bool {
-        self.idle && self.started.elapsed() < self.starved_limit
+        self.left_after.is_none() && self.started.elapsed() < self.starved_limit
     }
 
     /// Whether the thread was at idle priority past the watchdog's limit
     /// (which brought it back): the CPUs were busy with other work for
     /// that long.
     pub fn was_starved(&self) -> bool {
-        self.starved || (self.idle && self.started.elapsed() >= self.starved_limit)
+        let idle_for = self.left_after.unwrap_or_else(|| self.started.elapsed());
+        idle_for >= self.starved_limit
     }
 
     fn leave(&mut self) {
-        self.starved = self.started.elapsed() >= self.starved_limit;
-        self.idle = false;
+        self.left_after = Some(self.started.elapsed());
         Watchdog::get().unwatch(self.watch);
         if let Err(error) = set_policy(libc::SCHED_OTHER) {
             // Proved possible at start; a failure now is a changed
@@ -126,7 +124,7 @@ impl IdleSection {
 
 impl Drop for IdleSection {
     fn drop(&mut self) {
-        if self.idle {
+        if self.left_after.is_none() {
             self.leave();
         }
     }
@@ -134,10 +132,11 @@ impl Drop for IdleSection {
 
 /// Brings back, from a thread of its own, the thread of a section that
 /// outlived [`MAX_STARVED_SECTION_MS`] (or the limit it was given). The
-/// section's own [`IdleSection::check`] is not enough: a thread at idle priority on CPUs that are never idle may not
-/// run for hundreds of milliseconds (measured: sections of a 20 ms limit
-/// that lasted up to 593 ms, with a busy loop on one of two cores), and
-/// it may be starved in the middle of work others end up waiting for
+/// section's own [`IdleSection::check`] is not enough: a thread at idle
+/// priority on CPUs that are never idle may not run for hundreds of
+/// milliseconds (sections of a 20 ms limit lasted up to 593 ms, with a
+/// busy loop on one of two cores, in a build instrumented to time them),
+/// and it may be starved in the middle of work others end up waiting for
 /// (a sled insert pinning the epoch, the indexer's backlog).
 struct Watchdog {
     state: Mutex<WatchState>,
@@ -159,7 +158,6 @@ struct WatchState {
     wakes_at: Option<Instant>,
 }
 
-#[derive(Clone, Copy)]
 struct Watched {
     number: u64,
     thread: libc::pid_t,
@@ -232,8 +230,9 @@ impl Watchdog {
                     .0;
                 continue;
             }
-            let (due, left): (Vec<Watched>, _) =
-                state.watched.iter().partition(|w| w.deadline <= now);
+            let (due, left): (Vec<Watched>, _) = std::mem::take(&mut state.watched)
+                .into_iter()
+                .partition(|w| w.deadline <= now);
             state.watched = left;
             for watched in due {
                 raise(watched.thread);
