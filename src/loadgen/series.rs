@@ -215,7 +215,7 @@ impl Run {
             slow_ms = (super::SLOW_SYNC_SECS * 1e3).round(),
             slow = r
                 .server_syncs
-                .map_or_else(|| "n/a".to_owned(), |syncs| syncs.slow.to_string()),
+                .map_or_else(|| "n/a".to_owned(), |syncs| syncs.brief()),
             tail = r.tail.map_or_else(|| "n/a".to_owned(), |tail| tail.brief()),
         )
     }

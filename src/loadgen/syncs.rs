@@ -103,6 +103,21 @@ impl SyncHistogram {
     }
 }
 
+impl SyncReport {
+    /// For a series line: the slow syncs and, when known, the slowest
+    /// one's bound (`0, slowest ≤ 50 ms`). A pause of the whole server
+    /// can be a sync under the slow bound: at 200 in flight and a median
+    /// of 30 ms, one sync of 25 ms held every conversation and put 146
+    /// of a run's 161 slowest within one window (docs/performance.md,
+    /// 2026-12-07).
+    pub fn brief(&self) -> String {
+        match self.slowest_at_most_ms {
+            Some(ms) => format!("{}, slowest ≤ {ms} ms", self.slow),
+            None => self.slow.to_string(),
+        }
+    }
+}
+
 /// Reads the histogram from the server at `base`; `None` when its
 /// metrics are off, unreadable or larger than [`MAX_METRICS_BYTES`].
 pub async fn read(http: &reqwest::Client, base: &str) -> Option<SyncHistogram> {
@@ -175,6 +190,9 @@ mod tests {
         assert_eq!(report.slowest_at_most_ms, None);
         let fast = SyncHistogram::parse(&exposition([3, 3, 3, 3])).expect("parsed");
         assert_eq!(zero.until(&fast).unwrap().slowest_at_most_ms, Some(10.0));
+        // A series line gives the slowest's bound where it is known.
+        assert_eq!(zero.until(&fast).unwrap().brief(), "0, slowest ≤ 10 ms");
+        assert_eq!(report.brief(), "1");
     }
 
     #[test]
