@@ -543,7 +543,12 @@ impl Batch {
         // Nobody waits for what follows (readers find the rounds among the
         // recent records until they are published), so it runs at idle
         // priority, for a bounded time, unless the indexer is behind or
-        // the CPUs were found busy throughout a recent batch.
+        // the CPUs were found busy throughout a recent batch. Known cost:
+        // sled's LRU queue makes a reader spin until a slot the indexer
+        // reserved is filled, so an indexer preempted there stalls that
+        // reader until it runs again (the watchdog bounds it). Measured
+        // with the indexer at normal priority, the server was no faster
+        // (docs/performance.md, 2026-12-07, third session).
         let yield_cpu = end.is_some()
             && self.bytes < IDLE_PRIORITY_MAX_BATCH_BYTES
             && self.normal_priority_left == 0;
