@@ -433,17 +433,9 @@ impl Report {
 
     /// The server's syncs in words.
     pub fn syncs_text(&self) -> String {
-        let Some(report) = self.server_syncs else {
-            return "n/a (the server's /metrics is off or unreadable)".to_owned();
-        };
-        let slowest = report
-            .slowest_at_most_ms
-            .map_or_else(String::new, |ms| format!(", the slowest at most {ms} ms"));
-        format!(
-            "{} ({} over {} ms{slowest})",
-            report.syncs,
-            report.slow,
-            (SLOW_SYNC_SECS * 1e3).round()
+        self.server_syncs.map_or_else(
+            || "n/a (the server's /metrics is off or unreadable)".to_owned(),
+            |syncs| syncs.sentence(),
         )
     }
 

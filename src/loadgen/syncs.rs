@@ -116,6 +116,19 @@ impl SyncReport {
             None => self.slow.to_string(),
         }
     }
+
+    /// For the report: `3106 (0 over 50 ms, the slowest at most 50 ms)`.
+    pub fn sentence(&self) -> String {
+        let slowest = self
+            .slowest_at_most_ms
+            .map_or_else(String::new, |ms| format!(", the slowest at most {ms} ms"));
+        format!(
+            "{} ({} over {} ms{slowest})",
+            self.syncs,
+            self.slow,
+            (SLOW_SYNC_SECS * 1e3).round()
+        )
+    }
 }
 
 /// Reads the histogram from the server at `base`; `None` when its
@@ -193,6 +206,11 @@ mod tests {
         // A series line gives the slowest's bound where it is known.
         assert_eq!(zero.until(&fast).unwrap().brief(), "0, slowest ≤ 10 ms");
         assert_eq!(report.brief(), "1");
+        assert_eq!(report.sentence(), "2 (1 over 50 ms)");
+        assert_eq!(
+            zero.until(&fast).unwrap().sentence(),
+            "3 (0 over 50 ms, the slowest at most 10 ms)"
+        );
     }
 
     #[test]
