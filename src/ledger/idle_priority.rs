@@ -44,11 +44,11 @@ pub const MAX_STARVED_SECTION_MS: u64 = 200;
 pub struct IdleSection {
     started: Instant,
     limit: Duration,
-    /// When the watchdog brings the thread back, from `started`.
-    starved_limit: Duration,
-    /// How long after `started` the section was left; `None` until then
-    /// (the watchdog may have raised the thread already).
-    left_after: Option<Duration>,
+    /// Left by the thread itself (its check, or the drop).
+    left: bool,
+    /// Whether the watchdog had raised the thread by then, as its record
+    /// said when the section was taken off it.
+    raised_before_left: bool,
     /// The section's number in the watchdog's record.
     watch: u64,
 }
@@ -83,8 +83,8 @@ impl IdleSection {
         Some(Self {
             started,
             limit,
-            starved_limit,
-            left_after: None,
+            left: false,
+            raised_before_left: false,
             watch,
         })
     }
@@ -92,28 +92,32 @@ impl IdleSection {
     /// Returns the thread to normal priority once the section has lasted
     /// its limit; cheap enough to call between any two steps of the work.
     pub fn check(&mut self) {
-        if self.left_after.is_none() && self.started.elapsed() >= self.limit {
+        if !self.left && self.started.elapsed() >= self.limit {
             self.leave();
         }
     }
 
     /// Whether the thread is still at idle priority: neither left nor
-    /// past the watchdog's limit (by then it brought the thread back).
+    /// raised by the watchdog.
     pub fn is_idle(&self) -> bool {
-        self.left_after.is_none() && self.started.elapsed() < self.starved_limit
+        !self.left && Watchdog::get().is_watched(self.watch)
     }
 
-    /// Whether the thread was at idle priority past the watchdog's limit
-    /// (which brought it back): the CPUs were busy with other work for
-    /// that long.
+    /// Whether the watchdog brought the thread back, the section having
+    /// outlived its starved limit: the CPUs were busy with other work for
+    /// that long. Read from the watchdog's record, not the clock, so a
+    /// process whose watchdog thread did not start never counts one.
     pub fn was_starved(&self) -> bool {
-        let idle_for = self.left_after.unwrap_or_else(|| self.started.elapsed());
-        idle_for >= self.starved_limit
+        if self.left {
+            self.raised_before_left
+        } else {
+            !Watchdog::get().is_watched(self.watch)
+        }
     }
 
     fn leave(&mut self) {
-        self.left_after = Some(self.started.elapsed());
-        Watchdog::get().unwatch(self.watch);
+        self.left = true;
+        self.raised_before_left = !Watchdog::get().unwatch(self.watch);
         if let Err(error) = set_policy(libc::SCHED_OTHER) {
             // Proved possible at start; a failure now is a changed
             // environment, and the thread may stay at idle priority.
@@ -124,7 +128,7 @@ impl IdleSection {
 
 impl Drop for IdleSection {
     fn drop(&mut self) {
-        if self.left_after.is_none() {
+        if !self.left {
             self.leave();
         }
     }
@@ -206,11 +210,19 @@ impl Watchdog {
     }
 
     /// Stops watching section `number` (it ended on its own). Under the
-    /// lock, so no raise of it can follow.
-    fn unwatch(&self, number: u64) {
-        self.lock()
-            .watched
-            .retain(|watched| watched.number != number);
+    /// lock, so no raise of it can follow. Whether it was still watched:
+    /// `false` once the watchdog has raised it.
+    fn unwatch(&self, number: u64) -> bool {
+        let mut state = self.lock();
+        let before = state.watched.len();
+        state.watched.retain(|watched| watched.number != number);
+        state.watched.len() < before
+    }
+
+    /// Whether section `number` is watched: entered, not left, and not
+    /// raised yet.
+    fn is_watched(&self, number: u64) -> bool {
+        self.lock().watched.iter().any(|w| w.number == number)
     }
 
     fn run(&self) {
@@ -387,6 +399,11 @@ mod tests {
                     assert_eq!(policy(), libc::SCHED_OTHER);
                     assert!(!section.is_idle());
                     assert!(section.was_starved());
+                    // Left afterwards, it still counts as raised.
+                    let mut section = section;
+                    section.check();
+                    assert!(section.was_starved());
+                    assert_eq!(policy(), libc::SCHED_OTHER);
                 }
                 None => {
                     assert!(!way_back_allowed());
