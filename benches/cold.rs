@@ -24,8 +24,8 @@ use ledgerwire::ledger::{Ledger, OpenMode};
 use ledgerwire::studio::auth::Principal;
 use ledgerwire::studio::conversation::Conversation;
 use ledgerwire::studio::service::{Studio, StudioConfig};
-use ledgerwire::studio::wire::ids::ConversationId;
-use ledgerwire::studio::wire::{parse_interrupt_response, parse_turn_request};
+use ledgerwire::wire::ids::ConversationId;
+use ledgerwire::wire::{parse_interrupt_response, parse_turn_request};
 use serde_json::json;
 
 /// Turns of the long conversation.

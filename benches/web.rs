@@ -26,7 +26,7 @@ use ledgerwire::agent::{Agent, SegmentFrames, Step, TurnContext, frames, play};
 use ledgerwire::ledger::{Ledger, OpenMode};
 use ledgerwire::server::{BoundServer, StatewireOptions};
 use ledgerwire::studio::service::StudioConfig;
-use ledgerwire::studio::wire::frame::Frame;
+use ledgerwire::wire::frame::Frame;
 use serde_json::{Value, json};
 
 const CHROMIUM: &str = "/usr/bin/chromium";

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use ledgerwire::studio::wire::{Frame, parse_frame};
+use ledgerwire::wire::{Frame, parse_frame};
 use serde_json::{Value, json};
 
 /// Points in the large component fixture.

@@ -10,10 +10,10 @@ use std::io::Write;
 
 use futures_util::StreamExt;
 
+use crate::log_commands::ToolError;
 use crate::server::audit::{EXIT_CODE_HEADER, FAILURE_HEADER};
 use crate::server::settings::ADMIN_TOKEN_ENV;
-use crate::studio::wire::WireError;
-use crate::tools::ToolError;
+use crate::wire::WireError;
 
 /// Longest wait to connect to the server, in milliseconds.
 pub const CONNECT_TIMEOUT_MS: u64 = 5_000;

@@ -1,39 +1,35 @@
 //! ledgerwire: the Studio and Statewire server on one durable log.
 //!
-//! Layout, one module per concept (see ARCHITECTURE.md):
-//! - [`agent`]: the agent behind the Studio (trait and built-in agents).
-//! - [`audit_client`]: `log … --url`, reading a running server's audit API.
-//! - [`chat`]: the `ledgerwire chat` terminal client.
-//! - [`crashtest`]: `ledgerwire crashtest`, the kill-anywhere campaign.
-//! - [`harness`]: `harness-sdk`, the Studio's conversations as Statewire
-//!   threads (the application protocol between the two doors).
-//! - [`ledger`]: the checksummed, sled-backed append log, its streams,
-//!   durability, folds and integrity checks. All state is a fold of it.
-//! - [`loadgen`]: `ledgerwire bench`, the load generator.
-//! - [`lifecycle`]: shutdown phases (serving, draining, cut) both doors follow.
-//! - [`scratch`]: encoding into a reused per-thread buffer (one
-//!   allocation a record or frame).
-//! - [`server`]: the HTTP server (axum) and its routes.
-//! - [`studio`]: the Studio contract v1: wire types, conversation fold,
-//!   leases, routes.
-//! - [`statewire`]: the Statewire host: negotiation, transports, lanes
-//!   and synced documents, on the ledger.
-//! - [`telemetry`]: the metrics every layer records, and their export.
-//! - [`tools`]: the operator commands behind `ledgerwire log …`.
-//! - [`web`]: the web Studio, a page at `/` compiled into the binary.
+//! One module per concept, in layers that point down (ARCHITECTURE.md
+//! names the order; `tests/it/tidy.rs` checks it):
+//!
+//! 1. Foundations: [`telemetry`] (metric names and export),
+//!    [`encode_buffer`] (one allocation per encoded value), [`lifecycle`]
+//!    (the shutdown phases every door follows).
+//! 2. [`ledger`]: the checksummed append log and its folds. Knows no door.
+//! 3. [`wire`]: the Studio contract's types, bounds and edge validation.
+//! 4. [`agent`]: the agent behind the Studio (trait and built-in agents).
+//! 5. The doors: [`studio`] (contract v1 on the ledger) and [`statewire`]
+//!    (the Statewire host), which never import each other.
+//! 6. [`harness_sdk`]: the Studio's conversations as Statewire threads.
+//! 7. [`log_commands`] (`ledgerwire log …` and `replay`), [`web`] (the
+//!    page compiled in), then [`server`] (both doors on one HTTP server).
+//! 8. Programs that use the rest as clients: [`chat`], [`crashtest`],
+//!    [`loadgen`] (`ledgerwire bench`), [`audit_client`] (`--url`).
 
 pub mod agent;
 pub mod audit_client;
 pub mod chat;
 pub mod crashtest;
-pub mod harness;
+pub mod encode_buffer;
+pub mod harness_sdk;
 pub mod ledger;
 pub mod lifecycle;
 pub mod loadgen;
-pub mod scratch;
+pub mod log_commands;
 pub mod server;
 pub mod statewire;
 pub mod studio;
 pub mod telemetry;
-pub mod tools;
 pub mod web;
+pub mod wire;

@@ -8,13 +8,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use ledgerwire::ledger::Durability;
+use ledgerwire::log_commands::{self, ProbeConfig, ToolError};
 use ledgerwire::server::{
     BoundServer, DEFAULT_ADDR, DEFAULT_DATA_DIR, Operations, ServerConfig, StatewireOptions,
     settings,
 };
 use ledgerwire::studio::auth::AuthPolicy;
 use ledgerwire::studio::service::StudioConfig;
-use ledgerwire::tools::{self, ProbeConfig, ToolError};
 
 /// mimalloc rather than the system allocator: the server allocates and
 /// frees many small buffers per request (frames, records, sled's nodes),
@@ -404,7 +404,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             remote(&url, "/api/admin/log/verify", &[], &mut out)
         }
         Command::Log(LogCommand::Verify { data, url: None }) => {
-            tools::verify(&data, &mut out).map(drop)
+            log_commands::verify(&data, &mut out).map(drop)
         }
         Command::Log(LogCommand::Dump {
             url: Some(url),
@@ -421,11 +421,11 @@ fn run(command: Command) -> Result<(), ToolError> {
             url: None,
             stream,
             from,
-        }) => tools::dump(&data, stream.as_deref(), from, &mut out),
+        }) => log_commands::dump(&data, stream.as_deref(), from, &mut out),
         Command::Log(LogCommand::Stats { url: Some(url), .. }) => {
             remote(&url, "/api/admin/log/stats", &[], &mut out)
         }
-        Command::Log(LogCommand::Stats { data, url: None }) => tools::stats(&data, &mut out),
+        Command::Log(LogCommand::Stats { data, url: None }) => log_commands::stats(&data, &mut out),
         Command::Replay {
             url: Some(url),
             conversation,
@@ -449,7 +449,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             principal,
             check: false,
             ..
-        } => tools::replay(&data, &conversation, principal.as_deref(), &mut out),
+        } => log_commands::replay(&data, &conversation, principal.as_deref(), &mut out),
         Command::Replay {
             data,
             url: None,
@@ -465,7 +465,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             let principal = principal.as_deref();
             let chosen = match agent {
                 CheckAgent::Recorded => {
-                    return runtime.block_on(tools::replay_check_recorded(
+                    return runtime.block_on(log_commands::replay_check_recorded(
                         &data,
                         &conversation,
                         principal,
@@ -478,7 +478,7 @@ fn run(command: Command) -> Result<(), ToolError> {
                 CheckAgent::Scenario => AgentChoice::Scenario,
             };
             let agent = load_agent(chosen, &scenarios, None)?;
-            runtime.block_on(tools::replay_check(
+            runtime.block_on(log_commands::replay_check(
                 &data,
                 &conversation,
                 principal,
@@ -531,7 +531,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             }
         }
         Command::Schema => {
-            let schema = ledgerwire::studio::wire::schema::schema_json();
+            let schema = ledgerwire::wire::schema::schema_json();
             Ok(writeln!(out, "{schema:#}")?)
         }
         Command::Log(LogCommand::Probe {
@@ -547,7 +547,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             } else {
                 Durability::Durable
             };
-            tools::probe(
+            log_commands::probe(
                 &data,
                 &ProbeConfig {
                     writers,

@@ -1,8 +1,8 @@
 //! Constructors of the frames every agent writes, with the placeholders
 //! the server replaces (`seq` 0, a fixed trace id).
 
-use crate::studio::wire::frame::{Done, Frame, MessageComplete, MessageDelta};
-use crate::studio::wire::ids::TraceId;
+use crate::wire::frame::{Done, Frame, MessageComplete, MessageDelta};
+use crate::wire::ids::TraceId;
 
 /// `message.complete` with `text` (GitHub-flavoured Markdown).
 pub fn message_complete(text: impl Into<String>) -> Frame {

@@ -15,18 +15,18 @@ use serde_json::json;
 
 use super::frames::{done, message_complete as text, message_delta as delta};
 use super::{Agent, AnsweredPause, SegmentFrames, Step, TurnContext, play};
-use crate::studio::wire::elicitation::{
+use crate::wire::elicitation::{
     ElicitationOption, ElicitationQuestion, ElicitationRequest, InputKind,
 };
-use crate::studio::wire::frame::{
+use crate::wire::frame::{
     ActivityStep, ComponentCreated, ComponentRevised, FactPoint, FactSummary, Frame, Provenance,
     SeriesFact, StepStatus, Suggestions,
 };
-use crate::studio::wire::ids::{
+use crate::wire::ids::{
     ActivityStepId, ComponentId, InterruptId, OptionId, PlanStepId, PlanVersionId, QuestionId,
 };
-use crate::studio::wire::plan::{PlanProposed, PlanStep, PlanVersioned};
-use crate::studio::wire::request::{ComponentIntent, Decision};
+use crate::wire::plan::{PlanProposed, PlanStep, PlanVersioned};
+use crate::wire::request::{ComponentIntent, Decision};
 
 /// Default time one step of the minimal agent takes, in milliseconds.
 pub const STEP_MS: u64 = 20;

@@ -20,12 +20,12 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use futures_util::{Stream, StreamExt};
 
-use crate::studio::conversation::StreamedComponent;
-use crate::studio::wire::composition::CompositionManifest;
-use crate::studio::wire::frame::Frame;
-use crate::studio::wire::ids::ChoiceId;
-use crate::studio::wire::plan::{ApprovedChoice, ApprovedStep, PlanApproved, PlanProposed};
-use crate::studio::wire::request::{InterruptResponse, TurnRequest};
+use crate::wire::composition::CompositionManifest;
+use crate::wire::composition::StreamedComponent;
+use crate::wire::frame::Frame;
+use crate::wire::ids::ChoiceId;
+use crate::wire::plan::{ApprovedChoice, ApprovedStep, PlanApproved, PlanProposed};
+use crate::wire::request::{InterruptResponse, TurnRequest};
 
 /// An answered pause: the frame that asked and the accepted answer.
 #[derive(Clone, Debug)]

@@ -22,8 +22,8 @@ use serde_json::Value;
 
 use super::frames::{done, message_complete};
 use super::{Agent, Fault, SegmentBeats, SegmentFrames, Step, TurnContext, play, play_beats};
-use crate::studio::wire::WireError;
-use crate::studio::wire::frame::{ErrorFrame, Frame};
+use crate::wire::WireError;
+use crate::wire::frame::{ErrorFrame, Frame};
 
 /// Most scenario files loaded from one directory.
 pub const MAX_SCENARIOS: usize = 256;

@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::harness::HARNESS_SDK;
-use crate::harness::client::{self, HarnessClient};
+use crate::harness_sdk::HARNESS_SDK;
+use crate::harness_sdk::client::{self, HarnessClient};
 use crate::statewire::client::{ClientError, Session};
 use crate::statewire::ids::ClientId;
 use crate::statewire::packet::{Answer, Rejection};

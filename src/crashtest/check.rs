@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::harness::HARNESS_SDK;
+use crate::harness_sdk::HARNESS_SDK;
 use crate::ledger::{Ledger, Payload, StreamKey};
 use crate::statewire::client::Session;
 use crate::statewire::ids::{PrincipalId, ProtocolName, ThreadId, ThreadScope};
@@ -24,7 +24,7 @@ use crate::studio::auth::Principal;
 use crate::studio::records::{
     CompositionMutated, FrameSent, InterruptAnswered, conversation_stream,
 };
-use crate::studio::wire::ids::ConversationId;
+use crate::wire::ids::ConversationId;
 
 /// A pausing or closing frame a client received.
 #[derive(Clone, Debug)]

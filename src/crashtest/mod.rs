@@ -276,7 +276,7 @@ async fn run_clients(
 fn commands_of(acks: &Acks) -> u64 {
     acks.threads
         .values()
-        .filter_map(|t| t.session.lanes.get(crate::harness::HARNESS_SDK))
+        .filter_map(|t| t.session.lanes.get(crate::harness_sdk::HARNESS_SDK))
         .map(|lane| lane.watermark)
         .sum()
 }

@@ -10,8 +10,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::harness::HARNESS_SDK;
-use crate::harness::client::{HarnessClient, config};
+use crate::harness_sdk::HARNESS_SDK;
+use crate::harness_sdk::client::{HarnessClient, config};
 use crate::statewire::client::Session;
 use crate::statewire::ids::ClientId;
 

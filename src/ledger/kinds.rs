@@ -109,7 +109,7 @@ pub trait Payload: Serialize + DeserializeOwned {
         NewRecord {
             kind: Self::KIND.code(),
             // Serialising plain data into a Vec cannot fail.
-            payload: crate::scratch::encode_exact(|buffer| {
+            payload: crate::encode_buffer::encode_exact(|buffer| {
                 let _ = postcard::to_io(self, buffer);
             }),
         }

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::harness::client::{HarnessClient, config};
+use crate::harness_sdk::client::{HarnessClient, config};
 use crate::statewire::client::Session;
 use crate::statewire::ids::ClientId;
 

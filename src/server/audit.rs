@@ -22,9 +22,9 @@ use subtle::ConstantTimeEq;
 
 use crate::agent::Agent;
 use crate::ledger::{Ledger, LedgerError, StreamKey};
-use crate::studio::wire::WireError;
-use crate::studio::wire::error::{ErrorCode, Retry};
-use crate::tools::{self, ToolError};
+use crate::log_commands::{self, ToolError};
+use crate::wire::WireError;
+use crate::wire::error::{ErrorCode, Retry};
 
 /// Response header carrying the exit code the offline command would end
 /// with (0, or 1 for a failed verification or a differing replay check).
@@ -365,7 +365,8 @@ async fn dump(
             Ok(false) => {}
             Ok(true) => {
                 let mut sink = Vec::new();
-                let error = tools::dump_ledger(&audit.ledger, Some(stream), query.from, &mut sink);
+                let error =
+                    log_commands::dump_ledger(&audit.ledger, Some(stream), query.from, &mut sink);
                 return printed(sink, error);
             }
             Err(error) => return tool_error(error).into_response(),
@@ -381,7 +382,7 @@ async fn dump(
         // A failure mid-dump (a damaged record) ends the body early; the
         // record before it was the last line sent, as offline.
         if let Err(error) =
-            tools::dump_ledger(&ledger, query.stream.as_deref(), query.from, &mut out)
+            log_commands::dump_ledger(&ledger, query.stream.as_deref(), query.from, &mut out)
         {
             tracing::warn!(%error, "audit dump ended early");
         }
@@ -433,7 +434,7 @@ impl std::io::Write for ChunkWriter {
 async fn stats(State(audit): State<Audit>, headers: HeaderMap) -> Response {
     run_printing(audit, headers, |ledger, out| {
         let report = ledger.verify()?;
-        tools::print_stats(&report, out)
+        log_commands::print_stats(&report, out)
     })
     .await
 }
@@ -442,7 +443,7 @@ async fn stats(State(audit): State<Audit>, headers: HeaderMap) -> Response {
 async fn verify(State(audit): State<Audit>, headers: HeaderMap) -> Response {
     run_printing(audit, headers, |ledger, out| {
         let report = ledger.verify()?;
-        tools::print_verify(report, out).map(drop)
+        log_commands::print_verify(report, out).map(drop)
     })
     .await
 }
@@ -483,7 +484,7 @@ async fn replay(
     Query(query): Query<ReplayQuery>,
 ) -> Response {
     run_printing(audit, headers, move |ledger, out| {
-        tools::replay_ledger(ledger, &query.conversation, query.principal.as_deref(), out)
+        log_commands::replay_ledger(ledger, &query.conversation, query.principal.as_deref(), out)
     })
     .await
 }
@@ -499,7 +500,7 @@ async fn replay_check(
         return error.into_response();
     }
     let mut out = Vec::new();
-    let outcome = tools::replay_check_ledger(
+    let outcome = log_commands::replay_check_ledger(
         &audit.ledger,
         &query.conversation,
         query.principal.as_deref(),

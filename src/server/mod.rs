@@ -24,8 +24,8 @@ use crate::studio::auth::AuthPolicy;
 use crate::studio::service::{Studio, StudioConfig};
 
 pub mod audit;
-pub mod edges;
 pub mod health;
+pub mod middleware;
 pub mod settings;
 
 /// Default address of `ledgerwire serve`.
@@ -144,7 +144,7 @@ impl Parts {
             self.lifecycle.clone(),
         );
         let host =
-            crate::harness::host(&ledger, &studio, self.statewire.examples, &self.lifecycle)?;
+            crate::harness_sdk::host(&ledger, &studio, self.statewire.examples, &self.lifecycle)?;
         let statewire_host = host.clone();
         let health = health::HealthState {
             ledger: ledger.clone(),
@@ -164,15 +164,15 @@ impl Parts {
             .merge(crate::studio::routes::router(studio))
             .merge(crate::statewire::http::router(host))
             .merge(crate::web::router())
-            .fallback(edges::no_route)
-            .method_not_allowed_fallback(edges::wrong_method);
+            .fallback(middleware::no_route)
+            .method_not_allowed_fallback(middleware::wrong_method);
         if self.operations.metrics {
-            router = router.layer(axum::middleware::from_fn(edges::count_requests));
+            router = router.layer(axum::middleware::from_fn(middleware::count_requests));
         }
         if self.operations.request_log {
-            router = router.layer(edges::request_log());
+            router = router.layer(middleware::request_log());
         }
-        if let Some(cors) = edges::cors(&self.operations.cors) {
+        if let Some(cors) = middleware::cors(&self.operations.cors) {
             router = router.layer(cors);
         }
         Ok((router, statewire_host))
@@ -199,10 +199,8 @@ fn metrics_route(enabled: bool, ledger: Ledger) -> Router {
                     )
                         .into_response()
                 }
-                None => {
-                    crate::studio::wire::WireError::not_found("", "Metrics are off in this server.")
-                        .into_response()
-                }
+                None => crate::wire::WireError::not_found("", "Metrics are off in this server.")
+                    .into_response(),
             }
         }),
     )

@@ -5,13 +5,14 @@
 //! Must never: touch the ledger or a clock; refuse anything half-applied
 //! (a mutation applies whole or not at all).
 
-use super::conversation::{Conversation, StreamedComponent};
-use super::wire::WireError;
-use super::wire::composition::{
+use super::conversation::Conversation;
+use crate::wire::WireError;
+use crate::wire::composition::StreamedComponent;
+use crate::wire::composition::{
     CompositionBlock, CompositionCounts, CompositionManifest, CompositionMutation, CompositionOp,
     LayoutHints,
 };
-use super::wire::ids::{ComponentId, CompositionId};
+use crate::wire::ids::{ComponentId, CompositionId};
 
 /// The id of the canvas a conversation bootstraps when the client names none.
 pub const DEFAULT_COMPOSITION_ID: &str = "canvas-1";

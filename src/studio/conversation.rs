@@ -21,8 +21,8 @@ use super::records::{
     RequestApplied, SegmentClaimed, SegmentEnd, SegmentReleased, SegmentRenewed, TurnRequested,
 };
 pub use super::turns::Turns;
-use super::wire::composition::{CompositionManifest, CompositionMutation};
-use super::wire::request::{ComponentIntent, TurnRequest};
+use crate::wire::composition::{CompositionManifest, CompositionMutation, StreamedComponent};
+use crate::wire::request::{ComponentIntent, TurnRequest};
 
 /// Where a turn stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -192,14 +192,6 @@ impl Lease {
         }
         Some(self.expires_at_ms - now_ms)
     }
-}
-
-/// What the conversation knows of a component it streamed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StreamedComponent {
-    pub revision: u64,
-    pub component_type: String,
-    pub title: String,
 }
 
 /// The folded state of one conversation.
@@ -529,7 +521,7 @@ const EVENT_ONLY_FRAMES: [&str; 8] = [
 /// ([`Frame::stored_event`]) when the frame is one of
 /// [`EVENT_ONLY_FRAMES`]. Any other text is parsed whole.
 fn event_only(frame: &str) -> Option<&'static str> {
-    let event = super::wire::frame::Frame::stored_event(frame)?;
+    let event = crate::wire::frame::Frame::stored_event(frame)?;
     EVENT_ONLY_FRAMES.into_iter().find(|known| *known == event)
 }
 
@@ -666,8 +658,8 @@ fn composition_mutated(
 mod tests {
     use super::*;
     use crate::agent::frames;
-    use crate::studio::wire::error::WireError;
-    use crate::studio::wire::frame::{CompositionUpdated, ErrorFrame, Frame};
+    use crate::wire::error::WireError;
+    use crate::wire::frame::{CompositionUpdated, ErrorFrame, Frame};
 
     /// The fast path reads the same event the full parse does, for every
     /// frame it takes, and takes no frame whose fold reads more.

@@ -19,11 +19,11 @@ use super::auth::Principal;
 use super::conversation::{Conversation, TurnStatus};
 use super::records::{FrameSent, conversation_stream};
 use super::service::{Studio, json, now_ms};
-use super::wire::WireError;
-use super::wire::error::{ErrorCode, Retry};
-use super::wire::frame::{ErrorFrame, Frame};
-use super::wire::ids::ConversationId;
 use crate::ledger::Payload;
+use crate::wire::WireError;
+use crate::wire::error::{ErrorCode, Retry};
+use crate::wire::frame::{ErrorFrame, Frame};
+use crate::wire::ids::ConversationId;
 
 /// How a turn's latest segment stands, for a reconnect.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,7 +1,8 @@
 //! The Studio: the chat-and-canvas experience served over contract v1.
 //!
-//! - [`wire`]: the contract's vocabulary: requests, frames, bounds and
-//!   refusals. Pure: no ledger, network or clock.
+//! The contract's vocabulary (requests, frames, bounds and refusals) is
+//! [`crate::wire`], a layer below, shared with the agent.
+//!
 //! - [`records`]: the conversation's record kinds in the ledger.
 //! - [`conversation`]: the conversation state, a pure fold of its records.
 //! - [`canvas`]: the composition manifest's pure operations.
@@ -38,4 +39,3 @@ pub mod service;
 pub mod sse;
 mod turn_context;
 pub mod turns;
-pub mod wire;

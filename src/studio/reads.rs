@@ -22,10 +22,10 @@ use super::records::conversation_stream;
 use super::rerun::{CheckOutcome, check_segments};
 use super::routes::authenticate;
 use super::service::{Studio, now_ms};
-use super::wire::WireError;
-use super::wire::error::{ErrorCode, Retry};
-use super::wire::ids::ConversationId;
 use crate::ledger::{Record, RecordKind, kinds};
+use crate::wire::WireError;
+use crate::wire::error::{ErrorCode, Retry};
+use crate::wire::ids::ConversationId;
 
 /// Records one timeline page holds at most.
 pub const MAX_TIMELINE_RECORDS: u64 = 1000;

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::ledger::{Payload, RecordKind, StreamKey};
 
 use super::auth::Principal;
-use super::wire::ids::ConversationId;
+use crate::wire::ids::ConversationId;
 
 /// The stream of one conversation. The principal is a digest of the
 /// bearer token, so conversations of two principals never share a stream.

@@ -9,7 +9,7 @@
 use crate::ledger::LedgerError;
 
 use super::service::HEARTBEAT_MS;
-use super::wire::WireError;
+use crate::wire::WireError;
 
 pub(super) fn seconds_ceil(ms: u64) -> u64 {
     ms.div_ceil(1000).max(1)
@@ -61,7 +61,7 @@ pub(super) fn busy(remaining_ms: u64) -> WireError {
 mod tests {
     use super::*;
     use crate::ledger::Corruption;
-    use crate::studio::wire::frame::{ErrorFrame, Frame};
+    use crate::wire::frame::{ErrorFrame, Frame};
 
     #[test]
     fn damage_is_named_never_retryable_and_the_documented_fixture() {

@@ -17,9 +17,9 @@ use axum::{Json, Router};
 use super::auth::{self, AuthError, Principal};
 use super::service::Studio;
 use super::sse::SseEvent;
-use super::wire::error::{ErrorCode, Retry};
-use super::wire::limits::{MAX_REQUEST_BYTES, MAX_TURN_REQUEST_BYTES};
-use super::wire::{self, WireError};
+use crate::wire::error::{ErrorCode, Retry};
+use crate::wire::limits::{MAX_REQUEST_BYTES, MAX_TURN_REQUEST_BYTES};
+use crate::wire::{self, WireError};
 
 impl IntoResponse for WireError {
     fn into_response(self) -> Response {

@@ -20,10 +20,10 @@ use crate::ledger::{
 use super::conversation::Conversation;
 use super::follow::Ending;
 use super::records::{CancelRequested, FrameSent, SegmentEnd, SegmentReleased, SegmentRenewed};
-use super::wire::WireError;
-use super::wire::frame::{CompositionUpdated, ErrorFrame, Frame};
-use super::wire::ids::{InterruptId, PlanVersionId, TraceId};
-use super::wire::plan::{PlanProposed, PlanVersioned};
+use crate::wire::WireError;
+use crate::wire::frame::{CompositionUpdated, ErrorFrame, Frame};
+use crate::wire::ids::{InterruptId, PlanVersionId, TraceId};
+use crate::wire::plan::{PlanProposed, PlanVersioned};
 
 use super::seq::SeqGuard;
 use super::service::{FAULT_EXIT_CODE, MAX_DECISION_ATTEMPTS, Studio, json, now_ms, seconds_ceil};

@@ -30,12 +30,12 @@ use super::records::{
     CancelRequested, CompositionMutated, InterruptAnswered, PlanApprovalRecorded, RequestApplied,
     SegmentAgent, SegmentClaimed, TurnRequested, conversation_stream,
 };
-use super::wire::WireError;
-use super::wire::composition::{CompositionManifest, CompositionMutation};
-use super::wire::elicitation::{PendingElicitation, PendingInterrupt, PendingPlan};
-use super::wire::frame::Frame;
-use super::wire::ids::ConversationId;
-use super::wire::request::{CancelRequest, Decision, InterruptResponse, TurnRequest};
+use crate::wire::WireError;
+use crate::wire::composition::{CompositionManifest, CompositionMutation};
+use crate::wire::elicitation::{PendingElicitation, PendingInterrupt, PendingPlan};
+use crate::wire::frame::Frame;
+use crate::wire::ids::ConversationId;
+use crate::wire::request::{CancelRequest, Decision, InterruptResponse, TurnRequest};
 
 use super::keyed::Decided;
 pub use super::keyed::{Applied, MAX_REQUEST_KEY_BYTES, RequestKey};
@@ -114,7 +114,7 @@ pub(crate) fn now_ms() -> u64 {
 pub(super) fn json<T: serde::Serialize>(value: &T) -> String {
     // Wire types serialise infallibly (no maps with non-string keys), and
     // serde_json writes UTF-8 only.
-    let bytes = crate::scratch::encode_exact(|buffer| {
+    let bytes = crate::encode_buffer::encode_exact(|buffer| {
         let _ = serde_json::to_writer(buffer, value);
     });
     String::from_utf8(bytes).unwrap_or_default()

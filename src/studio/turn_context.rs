@@ -13,9 +13,9 @@ use crate::agent::{
 use crate::ledger::StreamKey;
 
 use super::conversation::{Conversation, Pause};
-use super::wire::frame::Frame;
-use super::wire::plan::{PlanProposed, SwitchFailed};
-use super::wire::request::{Decision, InterruptResponse};
+use crate::wire::frame::Frame;
+use crate::wire::plan::{PlanProposed, SwitchFailed};
+use crate::wire::request::{Decision, InterruptResponse};
 
 use super::service::Studio;
 

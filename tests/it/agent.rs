@@ -6,7 +6,7 @@ use std::sync::Arc;
 use ledgerwire::agent::builtin::{BuiltinAgent, segment_frames};
 use ledgerwire::agent::{AnsweredPause, TurnContext};
 use ledgerwire::server::BoundServer;
-use ledgerwire::studio::wire::frame::Frame;
+use ledgerwire::wire::frame::Frame;
 use serde_json::{Value, json};
 
 use crate::support::{StudioClient, open, quick_studio, scratch};

@@ -7,7 +7,7 @@
 
 use ledgerwire::agent::AnsweredPause;
 use ledgerwire::agent::builtin::segment_frames;
-use ledgerwire::studio::wire::frame::Frame;
+use ledgerwire::wire::frame::Frame;
 use serde_json::{Value, json};
 
 use crate::agent::{builtin_server, context, respond, turn};

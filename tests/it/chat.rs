@@ -329,7 +329,7 @@ async fn over_statewire_a_refused_question_prints_the_studio_sentence_and_the_ch
     let dir = scratch();
     let (ledger, _) = open(dir.path());
     let addr = start_studio(ledger.clone(), quick_studio()).await;
-    let long = "x".repeat(ledgerwire::studio::wire::limits::MAX_MESSAGE_CHARS + 1);
+    let long = "x".repeat(ledgerwire::wire::limits::MAX_MESSAGE_CHARS + 1);
     let typed = format!("{long}\nhello\n");
     let text = chat(
         format!("http://{addr}"),

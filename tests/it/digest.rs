@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use ledgerwire::agent::frames::{done, message_complete};
 use ledgerwire::agent::{Agent, DIGEST_TURNS, PastTurn, SegmentFrames, TurnContext};
-use ledgerwire::studio::wire::frame::Frame;
+use ledgerwire::wire::frame::Frame;
 use serde_json::{Value, json};
 
 use crate::agent::{builtin_server, turn};

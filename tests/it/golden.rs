@@ -64,7 +64,7 @@ fn write_golden(dir: &Path) {
     let states = serde_json::to_string_pretty(&states).unwrap();
     std::fs::write(dir.join("expected-state.json"), states + "\n").unwrap();
     let mut dump = Vec::new();
-    ledgerwire::tools::dump(&dir.join("store"), None, 0, &mut dump).unwrap();
+    ledgerwire::log_commands::dump(&dir.join("store"), None, 0, &mut dump).unwrap();
     std::fs::write(dir.join("expected-dump.jsonl"), dump).unwrap();
 }
 
@@ -173,7 +173,7 @@ fn reads_and_folds_to_its_committed_state(golden: &Path) {
     drop(ledger);
 
     let mut dump = Vec::new();
-    ledgerwire::tools::dump(scratch.path(), None, 0, &mut dump).unwrap();
+    ledgerwire::log_commands::dump(scratch.path(), None, 0, &mut dump).unwrap();
     let expected_dump = std::fs::read_to_string(golden.join("expected-dump.jsonl")).unwrap();
     assert_eq!(String::from_utf8(dump).unwrap(), expected_dump);
 }
@@ -217,7 +217,7 @@ async fn write_studio_golden(dir: &Path) {
     let state = serde_json::to_string_pretty(&state).unwrap();
     std::fs::write(dir.join("expected-state.json"), state + "\n").unwrap();
     let mut replay = Vec::new();
-    ledgerwire::tools::replay(&dir.join("store"), "g1", None, &mut replay).unwrap();
+    ledgerwire::log_commands::replay(&dir.join("store"), "g1", None, &mut replay).unwrap();
     std::fs::write(dir.join("expected-replay.txt"), replay).unwrap();
 }
 
@@ -260,7 +260,7 @@ async fn the_v1_studio_golden_log_folds_and_replays_to_its_committed_state() {
     assert_eq!(serde_json::to_value(&state).unwrap(), expected);
     drop(ledger);
     let mut replay = Vec::new();
-    ledgerwire::tools::replay(scratch.path(), "g1", None, &mut replay).unwrap();
+    ledgerwire::log_commands::replay(scratch.path(), "g1", None, &mut replay).unwrap();
     if std::env::var_os("LEDGERWIRE_WRITE_GOLDEN_STATE").is_some() {
         std::fs::write(golden.join("expected-replay.txt"), &replay).unwrap();
     }
@@ -302,7 +302,7 @@ async fn write_statewire_golden(dir: &Path) {
     let expected = serde_json::to_string_pretty(&statewire_states(&ledger)).unwrap();
     std::fs::write(dir.join("expected-state.json"), expected + "\n").unwrap();
     let mut dump = Vec::new();
-    ledgerwire::tools::dump_ledger(&ledger, None, 0, &mut dump).unwrap();
+    ledgerwire::log_commands::dump_ledger(&ledger, None, 0, &mut dump).unwrap();
     std::fs::write(dir.join("expected-dump.jsonl"), dump).unwrap();
 }
 
@@ -343,7 +343,7 @@ async fn the_v1_statewire_golden_log_folds_and_dumps_to_its_committed_state() {
     assert_eq!(statewire_states(&ledger), expected);
     drop(ledger);
     let mut dump = Vec::new();
-    ledgerwire::tools::dump(scratch.path(), None, 0, &mut dump).unwrap();
+    ledgerwire::log_commands::dump(scratch.path(), None, 0, &mut dump).unwrap();
     // The dump's presentation may change (never the store);
     // LEDGERWIRE_WRITE_GOLDEN_STATE=1 rewrites it.
     if std::env::var_os("LEDGERWIRE_WRITE_GOLDEN_STATE").is_some() {

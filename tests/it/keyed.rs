@@ -11,7 +11,7 @@ use ledgerwire::ledger::{Payload, RecordKind};
 use ledgerwire::studio::auth::Principal;
 use ledgerwire::studio::records::{FrameSent, RequestApplied, conversation_stream};
 use ledgerwire::studio::service::{Applied, RequestKey, Studio};
-use ledgerwire::studio::wire::{self, ids::ConversationId};
+use ledgerwire::wire::{self, ids::ConversationId};
 
 use crate::support::{EVENT_TIMEOUT, open, quick_studio, scratch};
 
@@ -87,7 +87,7 @@ async fn a_keyed_turn_applies_once_and_its_repeat_answers_the_first_outcome() {
 #[tokio::test]
 async fn while_draining_a_keyed_turn_is_refused_for_a_moment_and_nothing_is_recorded() {
     use ledgerwire::lifecycle::{Lifecycle, Phase};
-    use ledgerwire::studio::wire::error::Retry;
+    use ledgerwire::wire::error::Retry;
 
     let dir = scratch();
     let (ledger, _) = open(dir.path());

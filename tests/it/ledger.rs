@@ -639,7 +639,7 @@ fn dump_prints_one_decoded_json_line_per_record() {
             .unwrap();
     }
     let mut out = Vec::new();
-    ledgerwire::tools::dump(dir.path(), None, 1, &mut out).unwrap();
+    ledgerwire::log_commands::dump(dir.path(), None, 1, &mut out).unwrap();
     let lines: Vec<serde_json::Value> = String::from_utf8(out)
         .unwrap()
         .lines()
@@ -653,11 +653,11 @@ fn dump_prints_one_decoded_json_line_per_record() {
     assert_eq!(lines[1]["payload"]["n"], 0);
 
     let mut out = Vec::new();
-    ledgerwire::tools::dump(dir.path(), Some("t/a"), 1, &mut out).unwrap();
+    ledgerwire::log_commands::dump(dir.path(), Some("t/a"), 1, &mut out).unwrap();
     assert_eq!(String::from_utf8(out).unwrap().lines().count(), 1);
 
     let mut out = Vec::new();
-    ledgerwire::tools::stats(dir.path(), &mut out).unwrap();
+    ledgerwire::log_commands::stats(dir.path(), &mut out).unwrap();
     let stats = String::from_utf8(out).unwrap();
     assert!(stats.contains("records          3"), "{stats}");
     assert!(stats.contains("streams          2"), "{stats}");

@@ -10,7 +10,7 @@ mod crash;
 mod crashtest;
 mod digest;
 mod golden;
-mod harness;
+mod harness_sdk;
 mod keyed;
 mod ledger;
 mod operating;

@@ -711,7 +711,7 @@ fn a_global_dump_merges_many_streams_in_order() {
     let (ledger, _) = open(dir.path());
     let streams: Vec<_> = (0..40).map(|n| stream(&format!("t/s{n:02}"))).collect();
     // Interleave so that every stream spans several pages of the merge.
-    for round in 0..(ledgerwire::tools::DUMP_PAGE_RECORDS * 2 + 3) {
+    for round in 0..(ledgerwire::log_commands::DUMP_PAGE_RECORDS * 2 + 3) {
         for (n, key) in streams.iter().enumerate() {
             if (round + n) % 3 != 0 {
                 append_one(&ledger, key);
@@ -719,7 +719,7 @@ fn a_global_dump_merges_many_streams_in_order() {
         }
     }
     let mut out = Vec::new();
-    ledgerwire::tools::dump_ledger(&ledger, None, 100, &mut out).unwrap();
+    ledgerwire::log_commands::dump_ledger(&ledger, None, 100, &mut out).unwrap();
     let globals: Vec<u64> = String::from_utf8(out)
         .unwrap()
         .lines()

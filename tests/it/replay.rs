@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ledgerwire::agent::builtin::BuiltinAgent;
 use ledgerwire::agent::minimal::MinimalAgent;
 use ledgerwire::ledger::{Ledger, OpenMode};
-use ledgerwire::tools::{ToolError, replay, replay_check, replay_check_recorded};
+use ledgerwire::log_commands::{ToolError, replay, replay_check, replay_check_recorded};
 use serde_json::{Value, json};
 
 use crate::golden::{STUDIO_GOLDEN, copy_dir};

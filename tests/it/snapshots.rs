@@ -7,7 +7,7 @@
 
 use std::fmt::Debug;
 
-use ledgerwire::harness::transcript::ThreadFold;
+use ledgerwire::harness_sdk::transcript::ThreadFold;
 use ledgerwire::ledger::{
     Durability, ExpectedPosition, Fold, FoldCache, Ledger, Payload, StreamKey,
 };

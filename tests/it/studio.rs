@@ -225,7 +225,7 @@ async fn requests_need_a_token_and_conversations_belong_to_their_principal() {
 #[tokio::test]
 async fn an_oversized_body_is_refused_before_parsing() {
     let (_dir, _ledger, client) = studio().await;
-    let limit = ledgerwire::studio::wire::limits::MAX_TURN_REQUEST_BYTES;
+    let limit = ledgerwire::wire::limits::MAX_TURN_REQUEST_BYTES;
     let huge =
         json!({"kind": "turn.request", "conversation_id": "c6", "message": "x".repeat(limit)});
     let (status, body) = client.json("/api/studio/turn", &huge).await;
@@ -698,7 +698,7 @@ async fn a_plan_that_can_no_longer_be_read_is_planned_again_from_the_question() 
     use ledgerwire::studio::records::{
         FrameSent, SegmentClaimed, SegmentEnd, SegmentReleased, TurnRequested, conversation_stream,
     };
-    use ledgerwire::studio::wire::ids::ConversationId;
+    use ledgerwire::wire::ids::ConversationId;
 
     let dir = scratch();
     let (ledger, _) = open(dir.path());
@@ -818,7 +818,7 @@ async fn a_long_conversation_after_a_restart_folds_as_its_records_do() {
     use ledgerwire::studio::conversation::ConversationFold;
     use ledgerwire::studio::records::conversation_stream;
     use ledgerwire::studio::service::CONVERSATION_SNAPSHOT_INTERVAL_RECORDS;
-    use ledgerwire::studio::wire::ids::ConversationId;
+    use ledgerwire::wire::ids::ConversationId;
 
     /// Planned turns: each about 20 records, so several snapshots.
     const TURNS: usize = 16;

@@ -4,36 +4,36 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use ledgerwire::studio::wire::composition::{
+use ledgerwire::wire::composition::{
     CardMeta, CompositionBlock, CompositionCounts, CompositionManifest, CompositionMutation,
     CompositionOp, CompositionOpKind, LayoutHints,
 };
-use ledgerwire::studio::wire::elicitation::{
+use ledgerwire::wire::elicitation::{
     ElicitationOption, ElicitationQuestion, ElicitationRequest, InputKind, PendingElicitation,
     PendingInterrupt, PendingPlan,
 };
-use ledgerwire::studio::wire::frame::{
+use ledgerwire::wire::frame::{
     ActivityStep, ComponentCreated, ComponentRevised, CompositionUpdated, Done, ErrorFrame,
     FactPoint, FactSummary, MessageComplete, MessageDelta, Provenance, SeriesFact, StepStatus,
     Suggestions,
 };
-use ledgerwire::studio::wire::ids::{
+use ledgerwire::wire::ids::{
     ActivityStepId, ChoiceId, ComponentId, CompositionId, ConversationId, InterruptId, OptionId,
     PlanStepId, PlanVersionId, QuestionId, TraceId,
 };
-use ledgerwire::studio::wire::limits::MAX_TURN_REQUEST_BYTES;
-use ledgerwire::studio::wire::plan::{
+use ledgerwire::wire::limits::MAX_TURN_REQUEST_BYTES;
+use ledgerwire::wire::plan::{
     ApprovedChoice, ApprovedStep, PlanApproved, PlanAsk, PlanDecision, PlanDecisionOption,
     PlanOperation, PlanProposed, PlanRequirement, PlanStep, PlanVersioned, SwitchFailed,
 };
-use ledgerwire::studio::wire::request::{
+use ledgerwire::wire::request::{
     Answer, CancelRequest, ComponentIntent, ComponentRef, Decision, InterruptResponse, Surface,
     TurnRequest,
 };
-use ledgerwire::studio::wire::schema::{JSON_SCHEMA_DIALECT, schema_json};
-use ledgerwire::studio::wire::seed::{self, SeedReference, SeedSpec};
-use ledgerwire::studio::wire::validate::check_bounds;
-use ledgerwire::studio::wire::{
+use ledgerwire::wire::schema::{JSON_SCHEMA_DIALECT, schema_json};
+use ledgerwire::wire::seed::{self, SeedReference, SeedSpec};
+use ledgerwire::wire::validate::check_bounds;
+use ledgerwire::wire::{
     ErrorCode, Frame, FrameEvent, RequestKind, Retry, StudioRequest, WireError,
     parse_cancel_request, parse_composition_mutation, parse_frame, parse_interrupt_response,
     parse_request, parse_turn_request,
@@ -725,7 +725,7 @@ fn the_wire_names_the_contracts_kinds_and_events() {
 // --------------------------------------------------------------- proptest
 
 fn id<T: std::fmt::Debug + 'static>(
-    make: fn(String) -> Result<T, ledgerwire::studio::wire::ids::IdError>,
+    make: fn(String) -> Result<T, ledgerwire::wire::ids::IdError>,
 ) -> BoxedStrategy<T> {
     "[a-z][a-z0-9_:/.-]{0,15}"
         .prop_map(move |text| make(text).expect("generated id is valid"))

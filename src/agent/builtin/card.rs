@@ -15,8 +15,8 @@ use super::data::{Dataset, Level};
 use super::planner::{Query, id};
 use super::sentences;
 use super::understand::{ChartKind, Operation};
-use crate::studio::wire::ids::{ChoiceId, InterruptId, OptionId, PlanStepId, PlanVersionId};
-use crate::studio::wire::plan::{
+use crate::wire::ids::{ChoiceId, InterruptId, OptionId, PlanStepId, PlanVersionId};
+use crate::wire::plan::{
     PlanAsk, PlanDecision, PlanDecisionOption, PlanOperation, PlanProposed, PlanRequirement,
     PlanStep,
 };

@@ -27,12 +27,12 @@ use serde_json::json;
 
 use super::frames::{done, message_complete as text, message_delta as delta};
 use super::{Agent, AnsweredPause, SegmentFrames, TurnContext};
-use crate::studio::wire::frame::{
+use crate::wire::frame::{
     ActivityStep, ComponentCreated, ComponentRevised, Frame, StepStatus, Suggestions,
 };
-use crate::studio::wire::ids::{ActivityStepId, ComponentId, PlanVersionId};
-use crate::studio::wire::plan::{PlanProposed, PlanVersioned, SwitchFailed};
-use crate::studio::wire::request::{ComponentIntent, Decision, PlanSwitch, Surface};
+use crate::wire::ids::{ActivityStepId, ComponentId, PlanVersionId};
+use crate::wire::plan::{PlanProposed, PlanVersioned, SwitchFailed};
+use crate::wire::request::{ComponentIntent, Decision, PlanSwitch, Surface};
 use clarify::{apply_recommended, elicitation, picks_from};
 use data::{Dataset, Indicator};
 use planner::{Picks, Query, Resolution, id};

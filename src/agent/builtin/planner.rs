@@ -18,7 +18,7 @@ use super::assumptions::{AskedYears, Assumption, Part, inherited, reads_one_year
 use super::data::{Dataset, Indicator, Level};
 use super::understand::{ChartKind, Now, Operation, SeedSource, Time, Understanding};
 use super::{sentences, words};
-use crate::studio::wire::plan::PlanProposed;
+use crate::wire::plan::PlanProposed;
 
 /// Years a forecast looks ahead when the question names no target.
 pub const DEFAULT_FORECAST_YEARS: i32 = 10;

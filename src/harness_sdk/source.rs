@@ -18,7 +18,7 @@ use crate::statewire::ThreadScope;
 use crate::statewire::host::{AttachDocuments, DocumentSource, SourceSnapshot};
 use crate::studio::auth::Principal;
 use crate::studio::records::conversation_stream;
-use crate::studio::wire::ids::ConversationId;
+use crate::wire::ids::ConversationId;
 
 use super::INTEREST;
 use super::documents::{MESSAGE_NAMESPACE, main_document, message_document};

@@ -5,14 +5,14 @@
 //! documents equal a fresh fold of the log, and the log verifies and
 //! replays (`replay --check`).
 
-use ledgerwire::harness::documents::main_document;
-use ledgerwire::harness::transcript::ThreadFold;
+use ledgerwire::harness_sdk::documents::main_document;
+use ledgerwire::harness_sdk::transcript::ThreadFold;
 use ledgerwire::ledger::{Payload, RecordKind};
 use ledgerwire::statewire::ids::ProtocolName;
 use ledgerwire::statewire::packet::Command;
 use ledgerwire::studio::auth::Principal;
 use ledgerwire::studio::records::{RequestApplied, conversation_stream};
-use ledgerwire::studio::wire::ids::ConversationId;
+use ledgerwire::wire::ids::ConversationId;
 use serde_json::{Value, json};
 
 use super::{WAIT, approve_open_plan, connect, ok};
@@ -73,8 +73,8 @@ async fn a_sigkilled_server_runs_each_replayed_command_once() {
     assert!(session.lanes[harness].commands.contains_key(&3));
 
     let server = ServerProcess::start(dir.path(), ARGS);
-    let mut client = ledgerwire::harness::client::HarnessClient::connect(
-        ledgerwire::harness::client::config(&format!("ws://{}", server.addr), "crash-1", TOKEN),
+    let mut client = ledgerwire::harness_sdk::client::HarnessClient::connect(
+        ledgerwire::harness_sdk::client::config(&format!("ws://{}", server.addr), "crash-1", TOKEN),
         "crash-1",
         session,
     )

@@ -2,7 +2,7 @@
 //! with a final `thread-damaged` fin saying what an operator must do, not
 //! a retryable `server-error`, and other threads are served.
 
-use ledgerwire::harness::client::{HarnessClient, config};
+use ledgerwire::harness_sdk::client::{HarnessClient, config};
 use ledgerwire::statewire::client::{ClientError, Session};
 use ledgerwire::statewire::ids::ClientId;
 use ledgerwire::statewire::packet::{FinCode, FinReason};

@@ -120,7 +120,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::harness::transcript::TurnIndex;
+    use crate::harness_sdk::transcript::TurnIndex;
 
     fn thread() -> ThreadState {
         ThreadState {

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use ledgerwire::harness::documents::{main_document, message_document};
-use ledgerwire::harness::transcript::{ThreadFold, TurnTranscript};
+use ledgerwire::harness_sdk::documents::{main_document, message_document};
+use ledgerwire::harness_sdk::transcript::{ThreadFold, TurnTranscript};
 use ledgerwire::ledger::{Durability, ExpectedPosition, Ledger, NewRecord, Payload, StreamKey};
 use ledgerwire::statewire::ids::ProtocolName;
 use ledgerwire::statewire::view::{DocIdentity, DocTable, View};

@@ -16,8 +16,8 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::trace::{MakeSpan, OnResponse, TraceLayer};
 use tracing::Span;
 
-use crate::studio::wire::WireError;
-use crate::studio::wire::error::{ErrorCode, Retry};
+use crate::wire::WireError;
+use crate::wire::error::{ErrorCode, Retry};
 
 use super::settings::CorsOrigins;
 

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use ledgerwire::harness::HARNESS_SDK;
-use ledgerwire::harness::client::{HarnessClient, config};
+use ledgerwire::harness_sdk::HARNESS_SDK;
+use ledgerwire::harness_sdk::client::{HarnessClient, config};
 use ledgerwire::ledger::{Durability, ExpectedPosition, Payload};
 use ledgerwire::statewire::client::{ClientConfig, Connection, ProtocolOfferConfig, Session};
 use ledgerwire::statewire::ids::{ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope};

@@ -19,7 +19,7 @@ use crate::statewire::host::{AsyncHandler, Call};
 use crate::statewire::packet::Rejection;
 use crate::studio::auth::Principal;
 use crate::studio::service::{RequestKey, Started, Studio};
-use crate::studio::wire::{self, WireError};
+use crate::wire::{self, WireError};
 
 use super::transcript::reply_id;
 

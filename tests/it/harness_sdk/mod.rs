@@ -15,7 +15,7 @@ mod older;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ledgerwire::harness::client::{HarnessClient, config};
+use ledgerwire::harness_sdk::client::{HarnessClient, config};
 use ledgerwire::statewire::client::Session;
 use ledgerwire::statewire::ids::ClientId;
 use serde_json::Value;

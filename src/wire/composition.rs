@@ -176,3 +176,13 @@ impl CompositionOp {
         }
     }
 }
+
+/// What a conversation knows of a component it streamed: its newest
+/// revision, type and title. The conversation's fold keeps one per
+/// component id, and the agent reads them to refer to earlier cards.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamedComponent {
+    pub revision: u64,
+    pub component_type: String,
+    pub title: String,
+}
