@@ -12,7 +12,8 @@
 //! 5. The doors: [`studio`] (contract v1 on the ledger) and [`statewire`]
 //!    (the Statewire host), which never import each other.
 //! 6. [`harness_sdk`]: the Studio's conversations as Statewire threads.
-//! 7. [`log_commands`] (`ledgerwire log …` and `replay`), [`web`] (the
+//! 7. [`record_kinds`] (every door's record kinds in one registry),
+//!    [`log_commands`] (`ledgerwire log …` and `replay`), [`web`] (the
 //!    page compiled in), then [`server`] (both doors on one HTTP server).
 //! 8. Programs that use the rest as clients: [`chat`], [`crashtest`],
 //!    [`loadgen`] (`ledgerwire bench`), [`audit_client`] (`--url`).
@@ -27,6 +28,7 @@ pub mod ledger;
 pub mod lifecycle;
 pub mod loadgen;
 pub mod log_commands;
+pub mod record_kinds;
 pub mod server;
 pub mod statewire;
 pub mod studio;

@@ -9,12 +9,13 @@ use std::path::Path;
 use itertools::Itertools;
 use serde_json::json;
 
-use crate::ledger::kinds::{self, RecordKind};
+use crate::ledger::kinds;
 use crate::ledger::probe::Probe;
 use crate::ledger::{
     Durability, ExpectedPosition, Ledger, LedgerError, OpenMode, Payload, Record, StreamKey,
     VerifyReport,
 };
+use crate::record_kinds::registry;
 
 /// Errors of the operator commands.
 #[derive(Debug, thiserror::Error)]
@@ -156,7 +157,7 @@ pub fn print_verify(report: VerifyReport, out: &mut impl Write) -> Result<Verify
 
 /// One record as a JSON line.
 fn record_json(record: &Record) -> serde_json::Value {
-    let kind_name = RecordKind::from_code(record.kind()).map(RecordKind::name);
+    let kind_name = registry().name(record.kind());
     let mut line = json!({
         "global_position": record.global_position(),
         "stream": record.stream(),
@@ -167,7 +168,7 @@ fn record_json(record: &Record) -> serde_json::Value {
         "kind_name": kind_name,
         "crc32c": format!("{:08x}", record.crc()),
     });
-    match kinds::payload_json(record) {
+    match registry().payload_json(record) {
         Ok(payload) => line["payload"] = payload,
         Err(error) => line["payload_error"] = json!(error.to_string()),
     }
@@ -297,8 +298,9 @@ pub fn print_stats(report: &VerifyReport, out: &mut impl Write) -> Result<(), To
     writeln!(out, "next global      {}", report.next_global)?;
     writeln!(out, "corrupt streams  {}", report.corrupt_streams().len())?;
     for (&code, &(count, bytes)) in &report.kinds {
-        let kind = RecordKind::from_code(code)
-            .map_or_else(|| format!("unknown-{code}"), |kind| kind.name().to_owned());
+        let kind = registry()
+            .name(code)
+            .map_or_else(|| format!("unknown-{code}"), str::to_owned);
         writeln!(out, "kind {kind:<30} {count} records, {bytes} bytes")?;
     }
     Ok(())

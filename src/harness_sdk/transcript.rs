@@ -13,10 +13,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::ledger::{Fold, FoldError, Payload, Record, RecordKind};
+use crate::ledger::{Fold, FoldError, Payload, Record};
 use crate::studio::conversation::{Conversation, ConversationFold};
 use crate::studio::records::{
-    FrameSent, InterruptAnswered, SegmentEnd, SegmentReleased, TurnRequested,
+    FrameSent, InterruptAnswered, SegmentEnd, SegmentReleased, StudioKind, TurnRequested,
 };
 
 /// The id of turn `turn`'s request message.
@@ -159,11 +159,11 @@ impl TurnTranscript {
     /// Applies one record; returns the id of a message it created.
     pub fn apply(&mut self, record: &Record) -> Result<Option<String>, FoldError> {
         let position = record.position();
-        let Some(kind) = RecordKind::from_code(record.kind()) else {
+        let Some(kind) = StudioKind::from_code(record.kind()) else {
             return Ok(None);
         };
         match kind {
-            RecordKind::StudioTurnRequested => {
+            StudioKind::TurnRequested => {
                 let requested: TurnRequested = decode(record)?;
                 if requested.turn != self.turn {
                     return Ok(None);
@@ -176,7 +176,7 @@ impl TurnTranscript {
                     Body::Request { text, request },
                 )))
             }
-            RecordKind::StudioInterruptAnswered => {
+            StudioKind::InterruptAnswered => {
                 let answered: InterruptAnswered = decode(record)?;
                 if answered.turn != self.turn {
                     return Ok(None);
@@ -197,7 +197,7 @@ impl TurnTranscript {
                 };
                 Ok(Some(self.push(answer_id(self.turn, k + 1), position, body)))
             }
-            RecordKind::StudioFrameSent => {
+            StudioKind::FrameSent => {
                 let sent: FrameSent = decode(record)?;
                 if sent.turn != self.turn {
                     return Ok(None);
@@ -205,7 +205,7 @@ impl TurnTranscript {
                 let frame: Value = parse(&sent.frame)?;
                 self.frame(sent.segment, sent.seq, frame, position)
             }
-            RecordKind::StudioSegmentReleased => {
+            StudioKind::SegmentReleased => {
                 let released: SegmentReleased = decode(record)?;
                 if released.end == SegmentEnd::Disconnected
                     && let Some(reply) = self.reply_mut(released.segment, position)

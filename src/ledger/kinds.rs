@@ -1,113 +1,45 @@
-//! The vocabulary of record kinds: each kind's number, name and payload
-//! type, and decoding any payload to JSON for `ledgerwire log dump`.
+//! Record kinds: the number and name of each kind of payload, and the
+//! registry that turns any stored payload into JSON for the tools.
 //!
-//! Rules (see log-format/LOG-FORMAT.md, "Evolving record kinds"): a kind's
+//! The ledger owns the mechanism, not the vocabulary: each door declares
+//! its own kinds (the Studio's in `studio::records`, Statewire's in
+//! `statewire::records`) and the binary assembles them into one
+//! [`KindRegistry`] for `log dump`, `replay` and the audit API.
+//!
+//! Rules (log-format/LOG-FORMAT.md, "Evolving record kinds"): a kind's
 //! number is never reused and its payload type never changes once a build
 //! wrote it. A new shape is a new kind; old kinds stay decodable forever.
+//! Must never: name a door or import a door's types.
+
+use std::collections::BTreeMap;
 
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::ledger::probe::Probe;
 use crate::ledger::record::{NewRecord, Record};
-use crate::statewire::records::{
-    CommandAdmitted, CommandAnswered, CommandAnsweredUnder, DocumentsCommitted,
-};
-use crate::studio::records as studio;
 
-/// Every record kind this build knows.
+/// A record kind: the number stored in every record's header and the
+/// name the tools print. Codes are handed out in ranges by owner: 1–15
+/// the ledger's own, 16–63 the Studio's, 64–127 Statewire's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u16)]
-pub enum RecordKind {
-    /// A diagnostic record written by `ledgerwire log probe` (crash tests
-    /// and benchmarks). Payload: [`Probe`].
-    Probe = 1,
-    // Studio conversations (codes 16 to 63); payloads in `studio::records`.
-    StudioTurnRequested = 16,
-    StudioInterruptAnswered = 17,
-    StudioFrameSent = 18,
-    StudioSegmentClaimed = 19,
-    StudioSegmentRenewed = 20,
-    StudioSegmentReleased = 21,
-    StudioCancelRequested = 22,
-    StudioPlanApproved = 23,
-    StudioCompositionMutated = 24,
-    /// A keyed request's outcome, appended with the records it applied.
-    /// Payload: [`studio::RequestApplied`].
-    StudioRequestApplied = 25,
-    /// The agent serving a segment, appended with its claim. Payload:
-    /// [`studio::SegmentAgent`].
-    StudioSegmentAgent = 26,
-    /// Statewire: a command admitted on a durable lane, with its contract.
-    /// Payload: [`CommandAdmitted`].
-    StatewireCommandAdmitted = 64,
-    /// Statewire: an admitted command's answer. Payload: [`CommandAnswered`].
-    StatewireCommandAnswered = 65,
-    /// Statewire: changes to a thread's durable documents, with the
-    /// command that made them. Payload: [`DocumentsCommitted`].
-    StatewireDocumentsCommitted = 66,
-    /// Statewire: an admitted command's answer with the contract it is
-    /// encoded in. Payload: [`CommandAnsweredUnder`].
-    StatewireCommandAnsweredUnder = 67,
+pub struct Kind {
+    pub code: u16,
+    pub name: &'static str,
 }
 
-impl RecordKind {
-    pub const ALL: &'static [RecordKind] = &[
-        RecordKind::Probe,
-        RecordKind::StudioTurnRequested,
-        RecordKind::StudioInterruptAnswered,
-        RecordKind::StudioFrameSent,
-        RecordKind::StudioSegmentClaimed,
-        RecordKind::StudioSegmentRenewed,
-        RecordKind::StudioSegmentReleased,
-        RecordKind::StudioCancelRequested,
-        RecordKind::StudioPlanApproved,
-        RecordKind::StudioCompositionMutated,
-        RecordKind::StudioRequestApplied,
-        RecordKind::StudioSegmentAgent,
-        RecordKind::StatewireCommandAdmitted,
-        RecordKind::StatewireCommandAnswered,
-        RecordKind::StatewireDocumentsCommitted,
-        RecordKind::StatewireCommandAnsweredUnder,
-    ];
-
-    pub fn code(self) -> u16 {
-        self as u16
-    }
-
-    pub fn from_code(code: u16) -> Option<Self> {
-        Self::ALL.iter().copied().find(|kind| kind.code() == code)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            RecordKind::Probe => "probe",
-            RecordKind::StudioTurnRequested => "studio.turn_requested",
-            RecordKind::StudioInterruptAnswered => "studio.interrupt_answered",
-            RecordKind::StudioFrameSent => "studio.frame_sent",
-            RecordKind::StudioSegmentClaimed => "studio.segment_claimed",
-            RecordKind::StudioSegmentRenewed => "studio.segment_renewed",
-            RecordKind::StudioSegmentReleased => "studio.segment_released",
-            RecordKind::StudioCancelRequested => "studio.cancel_requested",
-            RecordKind::StudioPlanApproved => "studio.plan_approved",
-            RecordKind::StudioCompositionMutated => "studio.composition_mutated",
-            RecordKind::StudioRequestApplied => "studio.request_applied",
-            RecordKind::StudioSegmentAgent => "studio.segment_agent",
-            RecordKind::StatewireCommandAdmitted => "statewire.command_admitted",
-            RecordKind::StatewireCommandAnswered => "statewire.command_answered",
-            RecordKind::StatewireDocumentsCommitted => "statewire.documents_committed",
-            RecordKind::StatewireCommandAnsweredUnder => "statewire.command_answered_under",
-        }
+impl Kind {
+    pub const fn new(code: u16, name: &'static str) -> Self {
+        Self { code, name }
     }
 }
 
 /// A payload type bound to its record kind.
 pub trait Payload: Serialize + DeserializeOwned {
-    const KIND: RecordKind;
+    const KIND: Kind;
 
     /// Encodes the payload as a record to append.
     fn to_record(&self) -> NewRecord {
         NewRecord {
-            kind: Self::KIND.code(),
+            kind: Self::KIND.code,
             // Serialising plain data into a Vec cannot fail.
             payload: crate::encode_buffer::encode_exact(|buffer| {
                 let _ = postcard::to_io(self, buffer);
@@ -117,7 +49,103 @@ pub trait Payload: Serialize + DeserializeOwned {
 
     /// Decodes a record of this kind; `None` if the record is another kind.
     fn from_record(record: &Record) -> Option<Result<Self, postcard::Error>> {
-        (record.kind() == Self::KIND.code()).then(|| postcard::from_bytes(record.payload()))
+        (record.kind() == Self::KIND.code).then(|| postcard::from_bytes(record.payload()))
+    }
+}
+
+/// Paths of members that hold JSON text, as member names (`*`: every
+/// element of an array).
+pub type JsonTextMembers = &'static [&'static [&'static str]];
+
+/// One kind as the registry knows it: how to show its payload as JSON.
+#[derive(Clone, Copy)]
+pub struct KindEntry {
+    pub kind: Kind,
+    decode: fn(&Record) -> Result<serde_json::Value, postcard::Error>,
+    /// Members kept as JSON text (a frame, a request, an answer), shown
+    /// as the JSON they hold.
+    json_text_members: JsonTextMembers,
+}
+
+impl KindEntry {
+    /// The entry of payload type `T`.
+    pub const fn of<T: Payload>(json_text_members: JsonTextMembers) -> Self {
+        Self {
+            kind: T::KIND,
+            decode: decode_json::<T>,
+            json_text_members,
+        }
+    }
+}
+
+/// Every kind a binary knows, by code.
+#[derive(Clone, Default)]
+pub struct KindRegistry {
+    entries: BTreeMap<u16, KindEntry>,
+}
+
+impl KindRegistry {
+    /// A registry of the ledger's own kinds (the diagnostic probe).
+    pub fn new() -> Self {
+        Self::default().with(crate::ledger::probe::KINDS)
+    }
+
+    /// Adds a door's kinds. Two kinds with one code are a bug of the
+    /// binary's assembly, found by its first test: it panics.
+    pub fn with(mut self, entries: &[KindEntry]) -> Self {
+        for entry in entries {
+            let previous = self.entries.insert(entry.kind.code, *entry);
+            assert!(
+                previous.is_none(),
+                "record kind {} is registered twice",
+                entry.kind.code
+            );
+        }
+        self
+    }
+
+    /// The kind's name, if this binary knows the code.
+    pub fn name(&self, code: u16) -> Option<&'static str> {
+        self.entries.get(&code).map(|entry| entry.kind.name)
+    }
+
+    /// Every registered kind, by code.
+    pub fn kinds(&self) -> impl Iterator<Item = Kind> + '_ {
+        self.entries.values().map(|entry| entry.kind)
+    }
+
+    /// Decodes a record's payload into JSON, by kind. Members the record
+    /// keeps as JSON text (a frame, a request, an answer) are shown as the
+    /// JSON they hold, not as strings.
+    pub fn payload_json(&self, record: &Record) -> Result<serde_json::Value, DecodeError> {
+        let entry = self.entry(record)?;
+        let mut payload = Self::decode(entry, record)?;
+        for path in entry.json_text_members {
+            nest_json_text(&mut payload, path);
+        }
+        Ok(payload)
+    }
+
+    /// Decodes a record's payload into JSON with its JSON text members
+    /// kept as the exact text the log holds.
+    pub fn payload_json_as_stored(
+        &self,
+        record: &Record,
+    ) -> Result<serde_json::Value, DecodeError> {
+        Self::decode(self.entry(record)?, record)
+    }
+
+    fn entry(&self, record: &Record) -> Result<&KindEntry, DecodeError> {
+        self.entries
+            .get(&record.kind())
+            .ok_or(DecodeError::UnknownKind(record.kind()))
+    }
+
+    fn decode(entry: &KindEntry, record: &Record) -> Result<serde_json::Value, DecodeError> {
+        (entry.decode)(record).map_err(|error| DecodeError::Payload {
+            kind: entry.kind.name,
+            error,
+        })
     }
 }
 
@@ -131,39 +159,6 @@ pub enum DecodeError {
         kind: &'static str,
         error: postcard::Error,
     },
-}
-
-/// Decodes a record's payload into JSON, by kind. Members the record
-/// keeps as JSON text (a frame, a request, an answer) are shown as the
-/// JSON they hold, not as strings.
-pub fn payload_json(record: &Record) -> Result<serde_json::Value, DecodeError> {
-    let kind =
-        RecordKind::from_code(record.kind()).ok_or(DecodeError::UnknownKind(record.kind()))?;
-    let mut payload = payload_as_stored(record, kind)?;
-    for path in json_text_members(kind) {
-        nest_json_text(&mut payload, path);
-    }
-    Ok(payload)
-}
-
-/// The members of a kind's payload that hold JSON text, as paths of
-/// member names (`*`: every element of an array).
-fn json_text_members(kind: RecordKind) -> &'static [&'static [&'static str]] {
-    match kind {
-        RecordKind::StudioTurnRequested => &[&["request"]],
-        RecordKind::StudioInterruptAnswered => &[&["response"]],
-        RecordKind::StudioFrameSent => &[&["frame"]],
-        RecordKind::StudioCompositionMutated => &[&["mutation"]],
-        RecordKind::StudioRequestApplied => &[&["outcome"]],
-        RecordKind::StatewireCommandAdmitted => &[&["params"]],
-        RecordKind::StatewireCommandAnswered | RecordKind::StatewireCommandAnsweredUnder => {
-            &[&["answer"]]
-        }
-        RecordKind::StatewireDocumentsCommitted => {
-            &[&["cause", "answer"], &["changes", "*", "value"]]
-        }
-        _ => &[],
-    }
 }
 
 /// Replaces the string at `path` in `value` by the JSON it holds; leaves
@@ -194,40 +189,6 @@ pub fn nest_json_text(value: &mut serde_json::Value, path: &[&str]) {
             }
         }
     }
-}
-
-/// Decodes a record's payload into JSON with its JSON text members kept
-/// as the exact text the log holds.
-pub fn payload_json_as_stored(record: &Record) -> Result<serde_json::Value, DecodeError> {
-    let kind =
-        RecordKind::from_code(record.kind()).ok_or(DecodeError::UnknownKind(record.kind()))?;
-    payload_as_stored(record, kind)
-}
-
-fn payload_as_stored(record: &Record, kind: RecordKind) -> Result<serde_json::Value, DecodeError> {
-    let to_json = |error| DecodeError::Payload {
-        kind: kind.name(),
-        error,
-    };
-    match kind {
-        RecordKind::Probe => decode_json::<Probe>(record),
-        RecordKind::StudioTurnRequested => decode_json::<studio::TurnRequested>(record),
-        RecordKind::StudioInterruptAnswered => decode_json::<studio::InterruptAnswered>(record),
-        RecordKind::StudioFrameSent => decode_json::<studio::FrameSent>(record),
-        RecordKind::StudioSegmentClaimed => decode_json::<studio::SegmentClaimed>(record),
-        RecordKind::StudioSegmentRenewed => decode_json::<studio::SegmentRenewed>(record),
-        RecordKind::StudioSegmentReleased => decode_json::<studio::SegmentReleased>(record),
-        RecordKind::StudioCancelRequested => decode_json::<studio::CancelRequested>(record),
-        RecordKind::StudioPlanApproved => decode_json::<studio::PlanApprovalRecorded>(record),
-        RecordKind::StudioCompositionMutated => decode_json::<studio::CompositionMutated>(record),
-        RecordKind::StudioRequestApplied => decode_json::<studio::RequestApplied>(record),
-        RecordKind::StudioSegmentAgent => decode_json::<studio::SegmentAgent>(record),
-        RecordKind::StatewireCommandAdmitted => decode_json::<CommandAdmitted>(record),
-        RecordKind::StatewireCommandAnswered => decode_json::<CommandAnswered>(record),
-        RecordKind::StatewireDocumentsCommitted => decode_json::<DocumentsCommitted>(record),
-        RecordKind::StatewireCommandAnsweredUnder => decode_json::<CommandAnsweredUnder>(record),
-    }
-    .map_err(to_json)
 }
 
 fn decode_json<T: Payload>(record: &Record) -> Result<serde_json::Value, postcard::Error> {

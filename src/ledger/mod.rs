@@ -46,7 +46,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 pub use error::{Corruption, LedgerError, Result, StoreProblem};
 pub use fold::{Fold, FoldCache, FoldError, Folded};
-pub use kinds::{Payload, RecordKind};
+pub use kinds::{Kind, KindEntry, KindRegistry, Payload};
 pub use reader::StreamReader;
 pub use record::{NewRecord, Record, StreamKey, StreamMap};
 pub use store::OpenMode;

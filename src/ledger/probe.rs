@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::ledger::fold::{Fold, FoldError};
-use crate::ledger::kinds::{Payload, RecordKind};
+use crate::ledger::kinds::{Kind, KindEntry, Payload};
 use crate::ledger::record::Record;
 
 /// Writer `writer`'s record number `n`, padded with `filler`, whose bytes
@@ -21,8 +21,11 @@ pub struct Probe {
 }
 
 impl Payload for Probe {
-    const KIND: RecordKind = RecordKind::Probe;
+    const KIND: Kind = Kind::new(1, "probe");
 }
+
+/// The ledger's own kinds, for the registry.
+pub const KINDS: &[KindEntry] = &[KindEntry::of::<Probe>(&[])];
 
 impl Probe {
     /// The probe record `n` of `writer` with `filler_len` bytes of filler.

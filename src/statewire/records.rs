@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use crate::ledger::LedgerError;
 use crate::ledger::fold::{Fold, FoldError};
-use crate::ledger::kinds::{Payload, RecordKind};
+use crate::ledger::kinds::{Kind, KindEntry, Payload};
 use crate::ledger::record::{Record, StreamKey};
 use crate::statewire::ids::{ClientId, ProtocolName, ThreadScope};
 
@@ -76,7 +76,7 @@ pub struct CommandAdmitted {
 }
 
 impl Payload for CommandAdmitted {
-    const KIND: RecordKind = RecordKind::StatewireCommandAdmitted;
+    const KIND: Kind = Kind::new(64, "statewire.command_admitted");
 }
 
 /// The answer of an admitted command.
@@ -90,7 +90,7 @@ pub struct CommandAnswered {
 }
 
 impl Payload for CommandAnswered {
-    const KIND: RecordKind = RecordKind::StatewireCommandAnswered;
+    const KIND: Kind = Kind::new(65, "statewire.command_answered");
 }
 
 /// The answer of an admitted command, with the contract it is encoded
@@ -109,7 +109,7 @@ pub struct CommandAnsweredUnder {
 }
 
 impl Payload for CommandAnsweredUnder {
-    const KIND: RecordKind = RecordKind::StatewireCommandAnsweredUnder;
+    const KIND: Kind = Kind::new(67, "statewire.command_answered_under");
 }
 
 /// One durable document's new value (`None`: removed).
@@ -143,8 +143,18 @@ pub struct DocumentsCommitted {
 }
 
 impl Payload for DocumentsCommitted {
-    const KIND: RecordKind = RecordKind::StatewireDocumentsCommitted;
+    const KIND: Kind = Kind::new(66, "statewire.documents_committed");
 }
+
+/// Statewire's kinds for the binary's registry (codes 64 to 127 are
+/// Statewire's). Parameters, answers and document values are stored as
+/// JSON text and shown as the JSON they hold.
+pub const KINDS: &[KindEntry] = &[
+    KindEntry::of::<CommandAdmitted>(&[&["params"]]),
+    KindEntry::of::<CommandAnswered>(&[&["answer"]]),
+    KindEntry::of::<DocumentsCommitted>(&[&["cause", "answer"], &["changes", "*", "value"]]),
+    KindEntry::of::<CommandAnsweredUnder>(&[&["answer"]]),
+];
 
 /// A JSON value kept in fold state; snapshots store it as JSON text
 /// (postcard cannot encode `serde_json::Value`).

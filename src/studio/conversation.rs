@@ -13,12 +13,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ledger::{Fold, FoldError, Payload, Record, RecordKind};
+use crate::ledger::{Fold, FoldError, Payload, Record};
 
 use super::canvas;
 use super::records::{
     CancelRequested, CompositionMutated, FrameSent, InterruptAnswered, PlanApprovalRecorded,
-    RequestApplied, SegmentClaimed, SegmentEnd, SegmentReleased, SegmentRenewed, TurnRequested,
+    RequestApplied, SegmentClaimed, SegmentEnd, SegmentReleased, SegmentRenewed, StudioKind,
+    TurnRequested,
 };
 pub use super::turns::Turns;
 use crate::wire::composition::{CompositionManifest, CompositionMutation, StreamedComponent};
@@ -373,23 +374,21 @@ impl Fold for ConversationFold {
 
     fn apply(state: &mut Conversation, record: &Record) -> Result<(), FoldError> {
         let kind =
-            RecordKind::from_code(record.kind()).ok_or(FoldError::UnexpectedKind(record.kind()))?;
+            StudioKind::from_code(record.kind()).ok_or(FoldError::UnexpectedKind(record.kind()))?;
         match kind {
-            RecordKind::StudioTurnRequested => {
-                turn_requested(state, decode(record)?, record.position())
-            }
-            RecordKind::StudioSegmentClaimed => segment_claimed(state, decode(record)?),
-            RecordKind::StudioSegmentRenewed => segment_renewed(state, decode(record)?),
-            RecordKind::StudioSegmentReleased => segment_released(state, decode(record)?),
-            RecordKind::StudioFrameSent => frame_sent(state, decode(record)?),
-            RecordKind::StudioInterruptAnswered => interrupt_answered(state, decode(record)?),
-            RecordKind::StudioPlanApproved => {
+            StudioKind::TurnRequested => turn_requested(state, decode(record)?, record.position()),
+            StudioKind::SegmentClaimed => segment_claimed(state, decode(record)?),
+            StudioKind::SegmentRenewed => segment_renewed(state, decode(record)?),
+            StudioKind::SegmentReleased => segment_released(state, decode(record)?),
+            StudioKind::FrameSent => frame_sent(state, decode(record)?),
+            StudioKind::InterruptAnswered => interrupt_answered(state, decode(record)?),
+            StudioKind::PlanApproved => {
                 plan_approved(state, decode(record)?);
                 Ok(())
             }
-            RecordKind::StudioCancelRequested => cancel_requested(state, decode(record)?),
-            RecordKind::StudioCompositionMutated => composition_mutated(state, decode(record)?),
-            RecordKind::StudioRequestApplied => {
+            StudioKind::CancelRequested => cancel_requested(state, decode(record)?),
+            StudioKind::CompositionMutated => composition_mutated(state, decode(record)?),
+            StudioKind::RequestApplied => {
                 let applied: RequestApplied = decode(record)?;
                 state.applied.push_back((applied.key, applied.outcome));
                 while state.applied.len() > MAX_APPLIED_REQUESTS {
@@ -398,14 +397,7 @@ impl Fold for ConversationFold {
                 Ok(())
             }
             // Audit only: `replay --check` reads which agent served.
-            RecordKind::StudioSegmentAgent => Ok(()),
-            RecordKind::Probe
-            | RecordKind::StatewireCommandAdmitted
-            | RecordKind::StatewireCommandAnswered
-            | RecordKind::StatewireDocumentsCommitted
-            | RecordKind::StatewireCommandAnsweredUnder => {
-                Err(FoldError::UnexpectedKind(record.kind()))
-            }
+            StudioKind::SegmentAgent => Ok(()),
         }
     }
 }

@@ -22,7 +22,7 @@ use super::records::conversation_stream;
 use super::rerun::{CheckOutcome, check_segments};
 use super::routes::authenticate;
 use super::service::{Studio, now_ms};
-use crate::ledger::{Record, RecordKind, kinds};
+use crate::ledger::{KindRegistry, Record};
 use crate::wire::WireError;
 use crate::wire::error::{ErrorCode, Retry};
 use crate::wire::ids::ConversationId;
@@ -170,13 +170,16 @@ pub async fn timeline(
 }
 
 fn timeline_record(record: &Record, raw: bool) -> Value {
-    let kind = RecordKind::from_code(record.kind()).map_or("unknown", RecordKind::name);
+    // A conversation's stream holds the Studio's kinds only.
+    static KINDS: std::sync::LazyLock<KindRegistry> =
+        std::sync::LazyLock::new(|| KindRegistry::default().with(super::records::KINDS));
+    let kind = KINDS.name(record.kind()).unwrap_or("unknown");
     // JSON text members (frames, requests, answers) arrive parsed, or as
     // the exact text the log holds with `raw`.
     let payload = if raw {
-        kinds::payload_json_as_stored(record)
+        KINDS.payload_json_as_stored(record)
     } else {
-        kinds::payload_json(record)
+        KINDS.payload_json(record)
     }
     .unwrap_or(Value::Null);
     json!({

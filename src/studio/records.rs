@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ledger::{Payload, RecordKind, StreamKey};
+use crate::ledger::{Kind, KindEntry, Payload, StreamKey};
 
 use super::auth::Principal;
 use crate::wire::ids::ConversationId;
@@ -141,24 +141,98 @@ pub struct SegmentAgent {
     pub version: String,
 }
 
+/// The Studio's record kinds (codes 16 to 63 are the Studio's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum StudioKind {
+    TurnRequested = 16,
+    InterruptAnswered = 17,
+    FrameSent = 18,
+    SegmentClaimed = 19,
+    SegmentRenewed = 20,
+    SegmentReleased = 21,
+    CancelRequested = 22,
+    PlanApproved = 23,
+    CompositionMutated = 24,
+    /// A keyed request's outcome, appended with the records it applied.
+    RequestApplied = 25,
+    /// The agent serving a segment, appended with its claim.
+    SegmentAgent = 26,
+}
+
+impl StudioKind {
+    const ALL: [StudioKind; 11] = [
+        StudioKind::TurnRequested,
+        StudioKind::InterruptAnswered,
+        StudioKind::FrameSent,
+        StudioKind::SegmentClaimed,
+        StudioKind::SegmentRenewed,
+        StudioKind::SegmentReleased,
+        StudioKind::CancelRequested,
+        StudioKind::PlanApproved,
+        StudioKind::CompositionMutated,
+        StudioKind::RequestApplied,
+        StudioKind::SegmentAgent,
+    ];
+
+    /// The Studio kind stored under `code`, if it is one.
+    pub fn from_code(code: u16) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| *kind as u16 == code)
+    }
+
+    pub const fn kind(self) -> Kind {
+        let name = match self {
+            StudioKind::TurnRequested => "studio.turn_requested",
+            StudioKind::InterruptAnswered => "studio.interrupt_answered",
+            StudioKind::FrameSent => "studio.frame_sent",
+            StudioKind::SegmentClaimed => "studio.segment_claimed",
+            StudioKind::SegmentRenewed => "studio.segment_renewed",
+            StudioKind::SegmentReleased => "studio.segment_released",
+            StudioKind::CancelRequested => "studio.cancel_requested",
+            StudioKind::PlanApproved => "studio.plan_approved",
+            StudioKind::CompositionMutated => "studio.composition_mutated",
+            StudioKind::RequestApplied => "studio.request_applied",
+            StudioKind::SegmentAgent => "studio.segment_agent",
+        };
+        Kind::new(self as u16, name)
+    }
+}
+
 macro_rules! studio_payload {
     ($($ty:ty => $kind:ident),* $(,)?) => {
         $(impl Payload for $ty {
-            const KIND: RecordKind = RecordKind::$kind;
+            const KIND: Kind = StudioKind::$kind.kind();
         })*
     };
 }
 
 studio_payload!(
-    TurnRequested => StudioTurnRequested,
-    InterruptAnswered => StudioInterruptAnswered,
-    FrameSent => StudioFrameSent,
-    SegmentClaimed => StudioSegmentClaimed,
-    SegmentRenewed => StudioSegmentRenewed,
-    SegmentReleased => StudioSegmentReleased,
-    CancelRequested => StudioCancelRequested,
-    PlanApprovalRecorded => StudioPlanApproved,
-    CompositionMutated => StudioCompositionMutated,
-    RequestApplied => StudioRequestApplied,
-    SegmentAgent => StudioSegmentAgent,
+    TurnRequested => TurnRequested,
+    InterruptAnswered => InterruptAnswered,
+    FrameSent => FrameSent,
+    SegmentClaimed => SegmentClaimed,
+    SegmentRenewed => SegmentRenewed,
+    SegmentReleased => SegmentReleased,
+    CancelRequested => CancelRequested,
+    PlanApprovalRecorded => PlanApproved,
+    CompositionMutated => CompositionMutated,
+    RequestApplied => RequestApplied,
+    SegmentAgent => SegmentAgent,
 );
+
+/// The Studio's kinds for the binary's registry. Requests, answers,
+/// frames, mutations and outcomes are stored as JSON text and shown as
+/// the JSON they hold.
+pub const KINDS: &[KindEntry] = &[
+    KindEntry::of::<TurnRequested>(&[&["request"]]),
+    KindEntry::of::<InterruptAnswered>(&[&["response"]]),
+    KindEntry::of::<FrameSent>(&[&["frame"]]),
+    KindEntry::of::<SegmentClaimed>(&[]),
+    KindEntry::of::<SegmentRenewed>(&[]),
+    KindEntry::of::<SegmentReleased>(&[]),
+    KindEntry::of::<CancelRequested>(&[]),
+    KindEntry::of::<PlanApprovalRecorded>(&[]),
+    KindEntry::of::<CompositionMutated>(&[&["mutation"]]),
+    KindEntry::of::<RequestApplied>(&[&["outcome"]]),
+    KindEntry::of::<SegmentAgent>(&[]),
+];

@@ -13,13 +13,14 @@ use tokio::sync::mpsc;
 
 use crate::agent::{Beat, Fault, TurnContext, frames};
 use crate::ledger::{
-    Durability, ExpectedPosition, Folded, LedgerError, NewRecord, Payload, Record, RecordKind,
-    StreamKey,
+    Durability, ExpectedPosition, Folded, LedgerError, NewRecord, Payload, Record, StreamKey,
 };
 
 use super::conversation::Conversation;
 use super::follow::Ending;
-use super::records::{CancelRequested, FrameSent, SegmentEnd, SegmentReleased, SegmentRenewed};
+use super::records::{
+    CancelRequested, FrameSent, SegmentEnd, SegmentReleased, SegmentRenewed, StudioKind,
+};
 use crate::wire::WireError;
 use crate::wire::frame::{CompositionUpdated, ErrorFrame, Frame};
 use crate::wire::ids::{InterruptId, PlanVersionId, TraceId};
@@ -764,7 +765,7 @@ impl Segment {
 
 /// Whether `record` is a /cancel of `segment`.
 fn cancels(record: &Record, segment: u32) -> bool {
-    record.kind() == RecordKind::StudioCancelRequested.code()
+    record.kind() == StudioKind::CancelRequested as u16
         && CancelRequested::from_record(record)
             .and_then(Result::ok)
             .is_some_and(|cancel| cancel.segment == segment)

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 use ledgerwire::agent::minimal::MinimalAgent;
-use ledgerwire::ledger::{Payload, RecordKind};
+use ledgerwire::ledger::Payload;
 use ledgerwire::studio::auth::Principal;
+use ledgerwire::studio::records::StudioKind;
 use ledgerwire::studio::records::{FrameSent, RequestApplied, conversation_stream};
 use ledgerwire::studio::service::{Applied, RequestKey, Studio};
 use ledgerwire::wire::{self, ids::ConversationId};
@@ -77,7 +78,7 @@ async fn a_keyed_turn_applies_once_and_its_repeat_answers_the_first_outcome() {
         .read(&stream, 0)
         .unwrap()
         .filter_map(|r| r.ok())
-        .filter(|r| r.kind() == RecordKind::StudioRequestApplied.code())
+        .filter(|r| r.kind() == StudioKind::RequestApplied as u16)
         .filter_map(|r| RequestApplied::from_record(&r)?.ok())
         .collect();
     assert_eq!(applied.len(), 1);

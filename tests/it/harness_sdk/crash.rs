@@ -7,10 +7,11 @@
 
 use ledgerwire::harness_sdk::documents::main_document;
 use ledgerwire::harness_sdk::transcript::ThreadFold;
-use ledgerwire::ledger::{Payload, RecordKind};
+use ledgerwire::ledger::Payload;
 use ledgerwire::statewire::ids::ProtocolName;
 use ledgerwire::statewire::packet::Command;
 use ledgerwire::studio::auth::Principal;
+use ledgerwire::studio::records::StudioKind;
 use ledgerwire::studio::records::{RequestApplied, conversation_stream};
 use ledgerwire::wire::ids::ConversationId;
 use serde_json::{Value, json};
@@ -145,7 +146,7 @@ async fn a_sigkilled_server_runs_each_replayed_command_once() {
         .read(&stream, 0)
         .unwrap()
         .map(Result::unwrap)
-        .filter(|r| r.kind() == RecordKind::StudioRequestApplied.code())
+        .filter(|r| r.kind() == StudioKind::RequestApplied as u16)
         .map(|r| RequestApplied::from_record(&r).unwrap().unwrap().key)
         .collect();
     let mut unique = keys.clone();
