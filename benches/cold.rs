@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ledgerwire::agent::minimal::MinimalAgent;
-use ledgerwire::ledger::{Ledger, OpenMode};
+use ledgerwire::ledger::local::{LocalStore, OpenMode};
 use ledgerwire::studio::auth::Principal;
 use ledgerwire::studio::conversation::Conversation;
 use ledgerwire::studio::service::{Studio, StudioConfig};
@@ -46,9 +46,9 @@ fn principal() -> Principal {
 
 /// Opens the store as `serve` does and waits out its integrity scan.
 fn open(dir: &Path) -> Studio {
-    let ledger = Ledger::open_scrubbing(dir, OpenMode::CreateIfMissing).expect("open the store");
-    ledger.wait_for_scrub();
-    Studio::new(ledger, agent(), StudioConfig::default())
+    let store = LocalStore::open_scrubbing(dir, OpenMode::CreateIfMissing).expect("open the store");
+    store.wait_for_scrub();
+    Studio::new(store.ledger(), agent(), StudioConfig::default())
 }
 
 /// A turn with `message` on `conversation`, read to the end of its stream.
@@ -68,6 +68,7 @@ async fn planned_turn(studio: &Studio, conversation: &str) {
     let id = ConversationId::new(conversation.to_owned()).expect("a conversation id");
     let folded = studio
         .conversation(&principal(), &id)
+        .await
         .expect("the conversation");
     let interrupt = folded
         .state
@@ -140,6 +141,7 @@ fn cold_first_turn(c: &mut Criterion) {
                     drop(
                         studio
                             .conversation(&principal(), &id)
+                            .await
                             .expect("the conversation"),
                     );
                     let began = Instant::now();
@@ -159,8 +161,8 @@ fn cold_first_turn(c: &mut Criterion) {
                 let studio = open(dir.path());
                 let id = ConversationId::new("long".to_owned()).expect("a conversation id");
                 let began = Instant::now();
-                let folded = studio
-                    .conversation(&principal(), &id)
+                let folded = runtime
+                    .block_on(studio.conversation(&principal(), &id))
                     .expect("the conversation");
                 total += began.elapsed();
                 drop(folded);
@@ -178,8 +180,9 @@ fn cold_first_turn(c: &mut Criterion) {
 fn snapshot_codec(c: &mut Criterion, dir: &Path) {
     let studio = open(dir);
     let id = ConversationId::new("long".to_owned()).expect("a conversation id");
-    let folded = studio
-        .conversation(&principal(), &id)
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let folded = runtime
+        .block_on(studio.conversation(&principal(), &id))
         .expect("the conversation");
     let state: &Conversation = &folded.state;
     let packed = rmp_serde::to_vec_named(state).expect("encodes");

@@ -54,7 +54,8 @@ use futures_util::{FutureExt, StreamExt};
 use ledgerwire::agent::minimal::MinimalAgent;
 use ledgerwire::harness_sdk::client::{HarnessClient, config};
 use ledgerwire::harness_sdk::transcript::reply_id;
-use ledgerwire::ledger::{Ledger, OpenMode, Payload, StreamKey};
+use ledgerwire::ledger::local::OpenMode;
+use ledgerwire::ledger::{Ledger, Payload, StreamKey};
 use ledgerwire::server::{BoundServer, StatewireOptions};
 use ledgerwire::statewire::client::Session;
 use ledgerwire::statewire::ids::ClientId;
@@ -90,7 +91,8 @@ fn setup() -> Bench {
         .expect("runtime");
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch");
     let (addr, ledger) = runtime.block_on(async {
-        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("ledger");
+        let (ledger, _) =
+            ledgerwire::ledger::local::open(dir.path(), OpenMode::CreateIfMissing).expect("ledger");
         let server = BoundServer::bind_with(
             "127.0.0.1:0".parse().unwrap(),
             ledger.clone(),

@@ -21,10 +21,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use ledgerwire::ledger::local::{LocalStore, OpenMode};
 use ledgerwire::ledger::probe::{Probe, ProbeFold};
 use ledgerwire::ledger::{
-    Durability, ExpectedPosition, Fold, FoldCache, FoldError, Ledger, NewRecord, OpenMode, Payload,
-    Record, StreamKey,
+    Durability, ExpectedPosition, Fold, FoldCache, FoldError, Ledger, NewRecord, Payload, Record,
+    StreamKey,
 };
 
 const FILLER_BYTES: usize = 300;
@@ -62,15 +63,17 @@ fn scratch_dir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch directory")
 }
 
-fn open(path: &Path) -> Ledger {
-    Ledger::open(path, OpenMode::CreateIfMissing)
+/// The local store itself: (a), (b) and the fills call it directly, as
+/// the engine it is (its blocking appends and counters).
+fn open(path: &Path) -> LocalStore {
+    LocalStore::open(path, OpenMode::CreateIfMissing)
         .expect("open ledger")
         .0
 }
 
 /// Opens as `serve` does: the integrity scan runs in the background.
 fn open_serving(path: &Path) -> Ledger {
-    Ledger::open_scrubbing(path, OpenMode::MustExist).expect("open ledger")
+    ledgerwire::ledger::local::open_scrubbing(path, OpenMode::MustExist).expect("open ledger")
 }
 
 fn stream(name: &str) -> StreamKey {
@@ -153,6 +156,7 @@ fn durable_many_writers(c: &mut Criterion) {
     // The same load as the server makes it: 64 tasks on a runtime with
     // one worker per core, each awaiting its append.
     let runtime = two_worker_runtime();
+    let handle = ledger.ledger();
     // The process's CPU, the bytes it handed to `write` calls (if the
     // kernel reports them) and the appends, over every iteration.
     let cpu = std::cell::Cell::new((Duration::ZERO, Some(0u64), 0u64));
@@ -161,7 +165,7 @@ fn durable_many_writers(c: &mut Criterion) {
             let per_writer = iters.div_ceil(CONCURRENT_WRITERS);
             let cpu_before = process_cpu();
             let written_before = bytes_handed_to_write();
-            let elapsed = tasks_burst(&runtime, &ledger, &keys, &payloads, per_writer);
+            let elapsed = tasks_burst(&runtime, &handle, &keys, &payloads, per_writer);
             let (spent, written, appends) = cpu.get();
             let written_now = bytes_handed_to_write()
                 .zip(written_before)
@@ -187,7 +191,7 @@ fn durable_many_writers(c: &mut Criterion) {
         // The envelope and its length in the journal entry.
         envelope_bytes("bench/w00".len()) + 4,
     );
-    let stats = ledger.stats();
+    let stats = ledger.local_stats();
     eprintln!(
         "64 writers: {} durable appends in {} flushes, {} writer rounds and {} index batches: \
          {:.1} appends per flush, {:.1} per round, {:.1} rounds per index batch, \
@@ -261,10 +265,10 @@ impl LoneWriter {
         }
     }
 
-    fn append(&mut self, ledger: &Ledger) {
+    fn append(&mut self, ledger: &LocalStore) {
         let position = match self.position {
             Some(position) => position,
-            None => ledger.head(&self.key).expect("head"),
+            None => ledger.head_blocking(&self.key).expect("head"),
         };
         let record = Probe::new(0, position, FILLER_BYTES).to_record();
         let outcome = ledger
@@ -366,8 +370,9 @@ fn paired_ratios(_: &mut Criterion) {
     let mut one = LoneWriter::new();
     let (keys, payloads) = concurrent_writers();
     let runtime = two_worker_runtime();
+    let handle = ledger.ledger();
     // Warm-up: the store's first file, the runtime's threads.
-    tasks_burst(&runtime, &ledger, &keys, &payloads, PAIRED_TASK_APPENDS);
+    tasks_burst(&runtime, &handle, &keys, &payloads, PAIRED_TASK_APPENDS);
     one.append(&ledger);
     let (mut totals, mut a_rounds, mut b_rounds) = ([Duration::ZERO; 3], vec![], vec![]);
     for round in 0..PAIRED_ROUNDS {
@@ -375,7 +380,7 @@ fn paired_ratios(_: &mut Criterion) {
         // the lone sides that follow find the store as quiet as the burst
         // found it.
         let start = Instant::now();
-        tasks_burst(&runtime, &ledger, &keys, &payloads, PAIRED_TASK_APPENDS);
+        tasks_burst(&runtime, &handle, &keys, &payloads, PAIRED_TASK_APPENDS);
         ledger.wait_until_indexed();
         let tasks_each = start.elapsed() / (PAIRED_TASK_APPENDS * CONCURRENT_WRITERS) as u32;
         // Which of the two goes first alternates, so neither always meets
@@ -461,8 +466,8 @@ fn process_cpu() -> Duration {
 }
 
 /// Fills one stream with `records` probe records, buffered in batches.
-fn fill(ledger: &Ledger, key: &StreamKey, records: u64) {
-    let mut position = ledger.head(key).expect("head");
+fn fill(ledger: &LocalStore, key: &StreamKey, records: u64) {
+    let mut position = ledger.head_blocking(key).expect("head");
     while position < records {
         let batch: Vec<_> = (position..(position + 1000).min(records))
             .map(|n| Probe::new(0, n, FILLER_BYTES).to_record())
@@ -483,26 +488,34 @@ fn fill(ledger: &Ledger, key: &StreamKey, records: u64) {
 fn fold_and_cold_open(c: &mut Criterion) {
     let dir = scratch_dir();
     let key = stream("bench/big");
+    let runtime = two_worker_runtime();
     {
-        let ledger = open(dir.path());
-        fill(&ledger, &key, BIG_STREAM_RECORDS);
+        let store = open(dir.path());
+        fill(&store, &key, BIG_STREAM_RECORDS);
+        let ledger = store.ledger();
         let mut group = c.benchmark_group("c_fold_1m_records");
         group.throughput(Throughput::Elements(BIG_STREAM_RECORDS));
         group.sample_size(10);
         group.bench_function("count_fold", |b| {
             b.iter(|| {
-                let folded = ledger.fold::<CountFold>(&key).expect("fold");
+                let folded = runtime
+                    .block_on(ledger.fold::<CountFold>(&key))
+                    .expect("fold");
                 assert_eq!(folded.state.0, BIG_STREAM_RECORDS);
             })
         });
         group.bench_function("probe_fold_decoding_payloads", |b| {
             b.iter(|| {
-                let folded = ledger.fold::<ProbeFold>(&key).expect("fold");
+                let folded = runtime
+                    .block_on(ledger.fold::<ProbeFold>(&key))
+                    .expect("fold");
                 assert_eq!(folded.state.records, BIG_STREAM_RECORDS);
             })
         });
         group.finish();
-        ledger.drop_snapshots().expect("drop snapshots");
+        runtime
+            .block_on(ledger.drop_snapshots())
+            .expect("drop snapshots");
     }
 
     let mut group = c.benchmark_group("d_cold_open_and_fold_1m_records");
@@ -511,25 +524,21 @@ fn fold_and_cold_open(c: &mut Criterion) {
         b.iter(|| {
             let ledger = open_serving(dir.path());
             let cache = FoldCache::<ProbeFold>::with_limits(ledger, 0, 16);
-            assert_eq!(
-                cache.state(&key).expect("state").position,
-                BIG_STREAM_RECORDS
-            );
+            let state = runtime.block_on(cache.state(&key)).expect("state");
+            assert_eq!(state.position, BIG_STREAM_RECORDS);
         })
     });
     {
         // Write the snapshot once, then time opens that use it.
-        let cache = FoldCache::<ProbeFold>::new(open(dir.path()));
-        cache.state(&key).expect("state");
+        let cache = FoldCache::<ProbeFold>::new(open(dir.path()).ledger());
+        runtime.block_on(cache.state(&key)).expect("state");
     }
     group.bench_function("with_snapshots", |b| {
         b.iter(|| {
             let ledger = open_serving(dir.path());
             let cache = FoldCache::<ProbeFold>::new(ledger);
-            assert_eq!(
-                cache.state(&key).expect("state").position,
-                BIG_STREAM_RECORDS
-            );
+            let state = runtime.block_on(cache.state(&key)).expect("state");
+            assert_eq!(state.position, BIG_STREAM_RECORDS);
         })
     });
     // For reference: an open that scans every record before returning

@@ -19,7 +19,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use ledgerwire::agent::minimal::MinimalAgent;
-use ledgerwire::ledger::{Ledger, OpenMode};
+use ledgerwire::ledger::local::OpenMode;
 use ledgerwire::server::{BoundServer, Operations};
 use ledgerwire::studio::service::StudioConfig;
 use serde_json::json;
@@ -31,7 +31,8 @@ fn start(
 ) -> (SocketAddr, tempfile::TempDir) {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch");
     let addr = runtime.block_on(async {
-        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("ledger");
+        let (ledger, _) =
+            ledgerwire::ledger::local::open(dir.path(), OpenMode::CreateIfMissing).expect("ledger");
         let agent = Arc::new(MinimalAgent {
             step_ms: 0,
             slow_step_ms: 0,

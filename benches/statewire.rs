@@ -19,8 +19,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::time::{Duration, Instant};
 
+use ledgerwire::ledger::local::OpenMode;
 use ledgerwire::ledger::probe::Probe;
-use ledgerwire::ledger::{Durability, ExpectedPosition, Ledger, OpenMode, Payload, StreamKey};
+use ledgerwire::ledger::{Durability, ExpectedPosition, Ledger, Payload, StreamKey};
 use ledgerwire::statewire::example::register;
 use ledgerwire::statewire::host::{AttachHandle, AttachRequest, Host, ProtocolDef};
 use ledgerwire::statewire::ids::{ProtocolName, ThreadId, ThreadScope};
@@ -113,7 +114,8 @@ async fn raw_appends(ledger: &Ledger, tag: &'static str, writers: u64, per_write
 fn main() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch");
-    let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("ledger");
+    let (ledger, _) =
+        ledgerwire::ledger::local::open(dir.path(), OpenMode::CreateIfMissing).expect("ledger");
     runtime.block_on(async {
         let host = host(ledger.clone());
         let bench = r#"bench; version="2026-10-01""#;

@@ -22,7 +22,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use ledgerwire::agent::minimal::MinimalAgent;
-use ledgerwire::ledger::{Ledger, OpenMode};
+use ledgerwire::ledger::local::OpenMode;
 use ledgerwire::server::BoundServer;
 use ledgerwire::studio::service::StudioConfig;
 use serde_json::{Value, json};
@@ -54,7 +54,8 @@ fn setup() -> Bench {
         .expect("runtime");
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch");
     let (studio, baseline) = runtime.block_on(async {
-        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("ledger");
+        let (ledger, _) =
+            ledgerwire::ledger::local::open(dir.path(), OpenMode::CreateIfMissing).expect("ledger");
         let agent = Arc::new(MinimalAgent {
             step_ms: 0,
             slow_step_ms: 0,

@@ -23,7 +23,7 @@ use std::time::Duration;
 use fantoccini::key::Key;
 use fantoccini::{ClientBuilder, Locator};
 use ledgerwire::agent::{Agent, SegmentFrames, Step, TurnContext, frames, play};
-use ledgerwire::ledger::{Ledger, OpenMode};
+use ledgerwire::ledger::local::OpenMode;
 use ledgerwire::server::{BoundServer, StatewireOptions};
 use ledgerwire::studio::service::StudioConfig;
 use ledgerwire::wire::frame::Frame;
@@ -310,7 +310,7 @@ fn main() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         let dir = tempfile::tempdir().expect("data dir");
-        let ledger = Ledger::open(dir.path(), OpenMode::CreateIfMissing)
+        let ledger = ledgerwire::ledger::local::open(dir.path(), OpenMode::CreateIfMissing)
             .expect("ledger")
             .0;
         let server = BoundServer::bind_with(

@@ -1,19 +1,22 @@
-//! The operator commands behind `ledgerwire log …`: verify, dump, stats and
-//! probe. Each writes plain text or JSON lines to the writer it is given,
-//! so tests run them without a process.
+//! The operator commands behind `ledgerwire log …` (verify, dump, stats,
+//! probe) and `ledgerwire replay`. Each writes plain text or JSON lines
+//! to the writer it is given, so tests run them without a process, and
+//! each works over any store through the neutral [`Ledger`]; only the
+//! local store's offline checks of its own files open it directly.
 //! Must never: repair or rewrite a store; they read it (probe only appends).
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 
-use itertools::Itertools;
+use futures_util::{Stream, StreamExt};
 use serde_json::json;
 
 use crate::ledger::kinds;
+use crate::ledger::local::{LocalError, LocalStore, OpenMode};
 use crate::ledger::probe::Probe;
 use crate::ledger::{
-    Durability, ExpectedPosition, Ledger, LedgerError, OpenMode, Payload, Record, StreamKey,
-    VerifyReport,
+    Durability, ExpectedPosition, Ledger, LedgerError, Payload, Record, StreamKey, VerifyReport,
 };
 use crate::record_kinds::registry;
 
@@ -22,6 +25,8 @@ use crate::record_kinds::registry;
 pub enum ToolError {
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Store(#[from] LocalError),
     #[error("cannot write output: {0}")]
     Output(#[from] std::io::Error),
     #[error("the store has {0} problem(s); see the lines above")]
@@ -50,18 +55,20 @@ pub enum ToolError {
     Failed(String),
 }
 
-/// Opens an existing store for reading.
+/// Opens an existing local store, checking every record.
 fn open_existing(data: &Path) -> Result<(Ledger, VerifyReport), ToolError> {
-    Ok(Ledger::open(data, OpenMode::MustExist)?)
+    let (store, report) = LocalStore::open(data, OpenMode::MustExist)?;
+    Ok((Ledger::new(Arc::new(store)), report))
 }
 
-/// Prints the integrity report; fails if the store has any problem.
+/// Prints the integrity report of a local store, its journal files
+/// included; fails if the store has any problem.
 pub fn verify(data: &Path, out: &mut impl Write) -> Result<VerifyReport, ToolError> {
     // The journal first, as it is: opening settles its newest file.
     let journal = verify_journal(data, out)?;
     let (_ledger, report) = match open_existing(data) {
         // Damage sled meets before a record can be read is a finding too.
-        Err(ToolError::Ledger(LedgerError::Damaged(damage))) => {
+        Err(ToolError::Store(LocalError::Damaged(damage))) => {
             writeln!(out, "DAMAGED: {damage}")?;
             writeln!(out, "FAILED: the store cannot be opened")?;
             return Err(ToolError::Problems(1));
@@ -94,7 +101,7 @@ struct JournalFindings {
 /// positions, continuity between files), printing damage by file and
 /// byte offset at once and keeping a torn tail and a summary as notes.
 fn verify_journal(data: &Path, out: &mut impl Write) -> Result<JournalFindings, ToolError> {
-    let scans = crate::ledger::journal::scan(data).map_err(LedgerError::from)?;
+    let scans = crate::ledger::local::journal::scan(data)?;
     let mut findings = JournalFindings {
         damaged: 0,
         notes: Vec::new(),
@@ -175,115 +182,56 @@ fn record_json(record: &Record) -> serde_json::Value {
     line
 }
 
-/// Prints records as JSON lines: one stream from `from`, or every stream in
-/// global order from global position `from`.
-pub fn dump(
+/// Prints a local store's records as JSON lines: one stream from `from`,
+/// or every stream in global order from global position `from`.
+pub async fn dump(
     data: &Path,
     stream: Option<&str>,
     from: u64,
     out: &mut impl Write,
 ) -> Result<(), ToolError> {
     let (ledger, _report) = open_existing(data)?;
-    dump_ledger(&ledger, stream, from, out)
+    dump_ledger(&ledger, stream, from, out).await
 }
 
-/// Records a global-order dump holds per stream at once: the merge keeps
-/// one page of each stream, so its memory grows with the number of
-/// streams, never with the number of records.
-pub const DUMP_PAGE_RECORDS: usize = 16;
-
-/// [`dump`] over an open ledger (also what the audit API serves).
-pub fn dump_ledger(
+/// [`dump`] over an open ledger, any store.
+pub async fn dump_ledger(
     ledger: &Ledger,
     stream: Option<&str>,
     from: u64,
     out: &mut impl Write,
 ) -> Result<(), ToolError> {
-    if let Some(stream) = stream {
-        let stream = StreamKey::new(stream)?;
-        if ledger.head(&stream)? == 0 {
-            return Err(ToolError::NotFound(format!(
-                "no stream {stream:?} in this store (`log stats` counts the streams it holds)"
-            )));
-        }
-        for record in ledger.read(&stream, from)? {
-            writeln!(out, "{}", record_json(&record?))?;
-        }
-        return Ok(());
-    }
-    for record in global_order(ledger, from)? {
-        writeln!(out, "{}", record_json(&record?))?;
+    let mut lines = std::pin::pin!(dump_lines(ledger, stream, from).await?);
+    while let Some(line) = lines.next().await {
+        writeln!(out, "{}", line?)?;
     }
     Ok(())
 }
 
-/// Every record at global position `from` or later, in global order: a
-/// lazy k-way merge of the streams (each already in global order).
-pub fn global_order(
+/// The lines of a dump as they are read (what the audit API streams). A
+/// stream that does not exist is refused before the first line.
+pub async fn dump_lines(
     ledger: &Ledger,
+    stream: Option<&str>,
     from: u64,
-) -> Result<impl Iterator<Item = Result<Record, LedgerError>> + use<>, ToolError> {
-    let pages = ledger
-        .streams()
-        .map(|stream| stream.map(|stream| StreamPages::new(ledger.clone(), stream)))
-        .collect::<Result<Vec<_>, _>>()?;
-    // An error sorts first: it ends the dump as soon as it is met.
-    let global =
-        |item: &Result<Record, LedgerError>| item.as_ref().map_or(0, Record::global_position);
-    Ok(pages
-        .into_iter()
-        .kmerge_by(move |a, b| global(a) < global(b))
-        .filter(move |item| item.as_ref().map_or(true, |r| r.global_position() >= from)))
-}
-
-/// One stream read a page at a time, holding no sled iterator between
-/// pages (a merge over thousands of streams must not pin thousands of
-/// tree nodes).
-struct StreamPages {
-    ledger: Ledger,
-    stream: StreamKey,
-    next: u64,
-    page: std::collections::VecDeque<Result<Record, LedgerError>>,
-    ended: bool,
-}
-
-impl StreamPages {
-    fn new(ledger: Ledger, stream: StreamKey) -> Self {
-        Self {
-            ledger,
-            stream,
-            next: 0,
-            page: std::collections::VecDeque::new(),
-            ended: false,
-        }
-    }
-
-    fn refill(&mut self) {
-        match self.ledger.read(&self.stream, self.next) {
-            Ok(reader) => self.page.extend(reader.take(DUMP_PAGE_RECORDS)),
-            Err(error) => self.page.push_back(Err(error)),
-        }
-        match self.page.back() {
-            Some(Ok(record)) if self.page.len() == DUMP_PAGE_RECORDS => {
-                self.next = record.position() + 1;
+) -> Result<impl Stream<Item = Result<String, ToolError>> + Send + use<>, ToolError> {
+    let records = match stream {
+        Some(stream) => {
+            let stream = StreamKey::new(stream)?;
+            if ledger.head(&stream).await? == 0 {
+                return Err(ToolError::NotFound(format!(
+                    "no stream {stream:?} in this store (`log stats` counts the streams it holds)"
+                )));
             }
-            _ => self.ended = true,
+            ledger.read(&stream, from).boxed()
         }
-    }
+        None => ledger.scan_global(from),
+    };
+    Ok(records.map(|record| Ok(record_json(&record?).to_string())))
 }
 
-impl Iterator for StreamPages {
-    type Item = Result<Record, LedgerError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.page.is_empty() && !self.ended {
-            self.refill();
-        }
-        self.page.pop_front()
-    }
-}
-
-/// Prints record counts, bytes, streams and counts per kind.
+/// Prints a local store's record counts, bytes, streams and counts per
+/// kind.
 pub fn stats(data: &Path, out: &mut impl Write) -> Result<(), ToolError> {
     // The integrity scan of the open already counted every kind.
     let (_ledger, report) = open_existing(data)?;
@@ -321,61 +269,76 @@ pub struct ProbeConfig {
 /// Most concurrent probe writers.
 pub const MAX_PROBE_WRITERS: u32 = 256;
 
-/// Appends probe records, one at a time per writer, printing
-/// `ack <writer> <position>` after each acknowledged append. Writers
-/// continue the streams where earlier runs left them.
-pub fn probe(data: &Path, config: &ProbeConfig) -> Result<(), ToolError> {
-    let (ledger, _report) = Ledger::open(data, OpenMode::CreateIfMissing)?;
-    refuse_foreign_streams(&ledger)?;
+/// Appends probe records to a local store, one at a time per writer,
+/// printing `ack <writer> <position> <global>` after each acknowledged
+/// append. Writers continue the streams where earlier runs left them.
+pub async fn probe(data: &Path, config: &ProbeConfig) -> Result<(), ToolError> {
+    let (store, _report) = LocalStore::open(data, OpenMode::CreateIfMissing)?;
+    let ledger = Ledger::new(Arc::new(store));
+    let result = probe_ledger(&ledger, config, data).await;
+    // The acknowledged appends are durable already; flushing buffered
+    // ones is what a clean exit owes them.
+    ledger.flush().await?;
+    result
+}
+
+/// [`probe`] over an open ledger, any store (`where` names it in errors).
+pub async fn probe_ledger(
+    ledger: &Ledger,
+    config: &ProbeConfig,
+    place: &Path,
+) -> Result<(), ToolError> {
+    refuse_foreign_streams(ledger, place).await?;
     let writers = config.writers.clamp(1, MAX_PROBE_WRITERS);
-    let stdout = std::sync::Mutex::new(std::io::stdout());
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..writers)
-            .map(|writer| {
-                let (ledger, stdout) = (&ledger, &stdout);
-                scope.spawn(move || probe_writer(ledger, writer, config, stdout))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| handle.join().unwrap_or(Ok(())))
-            .collect::<Result<Vec<()>, ToolError>>()
-    })?;
+    let stdout = Arc::new(std::sync::Mutex::new(std::io::stdout()));
+    let tasks: Vec<_> = (0..writers)
+        .map(|writer| {
+            let (ledger, stdout, config) = (ledger.clone(), stdout.clone(), config.clone());
+            tokio::spawn(async move { probe_writer(&ledger, writer, &config, &stdout).await })
+        })
+        .collect();
+    for task in tasks {
+        task.await
+            .map_err(|error| ToolError::Failed(format!("a probe writer stopped: {error}")))??;
+    }
     Ok(())
 }
 
 /// `probe` writes only into a store of probe streams: its records would
 /// sit in an operator's audit trail among real conversations.
-fn refuse_foreign_streams(ledger: &Ledger) -> Result<(), ToolError> {
-    for stream in ledger.streams() {
+async fn refuse_foreign_streams(ledger: &Ledger, place: &Path) -> Result<(), ToolError> {
+    let mut streams = std::pin::pin!(ledger.streams());
+    while let Some(stream) = streams.next().await {
         let stream = stream?;
         if !stream.as_str().starts_with("probe/") {
             return Err(ToolError::Failed(format!(
                 "{} holds Studio or Statewire streams (e.g. {stream:?}); \
                  probe writes only into a store of its own: pass another --data",
-                ledger.path().display()
+                place.display()
             )));
         }
     }
     Ok(())
 }
 
-fn probe_writer(
+async fn probe_writer(
     ledger: &Ledger,
     writer: u32,
     config: &ProbeConfig,
     stdout: &std::sync::Mutex<std::io::Stdout>,
 ) -> Result<(), ToolError> {
     let stream = StreamKey::new(format!("probe/{writer}"))?;
-    let mut position = ledger.head(&stream)?;
+    let mut position = ledger.head(&stream).await?;
     for _ in 0..config.count {
         let record = Probe::new(writer, position, config.filler_bytes).to_record();
-        let outcome = ledger.append_blocking(
-            &stream,
-            ExpectedPosition::Exactly(position),
-            vec![record],
-            config.durability,
-        )?;
+        let outcome = ledger
+            .append(
+                &stream,
+                ExpectedPosition::Exactly(position),
+                vec![record],
+                config.durability,
+            )
+            .await?;
         let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
         writeln!(
             out,
@@ -391,14 +354,14 @@ fn probe_writer(
 /// Prints a Studio conversation from the ledger alone: every frame in
 /// order, grouped by segment, exactly as sent (`id:`/`data:` lines), then
 /// the conversation's folded state as JSON.
-pub fn replay(
+pub async fn replay(
     data: &Path,
     conversation: &str,
     principal: Option<&str>,
     out: &mut impl Write,
 ) -> Result<(), ToolError> {
     let (ledger, _report) = open_existing(data)?;
-    replay_ledger(&ledger, conversation, principal, out)
+    replay_ledger(&ledger, conversation, principal, out).await
 }
 
 /// Members of a conversation's folded state that hold JSON text, shown
@@ -411,7 +374,7 @@ const STATE_JSON_TEXT: &[&[&str]] = &[
 ];
 
 /// [`replay`] over an open ledger (also what the audit API serves).
-pub fn replay_ledger(
+pub async fn replay_ledger(
     ledger: &Ledger,
     conversation: &str,
     principal: Option<&str>,
@@ -420,8 +383,9 @@ pub fn replay_ledger(
     use crate::studio::conversation::ConversationFold;
     use crate::studio::records::{FrameSent, SegmentClaimed, SegmentReleased};
 
-    let stream = find_conversation(ledger, conversation, principal)?;
-    for record in ledger.read(&stream, 0)? {
+    let stream = find_conversation(ledger, conversation, principal).await?;
+    let mut records = std::pin::pin!(ledger.read(&stream, 0));
+    while let Some(record) = records.next().await {
         let record = record?;
         if let Some(Ok(claim)) = SegmentClaimed::from_record(&record) {
             writeln!(
@@ -439,7 +403,7 @@ pub fn replay_ledger(
             )?;
         }
     }
-    let folded = ledger.fold::<ConversationFold>(&stream)?;
+    let folded = ledger.fold::<ConversationFold>(&stream).await?;
     let mut state = serde_json::to_value(&folded.state).unwrap_or_default();
     for path in STATE_JSON_TEXT {
         kinds::nest_json_text(&mut state, path);
@@ -471,8 +435,8 @@ pub async fn replay_check_ledger(
     agent: &dyn crate::agent::Agent,
     out: &mut impl Write,
 ) -> Result<(), ToolError> {
-    let stream = find_conversation(ledger, conversation, principal)?;
-    let records = ledger.read(&stream, 0)?.collect::<Result<Vec<_>, _>>()?;
+    let stream = find_conversation(ledger, conversation, principal).await?;
+    let records = ledger.read_to_end(&stream, 0).await?;
     check_records(records, agent, out).await
 }
 
@@ -486,8 +450,8 @@ pub async fn replay_check_recorded(
     out: &mut impl Write,
 ) -> Result<(), ToolError> {
     let (ledger, _report) = open_existing(data)?;
-    let stream = find_conversation(&ledger, conversation, principal)?;
-    let records = ledger.read(&stream, 0)?.collect::<Result<Vec<_>, _>>()?;
+    let stream = find_conversation(&ledger, conversation, principal).await?;
+    let records = ledger.read_to_end(&stream, 0).await?;
     let recorded = recorded_agents(&records);
     let name = match recorded.as_slice() {
         [] => {
@@ -599,14 +563,14 @@ async fn check_records(
 
 /// The stream of a conversation id, for one principal or the only one
 /// holding that id.
-fn find_conversation(
+async fn find_conversation(
     ledger: &Ledger,
     conversation: &str,
     principal: Option<&str>,
 ) -> Result<StreamKey, ToolError> {
     if let Some(principal) = principal {
         let stream = StreamKey::new(format!("studio/{principal}/{conversation}"))?;
-        if ledger.head(&stream)? == 0 {
+        if ledger.head(&stream).await? == 0 {
             return Err(ToolError::NotFound(format!(
                 "no conversation {conversation:?} of principal {principal:?} in this store"
             )));
@@ -614,7 +578,8 @@ fn find_conversation(
         return Ok(stream);
     }
     let mut found = Vec::new();
-    for stream in ledger.streams() {
+    let mut streams = std::pin::pin!(ledger.streams());
+    while let Some(stream) = streams.next().await {
         let stream = stream?;
         let Some(rest) = stream.as_str().strip_prefix("studio/") else {
             continue;

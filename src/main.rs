@@ -421,7 +421,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             url: None,
             stream,
             from,
-        }) => log_commands::dump(&data, stream.as_deref(), from, &mut out),
+        }) => runtime()?.block_on(log_commands::dump(&data, stream.as_deref(), from, &mut out)),
         Command::Log(LogCommand::Stats { url: Some(url), .. }) => {
             remote(&url, "/api/admin/log/stats", &[], &mut out)
         }
@@ -449,7 +449,12 @@ fn run(command: Command) -> Result<(), ToolError> {
             principal,
             check: false,
             ..
-        } => log_commands::replay(&data, &conversation, principal.as_deref(), &mut out),
+        } => runtime()?.block_on(log_commands::replay(
+            &data,
+            &conversation,
+            principal.as_deref(),
+            &mut out,
+        )),
         Command::Replay {
             data,
             url: None,
@@ -459,9 +464,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             agent,
             scenarios,
         } => {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()?;
+            let runtime = runtime()?;
             let principal = principal.as_deref();
             let chosen = match agent {
                 CheckAgent::Recorded => {
@@ -547,7 +550,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             } else {
                 Durability::Durable
             };
-            log_commands::probe(
+            runtime()?.block_on(log_commands::probe(
                 &data,
                 &ProbeConfig {
                     writers,
@@ -555,7 +558,7 @@ fn run(command: Command) -> Result<(), ToolError> {
                     filler_bytes,
                     durability,
                 },
-            )
+            ))
         }
     }
 }

@@ -91,37 +91,54 @@ pub fn principal_of(token: &str) -> Principal {
     Principal::of_token(token)
 }
 
-fn read_all<T: Payload>(ledger: &Ledger, stream: &StreamKey) -> Result<Vec<T>, String> {
-    let reader = ledger
-        .read(stream, 0)
+async fn read_all<T: Payload>(ledger: &Ledger, stream: &StreamKey) -> Result<Vec<T>, String> {
+    let records = ledger
+        .read_to_end(stream, 0)
+        .await
         .map_err(|error| format!("{stream} cannot be read: {error}"))?;
-    let mut found = Vec::new();
-    for record in reader {
-        let record = record.map_err(|error| format!("{stream} cannot be read: {error}"))?;
-        if let Some(Ok(payload)) = T::from_record(&record) {
-            found.push(payload);
+    Ok(records
+        .iter()
+        .filter_map(|record| T::from_record(record)?.ok())
+        .collect())
+}
+
+/// The records of payload `T` of each named conversation (none for one
+/// that cannot be read: its acknowledged items are then losses).
+async fn read_conversations<'a, T: Payload>(
+    ledger: &Ledger,
+    principal: &Principal,
+    conversations: impl Iterator<Item = &'a String>,
+) -> BTreeMap<String, Vec<T>> {
+    let mut read = BTreeMap::new();
+    for conversation in conversations {
+        if read.contains_key(conversation) {
+            continue;
         }
+        let stream = ConversationId::new(conversation)
+            .ok()
+            .and_then(|id| conversation_stream(principal, &id).ok());
+        let records = match stream {
+            Some(stream) => read_all::<T>(ledger, &stream).await.unwrap_or_default(),
+            None => Vec::new(),
+        };
+        read.insert(conversation.clone(), records);
     }
-    Ok(found)
+    read
 }
 
 /// Every loss: each acknowledged item the log does not hold as it was
 /// acknowledged, each repeated seq, each paused turn that could not go on.
-pub fn check(ledger: &Ledger, acks: &Acks, token: &str) -> Vec<String> {
+pub async fn check(ledger: &Ledger, acks: &Acks, token: &str) -> Vec<String> {
     let principal = principal_of(token);
     let mut losses = Vec::new();
-    let mut frames: BTreeMap<String, Vec<FrameSent>> = BTreeMap::new();
-    let stream_of = |conversation: &str| {
-        ConversationId::new(conversation)
-            .ok()
-            .and_then(|id| conversation_stream(&principal, &id).ok())
-    };
+    let frames: BTreeMap<String, Vec<FrameSent>> = read_conversations(
+        ledger,
+        &principal,
+        acks.frames.iter().map(|a| &a.conversation),
+    )
+    .await;
     for acked in &acks.frames {
-        let recorded = frames.entry(acked.conversation.clone()).or_insert_with(|| {
-            stream_of(&acked.conversation)
-                .and_then(|stream| read_all::<FrameSent>(ledger, &stream).ok())
-                .unwrap_or_default()
-        });
+        let recorded = &frames[&acked.conversation];
         let found = recorded
             .iter()
             .find(|f| f.turn == acked.turn && f.seq == acked.seq);
@@ -143,15 +160,14 @@ pub fn check(ledger: &Ledger, acks: &Acks, token: &str) -> Vec<String> {
             )),
         }
     }
-    let mut answers: BTreeMap<String, Vec<InterruptAnswered>> = BTreeMap::new();
+    let answers: BTreeMap<String, Vec<InterruptAnswered>> = read_conversations(
+        ledger,
+        &principal,
+        acks.answers.iter().map(|a| &a.conversation),
+    )
+    .await;
     for acked in &acks.answers {
-        let recorded = answers
-            .entry(acked.conversation.clone())
-            .or_insert_with(|| {
-                stream_of(&acked.conversation)
-                    .and_then(|stream| read_all(ledger, &stream).ok())
-                    .unwrap_or_default()
-            });
+        let recorded = &answers[&acked.conversation];
         let found = recorded.iter().any(|answer| {
             answer.interrupt_id == acked.interrupt_id
                 && serde_json::from_str::<Value>(&answer.response)
@@ -164,15 +180,14 @@ pub fn check(ledger: &Ledger, acks: &Acks, token: &str) -> Vec<String> {
             ));
         }
     }
-    let mut mutations: BTreeMap<String, Vec<CompositionMutated>> = BTreeMap::new();
+    let mutations: BTreeMap<String, Vec<CompositionMutated>> = read_conversations(
+        ledger,
+        &principal,
+        acks.mutations.iter().map(|a| &a.conversation),
+    )
+    .await;
     for acked in &acks.mutations {
-        let recorded = mutations
-            .entry(acked.conversation.clone())
-            .or_insert_with(|| {
-                stream_of(&acked.conversation)
-                    .and_then(|stream| read_all(ledger, &stream).ok())
-                    .unwrap_or_default()
-            });
+        let recorded = &mutations[&acked.conversation];
         let found = recorded.iter().any(|m| {
             serde_json::from_str::<Value>(&m.mutation).is_ok_and(|m| m["ops"] == acked.ops)
         });
@@ -194,14 +209,14 @@ pub fn check(ledger: &Ledger, acks: &Acks, token: &str) -> Vec<String> {
         }
     }
     for thread in acks.threads.values() {
-        losses.extend(check_thread(ledger, thread, principal.as_str()));
+        losses.extend(check_thread(ledger, thread, principal.as_str()).await);
     }
     losses.extend(acks.stuck.iter().cloned());
     losses
 }
 
 /// A Statewire client's acknowledged commands and answers against its lane.
-fn check_thread(ledger: &Ledger, acked: &ThreadAcks, principal: &str) -> Vec<String> {
+async fn check_thread(ledger: &Ledger, acked: &ThreadAcks, principal: &str) -> Vec<String> {
     let name = &acked.thread;
     let Some(lane) = acked.session.lanes.get(HARNESS_SDK) else {
         return Vec::new();
@@ -219,6 +234,7 @@ fn check_thread(ledger: &Ledger, acked: &ThreadAcks, principal: &str) -> Vec<Str
     };
     let mut losses = Vec::new();
     let admitted: BTreeSet<u64> = read_all::<CommandAdmitted>(ledger, &stream)
+        .await
         .unwrap_or_default()
         .into_iter()
         .map(|admitted| admitted.seq)
@@ -231,10 +247,16 @@ fn check_thread(ledger: &Ledger, acked: &ThreadAcks, principal: &str) -> Vec<Str
         }
     }
     let mut recorded: BTreeMap<u64, (bool, String)> = BTreeMap::new();
-    for answered in read_all::<CommandAnswered>(ledger, &stream).unwrap_or_default() {
+    for answered in read_all::<CommandAnswered>(ledger, &stream)
+        .await
+        .unwrap_or_default()
+    {
         recorded.insert(answered.seq, (answered.ok, answered.answer));
     }
-    for answered in read_all::<CommandAnsweredUnder>(ledger, &stream).unwrap_or_default() {
+    for answered in read_all::<CommandAnsweredUnder>(ledger, &stream)
+        .await
+        .unwrap_or_default()
+    {
         recorded.insert(answered.seq, (answered.ok, answered.answer));
     }
     for (seq, answer) in &acked.answers {

@@ -23,7 +23,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::ledger::{Ledger, LedgerError, OpenMode};
+use crate::ledger::local::{LocalStore, OpenMode};
+use crate::ledger::{Ledger, LedgerError};
 
 use check::Acks;
 use statewire_load::StatewireDriver;
@@ -362,7 +363,7 @@ pub async fn run(
         })?;
         let uptime_ms = started.elapsed().as_millis() as u64;
         let snapshot = acks.lock().map(|a| a.clone()).unwrap_or_default();
-        let (verify_clean, losses) = check_store(config, &snapshot);
+        let (verify_clean, losses) = check_store(config, &snapshot).await;
         let now = Round {
             round,
             uptime_ms,
@@ -402,15 +403,16 @@ pub async fn run(
 }
 
 /// Opens the store after a kill: whether it verifies, and every loss.
-fn check_store(config: &CrashtestConfig, acks: &Acks) -> (bool, Vec<String>) {
-    match Ledger::open(&config.data, OpenMode::MustExist) {
-        Ok((ledger, report)) => {
+async fn check_store(config: &CrashtestConfig, acks: &Acks) -> (bool, Vec<String>) {
+    match LocalStore::open(&config.data, OpenMode::MustExist) {
+        Ok((store, report)) => {
+            let ledger = Ledger::new(std::sync::Arc::new(store));
             let mut losses: Vec<String> = report
                 .problems
                 .iter()
                 .map(|p| format!("log verify: {}", p.problem))
                 .collect();
-            losses.extend(check::check(&ledger, acks, CRASHTEST_TOKEN));
+            losses.extend(check::check(&ledger, acks, CRASHTEST_TOKEN).await);
             (report.is_clean(), losses)
         }
         Err(error) => (false, vec![format!("the store does not open: {error}")]),

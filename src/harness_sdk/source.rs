@@ -11,6 +11,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
+use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::ledger::{FoldCache, Folded, Ledger, StreamKey};
@@ -91,17 +92,19 @@ impl HarnessSource {
     }
 }
 
+#[async_trait]
 impl DocumentSource for HarnessSource {
     fn stream(&self, thread: &ThreadScope) -> Result<StreamKey, String> {
         thread_stream(thread)
     }
 
-    fn snapshot(&self, thread: &ThreadScope) -> Result<Arc<dyn SourceSnapshot>, String> {
+    async fn snapshot(&self, thread: &ThreadScope) -> Result<Arc<dyn SourceSnapshot>, String> {
         let stream = thread_stream(thread)?;
         let folded = self
             .shared
             .folds
             .state(&stream)
+            .await
             .map_err(|e| e.to_string())?;
         let conversation_id = thread.id().to_string();
         let main = {
@@ -126,6 +129,7 @@ impl DocumentSource for HarnessSource {
             thread: folded,
             main,
             default_view: OnceLock::new(),
+            read_turns: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -149,11 +153,49 @@ struct Snapshot {
     main: Arc<Value>,
     /// What an attach without an interest document sees.
     default_view: OnceLock<Vec<(Vec<String>, Arc<Value>)>>,
+    /// Older turns' transcripts this flush read (`read_wanted`), which
+    /// `keyed` finds even if the shared cache let them go meanwhile.
+    read_turns: Mutex<HashMap<u32, Arc<TurnTranscript>>>,
 }
 
+#[async_trait]
 impl SourceSnapshot for Snapshot {
     fn main(&self) -> Arc<Value> {
         self.main.clone()
+    }
+
+    /// The older turns this attach's interest picks that neither this
+    /// snapshot nor the shared cache holds.
+    fn wanted(&self, attach: &AttachDocuments<'_>) -> Vec<u64> {
+        let interest = Interest::of(attach.main(INTEREST));
+        let current = self.thread.state.current.as_ref().map(|t| t.turn);
+        let read = lock(&self.read_turns);
+        let cached = lock(&self.shared.old_turns);
+        let mut turns: Vec<u64> = interest
+            .select(&self.thread.state)
+            .into_iter()
+            .map(|(turn, _)| turn)
+            .filter(|turn| Some(*turn) != current)
+            .filter(|turn| {
+                !read.contains_key(turn)
+                    && !cached.turns.contains_key(&(self.stream.clone(), *turn))
+            })
+            .map(u64::from)
+            .collect();
+        turns.sort_unstable();
+        turns.dedup();
+        turns
+    }
+
+    async fn read_wanted(&self, wanted: Vec<u64>) {
+        for turn in wanted {
+            let Ok(turn) = u32::try_from(turn) else {
+                continue;
+            };
+            if let Some(transcript) = self.read_old_turn(turn).await {
+                lock(&self.read_turns).insert(turn, transcript);
+            }
+        }
     }
 
     fn keyed(&self, attach: &AttachDocuments<'_>) -> Vec<(Vec<String>, Arc<Value>)> {
@@ -224,8 +266,28 @@ impl Snapshot {
         document
     }
 
-    /// An older turn's transcript, folded from its records once and kept.
+    /// An older turn's transcript, if this flush read it or the shared
+    /// cache holds it; `read_wanted` has read every one an attach's
+    /// interest picked when the flush began.
     fn old_turn(&self, turn: u32) -> Option<Arc<TurnTranscript>> {
+        if let Some(found) = lock(&self.read_turns).get(&turn) {
+            return Some(found.clone());
+        }
+        let found = lock(&self.shared.old_turns)
+            .turns
+            .get(&(self.stream.clone(), turn))
+            .cloned();
+        if found.is_none() {
+            // An interest that changed after the flush began: the flush
+            // its change makes reads the turn.
+            tracing::debug!(stream = %self.stream, turn, "an older turn was not read for this flush");
+        }
+        found
+    }
+
+    /// An older turn's transcript, folded from its records once and kept
+    /// in the shared cache.
+    async fn read_old_turn(&self, turn: u32) -> Option<Arc<TurnTranscript>> {
         let key = (self.stream.clone(), turn);
         if let Some(found) = lock(&self.shared.old_turns).turns.get(&key) {
             return Some(found.clone());
@@ -235,13 +297,24 @@ impl Snapshot {
         let from = turns.get(index)?.first_position;
         // An older turn ends where the next one starts.
         let until = turns.get(index + 1)?.first_position;
-        let records = self
-            .shared
-            .ledger
-            .read(&self.stream, from)
-            .ok()?
-            .map_while(Result::ok)
-            .take_while(|record| record.position() < until);
+        let mut records = Vec::new();
+        let mut next = from;
+        while next < until {
+            let page = self
+                .shared
+                .ledger
+                .read_page(&self.stream, next, crate::ledger::READ_PAGE_RECORDS)
+                .await
+                .ok()?;
+            let Some(last) = page.last() else {
+                break;
+            };
+            next = last.position() + 1;
+            records.extend(
+                page.into_iter()
+                    .take_while(|record| record.position() < until),
+            );
+        }
         let transcript = match TurnTranscript::from_records(turn, records) {
             Ok(transcript) => Arc::new(transcript),
             Err(error) => {

@@ -1,6 +1,6 @@
-//! Errors of the ledger, one variant per thing a caller can act on.
-
-use std::path::PathBuf;
+//! Errors of the ledger, one variant per thing a caller can act on, the
+//! same for every store. Must never: name an engine's own error type
+//! (a store words its failures into these).
 
 /// What is wrong with one stored record.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -79,57 +79,22 @@ pub enum LedgerError {
     #[error("the ledger is shut down")]
     Closed,
 
-    #[error("{path}: {problem}")]
-    Store {
-        path: PathBuf,
-        problem: StoreProblem,
-    },
-
-    #[error("the store is damaged: {0}")]
-    Damaged(crate::ledger::damage::Damage),
-
-    #[error("storage error: {0}")]
-    Sled(#[from] sled::Error),
-
-    #[error("I/O error: {0}")]
-    Io(#[from] std::io::Error),
+    /// The store cannot be reached or failed an operation it may finish
+    /// later (a database restarting, an I/O error); nothing was applied.
+    #[error("the store is unavailable ({reason}); retry later")]
+    Unavailable { reason: String },
 
     #[error("cannot decode record payload: {0}")]
     Payload(#[from] postcard::Error),
 }
 
-/// Why a data directory cannot be opened. Each says what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreProblem {
-    #[error("no ledgerwire store here; pass --data with the directory `ledgerwire serve` created")]
-    Missing,
-    #[error(
-        "not a ledgerwire store (it has files but no LEDGERWIRE marker); point --data at an empty directory or an existing store"
-    )]
-    Foreign,
-    #[error(
-        "the LEDGERWIRE marker is unreadable ({0}); the directory is not a store this build understands"
-    )]
-    BadMarker(String),
-    #[error(
-        "written by a newer ledgerwire (store format {found}, this build reads up to {supported}); upgrade ledgerwire"
-    )]
-    NewerFormat { found: u32, supported: u32 },
-    #[error(
-        "in use by another ledgerwire process; stop that process, choose another --data directory, or read the running server with --url"
-    )]
-    Locked,
-    #[error("not a directory")]
-    NotADirectory,
-    /// The operating system refused what opening needed to do there.
-    #[error("cannot {action}: {error}")]
-    Io {
-        action: &'static str,
-        error: std::io::Error,
-    },
-    /// sled could not open its files there.
-    #[error("sled cannot open the store: {0}")]
-    Sled(sled::Error),
+impl LedgerError {
+    /// Whether the same call may succeed later without anyone acting:
+    /// only an unavailable store. A conflict needs a new decision, damage
+    /// and poison an operator.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, LedgerError::Unavailable { .. })
+    }
 }
 
 pub type Result<T, E = LedgerError> = std::result::Result<T, E>;

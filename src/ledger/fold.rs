@@ -1,21 +1,21 @@
 //! Folds: state computed from a stream's records, an in-memory cache of it,
 //! and snapshots that spare a restart from folding every stream from zero.
 //!
-//! Owns: the `Fold` trait, `FoldCache` and the `snapshots` tree.
+//! Owns: the `Fold` trait, `FoldCache` and the layout of a snapshot
+//! (kept in the store's [`SnapshotStore`](crate::ledger::SnapshotStore)).
 //! Must never: let a snapshot change a result. A snapshot is only a
 //! shortcut: it is checked (checksum, fold version, the record it was taken
 //! after) and ignored when anything disagrees, and deleting every snapshot
 //! yields the same states.
 
 use std::collections::VecDeque;
-use std::iter::Peekable;
 use std::sync::{Arc, Mutex};
 
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::ledger::error::{LedgerError, Result};
 use crate::ledger::record::{Record, StreamKey, StreamMap};
-use crate::ledger::{Ledger, StreamReader};
+use crate::ledger::{Ledger, READ_PAGE_RECORDS};
 
 /// Default distance, in records, between two snapshots of one stream.
 pub const SNAPSHOT_INTERVAL_RECORDS: u64 = 1024;
@@ -68,42 +68,38 @@ pub struct Folded<S> {
     snapshot_position: u64,
 }
 
-/// Folds `records` onto `folded`.
-fn apply_all<F: Fold>(
+/// Folds one record onto `folded`.
+pub(crate) fn apply_one<F: Fold>(
     folded: &mut Folded<F::State>,
     stream: &StreamKey,
-    records: impl Iterator<Item = Result<Record>>,
+    record: &Record,
 ) -> Result<()> {
-    for record in records {
-        let record = record?;
-        F::apply(&mut folded.state, &record).map_err(|error| LedgerError::Fold {
-            stream: stream.to_string(),
-            position: record.position(),
-            reason: error.to_string(),
-        })?;
-        folded.position = record.position() + 1;
-        folded.last_crc = record.crc();
-    }
+    F::apply(&mut folded.state, record).map_err(|error| LedgerError::Fold {
+        stream: stream.to_string(),
+        position: record.position(),
+        reason: error.to_string(),
+    })?;
+    folded.position = record.position() + 1;
+    folded.last_crc = record.crc();
     Ok(())
 }
 
-impl Ledger {
-    /// Folds `stream` from its first record, ignoring caches and snapshots.
-    pub fn fold<F: Fold>(&self, stream: &StreamKey) -> Result<Folded<F::State>> {
-        let mut folded = Folded::default();
-        apply_all::<F>(&mut folded, stream, self.read(stream, 0)?)?;
-        Ok(folded)
-    }
+/// A state to fold further and the first page of records after it.
+type Start<S> = (Arc<Folded<S>>, Page);
+
+/// Records read after a state, and whether the stream may go on past
+/// them (the page was full).
+struct Page {
+    records: Vec<Record>,
+    more: bool,
 }
 
-/// A state to fold further and a reader of the records after it.
-type Start<S> = (Arc<Folded<S>>, Peekable<StreamReader>);
-
 /// One stream's cached state. Its lock is held while the state is folded
-/// further, so callers on one stream fold one at a time, and the folder
-/// owns the state while it folds (no copy) unless a caller still holds an
-/// earlier `Arc` of it.
-type Slot<S> = Arc<Mutex<Option<Arc<Folded<S>>>>>;
+/// further (records read, then applied), so callers on one stream fold
+/// one at a time, and the folder owns the state while it folds (no copy)
+/// unless a caller still holds an earlier `Arc` of it. An async lock: the
+/// read of the records after the state is an await.
+type Slot<S> = Arc<tokio::sync::Mutex<Option<Arc<Folded<S>>>>>;
 
 struct Entries<S> {
     states: StreamMap<Slot<S>>,
@@ -150,34 +146,42 @@ impl<F: Fold> FoldCache<F> {
     }
 
     /// The stream's state, folded up to its current end.
-    pub fn state(&self, stream: &StreamKey) -> Result<Arc<Folded<F::State>>> {
+    pub async fn state(&self, stream: &StreamKey) -> Result<Arc<Folded<F::State>>> {
         let slot = self.slot(stream);
-        let mut cached = slot.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cached = slot.lock().await;
         let hit = cached.is_some();
         self.lookups.with(lookup_counters::<F>, |[hits, misses]| {
             if hit { hits } else { misses }.increment(1)
         });
-        let (start, mut reader) = match cached.take() {
+        let (start, mut page) = match cached.take() {
             Some(folded) => {
-                let reader = self.ledger.read(stream, folded.position)?;
-                (folded, reader.peekable())
+                let page = self.page(stream, folded.position).await?;
+                (folded, page)
             }
-            None => self.start_cold(stream)?,
+            None => self.start_cold(stream).await?,
         };
-        if reader.peek().is_none() {
+        if page.records.is_empty() {
             *cached = Some(Arc::clone(&start));
             return Ok(start);
         }
         // Taken out of the slot, the state is copied only if a caller still
         // holds an earlier version of it.
         let mut folded = Arc::unwrap_or_clone(start);
-        apply_all::<F>(&mut folded, stream, reader)?;
+        loop {
+            for record in &page.records {
+                apply_one::<F>(&mut folded, stream, record)?;
+            }
+            if !page.more {
+                break;
+            }
+            page = self.page(stream, folded.position).await?;
+        }
         if self.snapshot_every > 0
             && folded.position - folded.snapshot_position >= self.snapshot_every
         {
             // A snapshot is only a shortcut: failing to write one costs a
             // longer fold after a restart, never a wrong or missing state.
-            if let Err(error) = self.write_snapshot(stream, &folded) {
+            if let Err(error) = self.write_snapshot(stream, &folded).await {
                 tracing::warn!(%stream, fold = F::NAME, %error, "snapshot not written");
             }
             folded.snapshot_position = folded.position;
@@ -185,6 +189,16 @@ impl<F: Fold> FoldCache<F> {
         let folded = Arc::new(folded);
         *cached = Some(Arc::clone(&folded));
         Ok(folded)
+    }
+
+    /// A page of the records of `stream` from `from`.
+    async fn page(&self, stream: &StreamKey, from: u64) -> Result<Page> {
+        let records = self
+            .ledger
+            .read_page(stream, from, READ_PAGE_RECORDS)
+            .await?;
+        let more = records.len() == READ_PAGE_RECORDS;
+        Ok(Page { records, more })
     }
 
     /// Drops every cached state (the next read folds from snapshots).
@@ -222,7 +236,7 @@ impl<F: Fold> FoldCache<F> {
         key
     }
 
-    fn write_snapshot(&self, stream: &StreamKey, folded: &Folded<F::State>) -> Result<()> {
+    async fn write_snapshot(&self, stream: &StreamKey, folded: &Folded<F::State>) -> Result<()> {
         // Self-describing, unlike postcard: fold states hold
         // `serde_json::Value`s and skip empty fields, which postcard cannot
         // read back. MessagePack rather than JSON: the states are mostly
@@ -243,64 +257,72 @@ impl<F: Fold> FoldCache<F> {
         value.extend_from_slice(&state);
         let crc = crc32c::crc32c(&value);
         value.extend_from_slice(&crc.to_le_bytes());
-        // Not flushed on purpose: a snapshot is derivable, and sled persists
-        // writes in order, so a snapshot on disk never outruns its records.
         self.ledger
             .snapshots()
-            .insert(Self::snapshot_key(stream), value)?;
-        Ok(())
+            .put(&Self::snapshot_key(stream), value)
+            .await
     }
 
     /// Where a stream with no state in memory starts folding: its stored
-    /// snapshot, if one passes every check, or the empty state, with a
-    /// reader of the records after it.
-    fn start_cold(&self, stream: &StreamKey) -> Result<Start<F::State>> {
-        Ok(match self.checked_snapshot(stream)? {
-            Some((folded, reader)) => (Arc::new(folded), reader.peekable()),
-            None => (Arc::default(), self.ledger.read(stream, 0)?.peekable()),
+    /// snapshot, if one passes every check, or the empty state, with the
+    /// first page of records after it.
+    async fn start_cold(&self, stream: &StreamKey) -> Result<Start<F::State>> {
+        Ok(match self.checked_snapshot(stream).await? {
+            Some((folded, records)) => (Arc::new(folded), records),
+            None => (Arc::default(), self.page(stream, 0).await?),
         })
     }
 
     /// The stream's stored snapshot, if there is one that passes every
     /// check: what a cold fold starts from (public for audits and tests).
-    pub fn stored_snapshot(&self, stream: &StreamKey) -> Result<Option<Folded<F::State>>> {
-        Ok(self.checked_snapshot(stream)?.map(|(folded, _)| folded))
+    pub async fn stored_snapshot(&self, stream: &StreamKey) -> Result<Option<Folded<F::State>>> {
+        Ok(self
+            .checked_snapshot(stream)
+            .await?
+            .map(|(folded, _)| folded))
     }
 
-    /// The stream's stored snapshot checked against the log, with a reader
-    /// of the records after it. The snapshot must have been taken after
-    /// the record now at `position - 1`, or it describes another history;
-    /// one read from that record serves both the check and the fold, so a
-    /// cold start looks the stream up in the log tree once.
-    fn checked_snapshot(
+    /// The stream's stored snapshot checked against the log, with the
+    /// first page of records after it. The snapshot must have been taken
+    /// after the record now at `position - 1`, or it describes another
+    /// history; one read from that record serves both the check and the
+    /// fold, so a cold start reads the stream once.
+    async fn checked_snapshot(
         &self,
         stream: &StreamKey,
-    ) -> Result<Option<(Folded<F::State>, StreamReader)>> {
-        let Some(folded) = self.decoded_snapshot(stream)? else {
+    ) -> Result<Option<(Folded<F::State>, Page)>> {
+        let Some(folded) = self.decoded_snapshot(stream).await? else {
             return Ok(None);
         };
-        let mut reader = self.ledger.read(stream, folded.position - 1)?;
-        match reader.next() {
-            Some(Ok(record)) if record.crc() == folded.last_crc => Ok(Some((folded, reader))),
-            Some(Err(error)) => Err(error),
-            _ => {
-                tracing::warn!(%stream, fold = F::NAME, "ignoring a snapshot that does not match the log");
-                Ok(None)
-            }
+        let mut page = self.page(stream, folded.position - 1).await?;
+        if page
+            .records
+            .first()
+            .is_some_and(|r| r.crc() == folded.last_crc)
+        {
+            page.records.remove(0);
+            return Ok(Some((folded, page)));
         }
+        tracing::warn!(%stream, fold = F::NAME, "ignoring a snapshot that does not match the log");
+        Ok(None)
     }
 
     /// The stream's stored snapshot if it reads, passes its checksum, is
     /// of this fold's version and follows at least one record; not yet
     /// checked against the log.
-    fn decoded_snapshot(&self, stream: &StreamKey) -> Result<Option<Folded<F::State>>> {
-        let value = match self.ledger.snapshots().get(Self::snapshot_key(stream)) {
+    async fn decoded_snapshot(&self, stream: &StreamKey) -> Result<Option<Folded<F::State>>> {
+        let value = match self
+            .ledger
+            .snapshots()
+            .get(&Self::snapshot_key(stream))
+            .await
+        {
             Ok(Some(value)) => value,
             Ok(None) => return Ok(None),
-            // A snapshot sled cannot read is only a shortcut lost: fold
-            // from the records, and the next snapshot replaces it.
+            // A snapshot the store cannot read is only a shortcut lost:
+            // fold from the records, and the next snapshot replaces it.
             Err(error) => {
-                tracing::warn!(%stream, fold = F::NAME, %error, "ignoring a snapshot sled cannot read");
+                tracing::warn!(%stream, fold = F::NAME, %error, "ignoring a snapshot the store cannot read");
                 return Ok(None);
             }
         };

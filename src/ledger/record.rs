@@ -1,12 +1,15 @@
-//! The on-disk record envelope and the sled key layout.
+//! The record envelope every store writes: its byte layout and checksum,
+//! and stream keys.
 //!
 //! Owns: the byte layout of one record (see `log-format/LOG-FORMAT.md`), its
-//! CRC32C, stream keys and the keys records are stored under. Pure: no I/O.
+//! CRC32C and stream keys. Pure: no I/O.
 //! Must never: change the meaning of a byte of format version 1; every change
 //! to the layout is a new format version that old code refuses to read.
 
 use std::fmt;
 use std::sync::Arc;
+
+use bytes::Bytes;
 
 use crate::ledger::error::{Corruption, LedgerError};
 
@@ -14,8 +17,8 @@ use crate::ledger::error::{Corruption, LedgerError};
 /// version up to and including it.
 pub const FORMAT_VERSION: u8 = 1;
 
-/// Longest stream key, in bytes. A key is part of every record and of every
-/// sled key of its stream, so it is kept short.
+/// Longest stream key, in bytes. A key is part of every record (and of
+/// the keys a store files records under), so it is kept short.
 pub const MAX_STREAM_KEY_BYTES: usize = 512;
 
 /// Largest payload of one record, in bytes. Larger values belong in a blob
@@ -27,16 +30,6 @@ pub const HEADER_BYTES: usize = 34;
 
 /// Bytes of the trailing CRC32C.
 pub const CRC_BYTES: usize = 4;
-
-/// First byte of every record key in the `log` tree.
-pub const RECORD_KEY_TAG: u8 = b's';
-
-/// Key in the `log` tree holding the next global position (u64 big-endian).
-pub const NEXT_GLOBAL_KEY: &[u8] = b"m/next_global";
-
-/// Key in the `log` tree holding where the journal's rounds sled holds
-/// end (`journal::JournalEnd`), stored after [`NEXT_GLOBAL_KEY`].
-pub const JOURNAL_END_KEY: &[u8] = b"m/journal_end";
 
 /// The name of a stream: a non-empty UTF-8 string of at most
 /// [`MAX_STREAM_KEY_BYTES`] bytes with no control characters, such as
@@ -163,43 +156,6 @@ impl fmt::Debug for StreamKey {
     }
 }
 
-/// The key prefix shared by every record of `stream`:
-/// `'s' | key length (u16 BE) | key bytes`. The length comes first so that
-/// no stream's prefix is a prefix of another's.
-pub fn stream_prefix(stream: &StreamKey) -> Vec<u8> {
-    let key = stream.as_str().as_bytes();
-    let mut prefix = Vec::with_capacity(3 + key.len() + 8);
-    prefix.push(RECORD_KEY_TAG);
-    // The key length is bounded by MAX_STREAM_KEY_BYTES, well inside u16.
-    prefix.extend_from_slice(&(key.len() as u16).to_be_bytes());
-    prefix.extend_from_slice(key);
-    prefix
-}
-
-/// The sled key of the record at `position` in `stream`: the stream prefix
-/// followed by the position as u64 big-endian, so a stream reads in order.
-pub fn record_key(stream: &StreamKey, position: u64) -> Vec<u8> {
-    let mut key = stream_prefix(stream);
-    key.extend_from_slice(&position.to_be_bytes());
-    key
-}
-
-/// Splits a record key into its stream key and position.
-pub fn parse_record_key(key: &[u8]) -> Option<(&str, u64)> {
-    let (&tag, rest) = key.split_first()?;
-    if tag != RECORD_KEY_TAG || rest.len() < 2 {
-        return None;
-    }
-    let len = u16::from_be_bytes([rest[0], rest[1]]) as usize;
-    let rest = &rest[2..];
-    if rest.len() != len + 8 {
-        return None;
-    }
-    let stream = std::str::from_utf8(&rest[..len]).ok()?;
-    let position = u64::from_be_bytes(rest[len..].try_into().ok()?);
-    Some((stream, position))
-}
-
 /// A record to append: its kind and its postcard-encoded payload.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewRecord {
@@ -248,7 +204,7 @@ pub fn encode_into(header: &Header, stream: &StreamKey, payload: &[u8], out: &mu
 /// reference-counted handle) and hands out views into them.
 #[derive(Clone)]
 pub struct Record {
-    bytes: sled::IVec,
+    bytes: Bytes,
     header: Header,
 }
 
@@ -256,7 +212,7 @@ impl Record {
     /// Decodes and checks stored bytes: length, CRC32C, format version and
     /// that the stream and position match the key the bytes were found under.
     pub fn decode(
-        bytes: sled::IVec,
+        bytes: Bytes,
         expected_stream: &str,
         expected_position: u64,
     ) -> Result<Self, Corruption> {
@@ -273,19 +229,19 @@ impl Record {
 
     /// A record from an envelope whose stream and position it names
     /// itself (a journal entry): every check but the key's.
-    pub fn from_envelope(bytes: sled::IVec) -> Result<Self, Corruption> {
+    pub fn from_envelope(bytes: Bytes) -> Result<Self, Corruption> {
         let header = check_envelope(&bytes)?;
         Ok(Self { bytes, header })
     }
 
     /// A record the writer has just encoded from `header` (no check
     /// needed: the bytes are its own).
-    pub(crate) fn encoded(bytes: sled::IVec, header: Header) -> Self {
+    pub(crate) fn encoded(bytes: Bytes, header: Header) -> Self {
         Self { bytes, header }
     }
 
     /// The envelope bytes.
-    pub(crate) fn bytes(&self) -> &sled::IVec {
+    pub(crate) fn bytes(&self) -> &Bytes {
         &self.bytes
     }
 
@@ -435,7 +391,7 @@ mod tests {
         let (header, stream, payload) = sample();
         let bytes = encode(&header, &stream, &payload);
         for len in 0..bytes.len() {
-            let cut = sled::IVec::from(&bytes[..len]);
+            let cut = Bytes::copy_from_slice(&bytes[..len]);
             assert!(
                 Record::decode(cut, "studio/alice/c1", 3).is_err(),
                 "cut at {len}"
@@ -454,18 +410,9 @@ mod tests {
     #[test]
     fn a_record_under_the_wrong_key_is_refused() {
         let (header, stream, payload) = sample();
-        let bytes = sled::IVec::from(encode(&header, &stream, &payload));
+        let bytes = Bytes::from(encode(&header, &stream, &payload));
         assert!(Record::decode(bytes.clone(), "studio/alice/c2", 3).is_err());
         assert!(Record::decode(bytes, "studio/alice/c1", 4).is_err());
-    }
-
-    #[test]
-    fn record_keys_sort_by_stream_then_position_and_parse_back() {
-        let a = StreamKey::new("a").unwrap();
-        let ab = StreamKey::new("ab").unwrap();
-        assert!(record_key(&a, 1) < record_key(&a, 256));
-        assert!(!record_key(&ab, 0).starts_with(&stream_prefix(&a)));
-        assert_eq!(parse_record_key(&record_key(&ab, 9)), Some(("ab", 9)));
     }
 
     #[test]

@@ -1,19 +1,20 @@
-//! Integrity checking of a whole store: every record's checksum and
-//! placement, each stream's continuity and the global order.
+//! Integrity of a whole store, judged the same way for every engine:
+//! each record's checksum, each stream's positions and the global order.
 //!
-//! Owns: the scan behind `Ledger::open` and `ledgerwire log verify`.
-//! Must never: modify the store; it only reads and reports.
+//! Owns: the report ([`VerifyReport`], [`Problem`]) and the check of a
+//! global-order scan ([`check_global_order`]), which `log verify` on any
+//! store and the live audit API run. The local store's offline scan of
+//! its own files (`local::scan`) fills the same report.
+//! Must never: modify a store; it only reads and reports.
 
 use std::collections::HashMap;
-use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, Ordering};
 
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
 use serde::Serialize;
 
-use crate::ledger::entry;
 use crate::ledger::error::{Corruption, LedgerError, Result};
-use crate::ledger::journal::JournalFiles;
-use crate::ledger::record::{self, RECORD_KEY_TAG, Record, StreamKey};
+use crate::ledger::record::Record;
 
 /// One problem found by a verification.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -63,13 +64,13 @@ impl VerifyReport {
 
 /// Global positions seen so far, one bit each.
 #[derive(Default)]
-struct GlobalSet {
+pub(crate) struct GlobalSet {
     words: Vec<u64>,
 }
 
 impl GlobalSet {
     /// Marks `global`; false if it was already marked.
-    fn insert(&mut self, global: u64) -> bool {
+    pub(crate) fn insert(&mut self, global: u64) -> bool {
         let word = (global / 64) as usize;
         if word >= self.words.len() {
             self.words.resize(word + 1, 0);
@@ -80,7 +81,7 @@ impl GlobalSet {
         fresh
     }
 
-    fn first_missing_below(&self, end: u64) -> Option<u64> {
+    pub(crate) fn first_missing_below(&self, end: u64) -> Option<u64> {
         (0..end).find(|&global| {
             let word = (global / 64) as usize;
             self.words
@@ -90,477 +91,11 @@ impl GlobalSet {
     }
 }
 
-/// The per-stream part of the scan.
-struct StreamScan {
-    name: String,
-    expected_position: u64,
-    last_global: Option<u64>,
-    /// Set once a problem is found: later records are not judged again.
-    broken: bool,
-    /// Set at the first record appended after a live scan began: it and
-    /// the stream's later records are not judged.
-    beyond_horizon: bool,
-}
-
-/// Scans the whole log tree.
-pub fn verify(log: &sled::Tree, files: &JournalFiles) -> Result<VerifyReport> {
-    let never = AtomicBool::new(false);
-    Ok(scan(log, files, &never, None)?.unwrap_or_default())
-}
-
-/// Entries scanned between two looks at the stop flag. An entry points
-/// at up to `entry::MAX_POINTED_BYTES` (64 KiB) of records, read from
-/// the journal: 16 entries are at most 1 MiB, so a closing ledger waits
-/// for its scrubber about a millisecond, not the 4096 entries (256 MiB)
-/// of record bytes an earlier bound let it read first.
-const STOP_CHECK_ENTRIES: u64 = 16;
-
-/// [`verify`] while appends go on (the scrubber), giving up (`None`) once
-/// `stop` is set. It judges only the records that existed when it began,
-/// those below the global position stored then: the indexer stores that
-/// position after inserting every record below it, so they are all
-/// visible, while records inserted during the scan may be seen in part
-/// (one stream's but not another's) and would look like a hole.
-pub fn verify_live(
-    log: &sled::Tree,
-    files: &JournalFiles,
-    stop: &AtomicBool,
-) -> Result<Option<VerifyReport>> {
-    let horizon = super::stored_next_global(log)?;
-    scan(log, files, stop, Some(horizon))
-}
-
-/// [`verify`] of the records below `horizon` only, for a store the
-/// indexer is writing to: every record below it is in sled, and those at
-/// or past it, possibly inserted in part while the scan runs, are left
-/// out rather than taken for holes.
-pub fn verify_below(log: &sled::Tree, files: &JournalFiles, horizon: u64) -> Result<VerifyReport> {
-    let never = AtomicBool::new(false);
-    Ok(scan(log, files, &never, Some(horizon))?.unwrap_or_default())
-}
-
-/// The scan: every record, or with a `horizon` every record whose global
-/// position is below it.
-fn scan(
-    log: &sled::Tree,
-    files: &JournalFiles,
-    stop: &AtomicBool,
-    horizon: Option<u64>,
-) -> Result<Option<VerifyReport>> {
-    let stored_next_global = super::stored_next_global(log)?;
-    let mut scan = Scan {
-        horizon,
-        ..Scan::default()
-    };
-    let mut seen: u64 = 0;
-    let mut entries = Entries::new(log);
-    while let Some(item) = entries.next() {
-        let (key, value) = match item? {
-            Entry::Record(key, value) => (key, value),
-            Entry::Unreadable {
-                after,
-                next,
-                detail,
-            } => {
-                let problems = entries.unreadable(after.as_deref(), next.as_deref(), &detail);
-                scan.unreadable(problems);
-                continue;
-            }
-        };
-        seen += 1;
-        if seen.is_multiple_of(STOP_CHECK_ENTRIES) && stop.load(Ordering::Relaxed) {
-            return Ok(None);
-        }
-        let Some((stream, first)) = record::parse_record_key(&key) else {
-            scan.report.records += 1;
-            scan.report
-                .problems
-                .push(problem(None, None, Corruption::BadKey));
-            continue;
-        };
-        scan.enter(stream);
-        for (position, envelope) in (first..).zip(entry::envelopes(value, files)) {
-            let len = match &envelope {
-                Ok(envelope) => envelope.len(),
-                Err(Corruption::Truncated { len }) => *len,
-                Err(_) => 0,
-            } as u64;
-            let record = envelope.and_then(|e| Record::decode(e, stream, position));
-            scan.judge(stream, position, len, record);
-        }
-    }
-    Ok(Some(scan.finish(stored_next_global)))
-}
-
-/// What the scan has found so far.
-#[derive(Default)]
-struct Scan {
-    horizon: Option<u64>,
-    report: VerifyReport,
-    globals: GlobalSet,
-    max_global: Option<u64>,
-    current: Option<StreamScan>,
-}
-
-impl Scan {
-    /// Problems of a region sled cannot read; the stream being scanned is
-    /// judged no further if they name it.
-    fn unreadable(&mut self, problems: Vec<Problem>) {
-        if let Some(scan) = self.current.as_mut()
-            && problems
-                .iter()
-                .any(|p| p.stream.as_deref() == Some(&scan.name))
-        {
-            scan.broken = true;
-        }
-        self.report.problems.extend(problems);
-    }
-
-    /// An entry of `stream` comes next: a new stream unless it is the one
-    /// being scanned.
-    fn enter(&mut self, stream: &str) {
-        if self.current.as_ref().is_none_or(|scan| scan.name != stream) {
-            self.report.streams += 1;
-            self.current = Some(StreamScan {
-                name: stream.to_owned(),
-                expected_position: 0,
-                last_global: None,
-                broken: false,
-                beyond_horizon: false,
-            });
-        }
-    }
-
-    /// One record of the stream being scanned, found at `position`
-    /// (`len` bytes stored).
-    fn judge(
-        &mut self,
-        stream: &str,
-        position: u64,
-        len: u64,
-        record: std::result::Result<Record, Corruption>,
-    ) {
-        let Some(scan) = self.current.as_mut() else {
-            return;
-        };
-        let report = &mut self.report;
-        if scan.beyond_horizon {
-            return;
-        }
-        if let Ok(record) = &record {
-            if self
-                .horizon
-                .is_some_and(|horizon| record.global_position() >= horizon)
-            {
-                scan.beyond_horizon = true;
-                return;
-            }
-            let count = report.kinds.entry(record.kind()).or_default();
-            count.0 += 1;
-            count.1 += record.encoded_len() as u64;
-            let global = record.global_position();
-            self.max_global = self.max_global.max(Some(global));
-            if !self.globals.insert(global) && !scan.broken {
-                scan.broken = true;
-                let corruption = Corruption::GlobalDuplicate { global };
-                report
-                    .problems
-                    .push(problem(Some(stream), Some(position), corruption));
-            }
-        }
-        report.records += 1;
-        report.bytes += len;
-        if scan.broken {
-            return;
-        }
-        if position != scan.expected_position {
-            scan.broken = true;
-            let gap = Corruption::Gap {
-                expected: scan.expected_position,
-                found: position,
-            };
-            report
-                .problems
-                .push(problem(Some(stream), Some(scan.expected_position), gap));
-            return;
-        }
-        scan.expected_position += 1;
-        match record {
-            Err(corruption) => {
-                scan.broken = true;
-                report
-                    .problems
-                    .push(problem(Some(stream), Some(position), corruption));
-            }
-            Ok(record) => {
-                let global = record.global_position();
-                if let Some(previous) = scan.last_global
-                    && global <= previous
-                {
-                    scan.broken = true;
-                    let corruption = Corruption::GlobalOrder { global, previous };
-                    report
-                        .problems
-                        .push(problem(Some(stream), Some(position), corruption));
-                }
-                scan.last_global = Some(global);
-            }
-        }
-    }
-
-    fn finish(mut self, stored_next_global: u64) -> VerifyReport {
-        let end = self.max_global.map_or(0, |g| g + 1);
-        self.report.next_global = end.max(stored_next_global);
-        // Every global position below the end was handed to exactly one
-        // record; a hole means a record vanished from a stream we cannot
-        // name. Torn streams lose their later records' positions too, so
-        // only look when nothing else was found. A live scan looks below
-        // its horizon only.
-        let end = self.horizon.unwrap_or(end);
-        if self.report.problems.is_empty()
-            && let Some(global) = self.globals.first_missing_below(end)
-        {
-            let corruption = Corruption::GlobalMissing { global };
-            self.report.problems.push(problem(None, None, corruption));
-        }
-        self.report
-    }
-}
-
-/// One item of the log tree as the scan reads it.
-enum Entry {
-    Record(sled::IVec, sled::IVec),
-    /// sled could not read the records after `after` (the last key read,
-    /// if any); `next` is the first it could read again, if any.
-    Unreadable {
-        after: Option<sled::IVec>,
-        next: Option<sled::IVec>,
-        detail: String,
-    },
-}
-
-/// The record keys of the log tree in order, stepping over what sled
-/// cannot read (damage in its data file) to the next key it can.
-struct Entries<'a> {
-    log: &'a sled::Tree,
-    iter: Option<sled::Iter>,
-    last: Option<sled::IVec>,
-    /// The value under `last`: how many positions it covers is counted
-    /// only when a region after it cannot be read.
-    last_value: Option<sled::IVec>,
-}
-
-/// Bytes of the longest record key: the search for the end of a damaged
-/// region works on keys of this width.
-const PROBE_KEY_BYTES: usize = 3 + record::MAX_STREAM_KEY_BYTES + 8;
-
-/// `a - b` for big-endian numbers of one width, `a >= b`.
-fn minus(a: &[u8], b: &[u8]) -> Vec<u8> {
-    let mut out = vec![0u8; a.len()];
-    let mut borrow = 0i16;
-    for i in (0..a.len()).rev() {
-        let mut digit = i16::from(a[i]) - i16::from(b[i]) - borrow;
-        borrow = i16::from(digit < 0);
-        if digit < 0 {
-            digit += 256;
-        }
-        out[i] = digit as u8;
-    }
-    out
-}
-
-/// `a + b / 2` for big-endian numbers of one width (no overflow: the
-/// caller's `b` is a difference within range).
-fn plus_half(a: &[u8], b: &[u8]) -> Vec<u8> {
-    let mut half = vec![0u8; b.len()];
-    let mut carry = 0u8;
-    for (i, &digit) in b.iter().enumerate() {
-        half[i] = (digit >> 1) | (carry << 7);
-        carry = digit & 1;
-    }
-    let mut out = vec![0u8; a.len()];
-    let mut carry = 0u16;
-    for i in (0..a.len()).rev() {
-        let sum = u16::from(a[i]) + u16::from(half[i]) + carry;
-        out[i] = sum as u8;
-        carry = sum >> 8;
-    }
-    out
-}
-
-/// Whether a big-endian difference is 0 or 1.
-fn at_most_one(difference: &[u8]) -> bool {
-    let (last, rest) = difference.split_last().unwrap_or((&0, &[]));
-    rest.iter().all(|&d| d == 0) && *last <= 1
-}
-
-impl<'a> Entries<'a> {
-    fn new(log: &'a sled::Tree) -> Self {
-        Self {
-            log,
-            iter: Some(log.range(vec![RECORD_KEY_TAG]..)),
-            last: None,
-            last_value: None,
-        }
-    }
-
-    fn next(&mut self) -> Option<Result<Entry>> {
-        let iter = self.iter.as_mut()?;
-        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| iter.next()));
-        let failure = match read {
-            Ok(None) => return None,
-            Ok(Some(Ok((key, value)))) => {
-                if key.first() != Some(&RECORD_KEY_TAG) {
-                    self.iter = None;
-                    return None;
-                }
-                self.last = Some(key.clone());
-                self.last_value = Some(value.clone());
-                return Some(Ok(Entry::Record(key, value)));
-            }
-            Ok(Some(Err(error))) if super::damage::is_damage(&error) => error.to_string(),
-            Ok(Some(Err(error))) => return Some(Err(error.into())),
-            Err(_) => "sled stopped reading it".to_owned(),
-        };
-        let next = self.next_readable();
-        self.iter = next.as_ref().map(|key| self.log.range(key.to_vec()..));
-        Some(Ok(Entry::Unreadable {
-            after: self.last.clone(),
-            next: next.filter(|key| key.first() == Some(&RECORD_KEY_TAG)),
-            detail: failure,
-        }))
-    }
-
-    /// Whether sled reads the first key after the last one read, from
-    /// `from` on.
-    fn readable_from(&self, from: &[u8]) -> bool {
-        let probe = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &self.last {
-            Some(last) if from <= last.as_ref() => {
-                let range = (Bound::Excluded(last.to_vec()), Bound::Unbounded);
-                self.log
-                    .range::<Vec<u8>, _>(range)
-                    .next()
-                    .transpose()
-                    .is_ok()
-            }
-            _ => self.log.range(from.to_vec()..).next().transpose().is_ok(),
-        }));
-        probe.unwrap_or(false)
-    }
-
-    /// The first key sled can read past the damage after the last key
-    /// read: the least key from which a read succeeds, found by halving
-    /// the key space (keys compared as big-endian numbers of one width).
-    fn next_readable(&self) -> Option<sled::IVec> {
-        let mut readable = vec![0xFF; PROBE_KEY_BYTES];
-        if !self.readable_from(&readable) {
-            return None;
-        }
-        let mut unreadable = vec![0u8; PROBE_KEY_BYTES];
-        if let Some(last) = &self.last {
-            let len = last.len().min(PROBE_KEY_BYTES);
-            unreadable[..len].copy_from_slice(&last[..len]);
-        }
-        loop {
-            let gap = minus(&readable, &unreadable);
-            if at_most_one(&gap) {
-                break;
-            }
-            let middle = plus_half(&unreadable, &gap);
-            if self.readable_from(&middle) {
-                readable = middle;
-            } else {
-                unreadable = middle;
-            }
-        }
-        let range = match &self.last {
-            Some(last) if readable.as_slice() <= last.as_ref() => {
-                (Bound::Excluded(last.to_vec()), Bound::Unbounded)
-            }
-            _ => (Bound::Included(readable), Bound::Unbounded),
-        };
-        self.log
-            .range::<Vec<u8>, _>(range)
-            .next()
-            .and_then(Result::ok)
-            .map(|(key, _)| key)
-    }
-}
-
-impl Entries<'_> {
-    /// The problems an unreadable region between the keys `after` and
-    /// `next` means: the stream it starts in, from the position after
-    /// `after`, unless that stream's last record is `after` (the region
-    /// begins with the next stream); and, when it ends in another stream,
-    /// whatever streams sort between.
-    fn unreadable(&self, after: Option<&[u8]>, next: Option<&[u8]>, detail: &str) -> Vec<Problem> {
-        // `after` is the key of an entry: its last record is the last read.
-        let span = self.last_value.as_ref().map_or(1, entry::span).max(1);
-        let parsed_after = after
-            .and_then(record::parse_record_key)
-            .map(|(stream, first)| (stream, first + span - 1));
-        let parsed_next = next.and_then(record::parse_record_key);
-        // sled failed between two neighbours, and a fresh read finds the
-        // second: nothing was lost (the records read are checked anyway).
-        if let (Some((first, position)), Some((then, resumed))) = (parsed_after, parsed_next)
-            && first == then
-            && resumed == position + 1
-        {
-            return Vec::new();
-        }
-        let corruption = |detail: String| Corruption::Storage { detail };
-        let mut problems = Vec::new();
-        if let (Some(key), Some((stream, position))) = (after, parsed_after)
-            && !self.last_of_its_stream(key)
-        {
-            let detail = match parsed_next {
-                Some((then, resumed)) if then == stream => format!(
-                    "{detail}; positions {} to {} cannot be read",
-                    position + 1,
-                    resumed.saturating_sub(1)
-                ),
-                _ => detail.to_owned(),
-            };
-            problems.push(problem(
-                Some(stream),
-                Some(position + 1),
-                corruption(detail),
-            ));
-        }
-        let spans_streams = match (parsed_after, parsed_next) {
-            (Some((first, _)), Some((then, _))) => first != then,
-            _ => true,
-        };
-        if spans_streams {
-            let at = |key: Option<(&str, u64)>, none: &str| {
-                key.map_or_else(|| none.to_owned(), |(s, p)| format!("{s} #{p}"))
-            };
-            let detail = format!(
-                "{detail}; nothing between {} and {} can be read, so any stream whose name sorts between them may have lost records",
-                at(parsed_after, "the first record"),
-                at(parsed_next, "the last record")
-            );
-            problems.push(problem(None, None, corruption(detail)));
-        }
-        problems
-    }
-
-    /// Whether `key` is the last record of its stream, as a read from the
-    /// stream's end finds it.
-    fn last_of_its_stream(&self, key: &[u8]) -> bool {
-        let Some(stream) = record::parse_record_key(key).and_then(|(s, _)| StreamKey::new(s).ok())
-        else {
-            return false;
-        };
-        let prefix = record::stream_prefix(&stream);
-        let last = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.log.scan_prefix(prefix).next_back()
-        }));
-        matches!(last, Ok(Some(Ok((last, _)))) if last.as_ref() == key)
-    }
-}
-
-fn problem(stream: Option<&str>, position: Option<u64>, corruption: Corruption) -> Problem {
+pub(crate) fn problem(
+    stream: Option<&str>,
+    position: Option<u64>,
+    corruption: Corruption,
+) -> Problem {
     Problem {
         stream: stream.map(str::to_owned),
         position,
@@ -569,39 +104,106 @@ fn problem(stream: Option<&str>, position: Option<u64>, corruption: Corruption) 
     }
 }
 
-/// Every distinct stream key, found by seeking past each stream's records.
-pub(crate) fn stream_keys(log: sled::Tree) -> impl Iterator<Item = Result<StreamKey>> {
-    let mut after: Option<Vec<u8>> = None;
-    let mut done = false;
-    std::iter::from_fn(move || {
-        if done {
-            return None;
-        }
-        let start = match &after {
-            None => Bound::Included(vec![RECORD_KEY_TAG]),
-            Some(bound) => Bound::Excluded(bound.clone()),
+/// What a global-order check knows of one stream so far.
+struct StreamCheck {
+    next_position: u64,
+    last_global: Option<u64>,
+    /// Set at the stream's first problem: it is judged no further.
+    broken: bool,
+}
+
+/// Checks a global-order scan: every record's checksum (done as the
+/// store hands it out: a record that fails is an error of the scan,
+/// reported here as damage), positions 0, 1, 2, … in each stream,
+/// global positions unique and increasing, and none missing below the
+/// last one seen.
+pub async fn check_global_order(
+    mut records: BoxStream<'static, Result<Record>>,
+) -> Result<VerifyReport> {
+    let mut report = VerifyReport::default();
+    let mut streams: HashMap<String, StreamCheck> = HashMap::new();
+    let mut globals = GlobalSet::default();
+    let mut end = 0;
+    while let Some(record) = records.next().await {
+        let record = match record {
+            Ok(record) => record,
+            Err(LedgerError::Corrupt {
+                stream,
+                position,
+                corruption,
+            }) => {
+                report
+                    .problems
+                    .push(problem(Some(&stream), Some(position), corruption));
+                continue;
+            }
+            Err(error) => return Err(error),
         };
-        let next = log.range::<Vec<u8>, _>((start, Bound::Unbounded)).next();
-        let result = match next {
-            None => None,
-            Some(Err(error)) => Some(Err(LedgerError::from(error))),
-            Some(Ok((key, _))) if key.first() != Some(&RECORD_KEY_TAG) => None,
-            Some(Ok((key, _))) => match record::parse_record_key(&key) {
-                None => Some(Err(LedgerError::Corrupt {
-                    stream: String::from("?"),
-                    position: 0,
-                    corruption: Corruption::BadKey,
-                })),
-                Some((stream, _)) => Some(StreamKey::new(stream).inspect(|stream| {
-                    let mut bound = record::stream_prefix(stream);
-                    bound.extend_from_slice(&u64::MAX.to_be_bytes());
-                    after = Some(bound);
-                })),
-            },
-        };
-        if !matches!(result, Some(Ok(_))) {
-            done = true;
+        judge(&mut report, &mut streams, &mut globals, &record);
+        end = end.max(record.global_position() + 1);
+    }
+    report.streams = streams.len() as u64;
+    report.next_global = end;
+    if report.problems.is_empty()
+        && let Some(global) = globals.first_missing_below(end)
+    {
+        let corruption = Corruption::GlobalMissing { global };
+        report.problems.push(problem(None, None, corruption));
+    }
+    Ok(report)
+}
+
+/// One intact record of a global-order scan.
+fn judge(
+    report: &mut VerifyReport,
+    streams: &mut HashMap<String, StreamCheck>,
+    globals: &mut GlobalSet,
+    record: &Record,
+) {
+    report.records += 1;
+    report.bytes += record.encoded_len() as u64;
+    let count = report.kinds.entry(record.kind()).or_default();
+    count.0 += 1;
+    count.1 += record.encoded_len() as u64;
+    let check = streams
+        .entry(record.stream().to_owned())
+        .or_insert(StreamCheck {
+            next_position: 0,
+            last_global: None,
+            broken: false,
+        });
+    let global = record.global_position();
+    let fresh = globals.insert(global);
+    if check.broken {
+        return;
+    }
+    let found = if !fresh {
+        Some(Corruption::GlobalDuplicate { global })
+    } else if record.position() != check.next_position {
+        Some(Corruption::Gap {
+            expected: check.next_position,
+            found: record.position(),
+        })
+    } else {
+        check
+            .last_global
+            .filter(|&previous| global <= previous)
+            .map(|previous| Corruption::GlobalOrder { global, previous })
+    };
+    match found {
+        Some(corruption) => {
+            check.broken = true;
+            let position = match corruption {
+                Corruption::Gap { expected, .. } => expected,
+                _ => record.position(),
+            };
+            report
+                .problems
+                .push(problem(Some(record.stream()), Some(position), corruption));
         }
-        result
-    })
+        None => {
+            check.next_position += 1;
+            check.last_global = Some(global);
+        }
+    }
 }

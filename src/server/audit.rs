@@ -21,7 +21,9 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
 use crate::agent::Agent;
-use crate::ledger::{Ledger, LedgerError, StreamKey};
+use futures_util::StreamExt;
+
+use crate::ledger::{Ledger, LedgerError, Record, StreamKey};
 use crate::log_commands::{self, ToolError};
 use crate::wire::WireError;
 use crate::wire::error::{ErrorCode, Retry};
@@ -36,10 +38,6 @@ pub const FAILURE_HEADER: &str = "ledgerwire-failure";
 
 /// Most streams or conversations one listing page holds.
 pub const MAX_LIST_PAGE: usize = 1_000;
-
-/// Chunks of a dump in flight between the reader thread and the socket;
-/// a slow client stalls the reader, never grows memory.
-const DUMP_CHUNKS_IN_FLIGHT: usize = 8;
 
 /// Bytes gathered into one chunk of a dump.
 const DUMP_CHUNK_BYTES: usize = 64 * 1024;
@@ -172,22 +170,6 @@ fn printed(text: Vec<u8>, outcome: Result<(), ToolError>) -> Response {
     response
 }
 
-/// Runs a blocking read of the ledger off the async workers.
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, WireError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|_| WireError {
-            code: ErrorCode::TransientUnavailable,
-            retry: Retry::RetryAfterDelay {
-                retry_after_seconds: 1,
-            },
-            detail: "The read stopped unexpectedly.".to_owned(),
-            pointer: None,
-        })
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Page {
@@ -196,15 +178,15 @@ struct Page {
 }
 
 /// One stream as a listing shows it.
-fn stream_entry(ledger: &Ledger, stream: &StreamKey) -> Result<Value, LedgerError> {
-    let records = ledger.head(stream)?;
+async fn stream_entry(ledger: &Ledger, stream: &StreamKey) -> Result<Value, LedgerError> {
+    let records = ledger.head(stream).await?;
     let last_activity_ms = match records {
         0 => None,
         head => ledger
-            .read(stream, head - 1)?
-            .next()
-            .transpose()?
-            .map(|record| record.timestamp_ms()),
+            .read_page(stream, head - 1, 1)
+            .await?
+            .first()
+            .map(Record::timestamp_ms),
     };
     let key = stream.as_str();
     let (door, principal, id) = describe_key(key);
@@ -240,15 +222,15 @@ fn describe_key(key: &str) -> (&str, Option<&str>, &str) {
 }
 
 /// A page of streams (those `keep` accepts), in store order.
-fn list(
+async fn list(
     ledger: &Ledger,
     page: &Page,
     keep: impl Fn(&StreamKey) -> bool,
 ) -> Result<Value, LedgerError> {
     let limit = page.limit.unwrap_or(MAX_LIST_PAGE).clamp(1, MAX_LIST_PAGE);
-    let mut streams = ledger.streams().filter(|s| s.as_ref().map_or(true, &keep));
+    let mut streams = std::pin::pin!(ledger.streams());
     if let Some(after) = &page.after {
-        for stream in streams.by_ref() {
+        while let Some(stream) = streams.next().await {
             if stream?.as_str() == after {
                 break;
             }
@@ -256,15 +238,18 @@ fn list(
     }
     let mut entries = Vec::new();
     let mut next = None;
-    for stream in streams {
+    while let Some(stream) = streams.next().await {
         let stream = stream?;
+        if !keep(&stream) {
+            continue;
+        }
         if entries.len() == limit {
             next = entries
                 .last()
                 .and_then(|entry: &Value| entry["stream"].as_str().map(str::to_owned));
             break;
         }
-        entries.push(stream_entry(ledger, &stream)?);
+        entries.push(stream_entry(ledger, &stream).await?);
     }
     Ok(json!({ "entries": entries, "next": next }))
 }
@@ -277,9 +262,8 @@ async fn listing(
 ) -> Response {
     let result = async {
         check_operator(&audit, &headers)?;
-        let ledger = audit.ledger.clone();
-        blocking(move || list(&ledger, &page, keep))
-            .await?
+        list(&audit.ledger, &page, keep)
+            .await
             .map_err(|error| tool_error(error.into()))
     };
     match result.await {
@@ -313,27 +297,20 @@ async fn integrity(State(audit): State<Audit>, headers: HeaderMap) -> Response {
     if let Err(error) = check_operator(&audit, &headers) {
         return error.into_response();
     }
-    let ledger = &audit.ledger;
-    let scan = ledger.scrub_report().map(|report| {
-        json!({
-            "clean": report.is_clean(),
-            "records": report.records,
-            "bytes": report.bytes,
-            "streams": report.streams,
-            "problems": report.problems,
-        })
-    });
-    let corrupt: Vec<Value> = ledger
-        .corrupt_streams()
-        .into_iter()
+    let condition = audit.ledger.condition();
+    let refused: Vec<Value> = condition
+        .damaged
+        .iter()
         .map(|(stream, position)| json!({"stream": stream, "position": position}))
         .collect();
     axum::Json(json!({
-        "scan_finished": scan.is_some(),
-        "scan": scan,
-        "refused_streams": corrupt,
-        "poisoned": ledger.poisoned(),
-        "write_path": ledger.stats(),
+        "engine": audit.ledger.engine(),
+        "scan_finished": !condition.scanning,
+        "refused_streams": refused,
+        "damage_elsewhere": condition.damage_elsewhere,
+        "poisoned": condition.poisoned,
+        "unavailable": condition.unavailable,
+        "write_path": audit.ledger.stats(),
     }))
     .into_response()
 }
@@ -357,40 +334,35 @@ async fn dump(
         return error.into_response();
     }
     // A stream that does not exist is refused before the body starts.
-    if let Some(stream) = &query.stream {
-        let missing = StreamKey::new(stream.as_str())
-            .map_err(ToolError::from)
-            .and_then(|key| Ok(audit.ledger.head(&key)? == 0));
-        match missing {
-            Ok(false) => {}
-            Ok(true) => {
-                let mut sink = Vec::new();
-                let error =
-                    log_commands::dump_ledger(&audit.ledger, Some(stream), query.from, &mut sink);
-                return printed(sink, error);
-            }
-            Err(error) => return tool_error(error).into_response(),
-        }
-    }
-    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Bytes>(DUMP_CHUNKS_IN_FLIGHT);
-    let ledger = audit.ledger.clone();
-    tokio::task::spawn_blocking(move || {
-        let mut out = ChunkWriter {
-            sender,
-            chunk: Vec::with_capacity(DUMP_CHUNK_BYTES),
+    let lines =
+        match log_commands::dump_lines(&audit.ledger, query.stream.as_deref(), query.from).await {
+            Ok(lines) => lines,
+            Err(error) => return printed(Vec::new(), Err(error)),
         };
-        // A failure mid-dump (a damaged record) ends the body early; the
-        // record before it was the last line sent, as offline.
-        if let Err(error) =
-            log_commands::dump_ledger(&ledger, query.stream.as_deref(), query.from, &mut out)
-        {
-            tracing::warn!(%error, "audit dump ended early");
-        }
-        let _ = std::io::Write::flush(&mut out);
-    });
     let body = async_stream::stream! {
-        while let Some(chunk) = receiver.recv().await {
-            yield Ok::<_, std::convert::Infallible>(chunk);
+        let mut lines = std::pin::pin!(lines);
+        let mut chunk = Vec::with_capacity(DUMP_CHUNK_BYTES);
+        while let Some(line) = lines.next().await {
+            match line {
+                Ok(line) => {
+                    chunk.extend_from_slice(line.as_bytes());
+                    chunk.push(b'\n');
+                    if chunk.len() >= DUMP_CHUNK_BYTES {
+                        let full = std::mem::replace(&mut chunk, Vec::with_capacity(DUMP_CHUNK_BYTES));
+                        yield Ok::<_, std::convert::Infallible>(Bytes::from(full));
+                    }
+                }
+                // A failure mid-dump (a damaged record) ends the body
+                // early; the record before it was the last line sent, as
+                // offline.
+                Err(error) => {
+                    tracing::warn!(%error, "audit dump ended early");
+                    break;
+                }
+            }
+        }
+        if !chunk.is_empty() {
+            yield Ok(Bytes::from(chunk));
         }
     };
     (
@@ -400,74 +372,32 @@ async fn dump(
         .into_response()
 }
 
-/// Lines of a dump, handed to the response in chunks.
-struct ChunkWriter {
-    sender: tokio::sync::mpsc::Sender<Bytes>,
-    chunk: Vec<u8>,
-}
-
-impl std::io::Write for ChunkWriter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.chunk.extend_from_slice(bytes);
-        if self.chunk.len() >= DUMP_CHUNK_BYTES {
-            self.flush()?;
-        }
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        if self.chunk.is_empty() {
-            return Ok(());
-        }
-        let chunk = Bytes::from(std::mem::replace(
-            &mut self.chunk,
-            Vec::with_capacity(DUMP_CHUNK_BYTES),
-        ));
-        // The client left: stop reading the log.
-        self.sender
-            .blocking_send(chunk)
-            .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))
-    }
-}
-
 /// `GET /api/admin/log/stats`: `log stats` of the store as it is now.
 async fn stats(State(audit): State<Audit>, headers: HeaderMap) -> Response {
-    run_printing(audit, headers, |ledger, out| {
-        let report = ledger.verify()?;
-        log_commands::print_stats(&report, out)
-    })
-    .await
+    if let Err(error) = check_operator(&audit, &headers) {
+        return error.into_response();
+    }
+    let mut out = Vec::new();
+    let outcome = async {
+        let report = audit.ledger.verify().await?;
+        log_commands::print_stats(&report, &mut out)
+    }
+    .await;
+    printed(out, outcome)
 }
 
 /// `GET /api/admin/log/verify`: `log verify` of the store as it is now.
 async fn verify(State(audit): State<Audit>, headers: HeaderMap) -> Response {
-    run_printing(audit, headers, |ledger, out| {
-        let report = ledger.verify()?;
-        log_commands::print_verify(report, out).map(drop)
-    })
-    .await
-}
-
-/// Runs a printing command over the ledger on a blocking thread.
-async fn run_printing(
-    audit: Audit,
-    headers: HeaderMap,
-    command: impl FnOnce(&Ledger, &mut Vec<u8>) -> Result<(), ToolError> + Send + 'static,
-) -> Response {
     if let Err(error) = check_operator(&audit, &headers) {
         return error.into_response();
     }
-    let ledger = audit.ledger.clone();
-    match blocking(move || {
-        let mut out = Vec::new();
-        let outcome = command(&ledger, &mut out);
-        (out, outcome)
-    })
-    .await
-    {
-        Ok((out, outcome)) => printed(out, outcome),
-        Err(error) => error.into_response(),
+    let mut out = Vec::new();
+    let outcome = async {
+        let report = audit.ledger.verify().await?;
+        log_commands::print_verify(report, &mut out).map(drop)
     }
+    .await;
+    printed(out, outcome)
 }
 
 #[derive(Deserialize)]
@@ -483,10 +413,18 @@ async fn replay(
     headers: HeaderMap,
     Query(query): Query<ReplayQuery>,
 ) -> Response {
-    run_printing(audit, headers, move |ledger, out| {
-        log_commands::replay_ledger(ledger, &query.conversation, query.principal.as_deref(), out)
-    })
-    .await
+    if let Err(error) = check_operator(&audit, &headers) {
+        return error.into_response();
+    }
+    let mut out = Vec::new();
+    let outcome = log_commands::replay_ledger(
+        &audit.ledger,
+        &query.conversation,
+        query.principal.as_deref(),
+        &mut out,
+    )
+    .await;
+    printed(out, outcome)
 }
 
 /// `GET /api/admin/replay/check`: `replay --check` against the agent this

@@ -28,6 +28,9 @@ pub struct HealthState {
 pub enum Concern {
     /// A flush or batch failed: the ledger refuses every write until a restart.
     Poisoned(String),
+    /// The store cannot be reached now; appends fail as retryable until
+    /// it comes back, with no restart needed.
+    Unavailable(String),
     /// Streams refused because records of theirs fail their checks.
     Damaged { streams: usize },
     /// The start-up integrity scan is still reading the store.
@@ -42,6 +45,9 @@ impl Concern {
             Concern::Poisoned(reason) => format!(
                 "the ledger refuses writes after a failed flush ({reason}); restart the server"
             ),
+            Concern::Unavailable(reason) => format!(
+                "the store cannot be reached ({reason}); requests that write are refused as retryable until it is back"
+            ),
             Concern::Damaged { streams } => format!(
                 "the store is damaged: {streams} stream(s) fail their checks and are refused; run `ledgerwire log verify` and restore from a backup"
             ),
@@ -53,21 +59,23 @@ impl Concern {
 
 /// Everything wrong with the ledger and the process right now.
 pub fn concerns(ledger: &Ledger, draining: bool) -> Vec<Concern> {
+    let condition = ledger.condition();
     let mut concerns = Vec::new();
-    if let Some(reason) = ledger.poisoned() {
+    if let Some(reason) = condition.poisoned {
         concerns.push(Concern::Poisoned(reason));
     }
-    let damaged = ledger.corrupt_streams().len();
+    if let Some(reason) = condition.unavailable {
+        concerns.push(Concern::Unavailable(reason));
+    }
+    let damaged = condition.damaged.len();
     if damaged > 0 {
         concerns.push(Concern::Damaged { streams: damaged });
+    } else if !condition.damage_elsewhere.is_empty() {
+        // Problems with no stream to refuse (damage to the store's files).
+        concerns.push(Concern::Damaged { streams: 0 });
     }
-    match ledger.scrub_report() {
-        None => concerns.push(Concern::Scanning),
-        Some(report) if !report.is_clean() && damaged == 0 => {
-            // Problems with no stream to refuse (sled-level damage).
-            concerns.push(Concern::Damaged { streams: 0 });
-        }
-        Some(_) => {}
+    if condition.scanning {
+        concerns.push(Concern::Scanning);
     }
     if draining {
         concerns.push(Concern::Draining);
@@ -81,13 +89,11 @@ pub const MAX_LISTED_DAMAGED_STREAMS: usize = 100;
 /// How the store stands: damaged streams by name, damage the scan could
 /// not pin on a stream, whether writes are refused, and what to do.
 fn store_health(ledger: &Ledger) -> serde_json::Value {
-    let corrupt = ledger.corrupt_streams();
-    let report = ledger.scrub_report();
-    let unplaced: Vec<String> = report
-        .iter()
-        .flat_map(|report| &report.problems)
-        .filter(|problem| problem.stream.is_none())
-        .map(|problem| problem.problem.clone())
+    let condition = ledger.condition();
+    let corrupt = condition.damaged;
+    let unplaced: Vec<String> = condition
+        .damage_elsewhere
+        .into_iter()
         .take(MAX_LISTED_DAMAGED_STREAMS)
         .collect();
     let damaged = !corrupt.is_empty() || !unplaced.is_empty();
@@ -98,11 +104,13 @@ fn store_health(ledger: &Ledger) -> serde_json::Value {
         .collect();
     json!({
         "store": if damaged { "damaged" } else { "intact" },
-        "integrity_scan_finished": report.is_some(),
+        "engine": ledger.engine(),
+        "unavailable": condition.unavailable,
+        "integrity_scan_finished": !condition.scanning,
         "corrupt_streams": corrupt.len(),
         "damaged_streams": listed,
         "damage_elsewhere": unplaced,
-        "writes_refused": ledger.poisoned(),
+        "writes_refused": condition.poisoned,
         "action": damaged.then_some(
             "the damaged conversations and threads are refused, the others served; run `ledgerwire log verify` on a copy of the store and restore it from a backup"
         ),

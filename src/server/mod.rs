@@ -16,7 +16,8 @@ use tokio::net::TcpListener;
 
 use crate::agent::Agent;
 use crate::agent::builtin::BuiltinAgent;
-use crate::ledger::{Ledger, LedgerError, OpenMode};
+use crate::ledger::local::{LocalError, LocalStore, OpenMode};
+use crate::ledger::{Ledger, LedgerError};
 use crate::lifecycle::Lifecycle;
 use crate::statewire::host::Host;
 use crate::statewire::packet::{Fin, FinCode};
@@ -84,6 +85,8 @@ impl Default for Operations {
 pub enum ServeError {
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Store(#[from] LocalError),
     #[error("cannot listen on {addr}: {source}; choose another --addr")]
     Bind {
         addr: SocketAddr,
@@ -188,8 +191,10 @@ fn metrics_route(enabled: bool, ledger: Ledger) -> Router {
         get(move || async move {
             match &handle {
                 Some(handle) => {
-                    metrics::gauge!(crate::telemetry::LEDGER_RECORDS_UNINDEXED)
-                        .set(ledger.stats().records_unindexed as f64);
+                    if let Some(&unindexed) = ledger.stats().engine.get("records_unindexed") {
+                        metrics::gauge!(crate::telemetry::LEDGER_RECORDS_UNINDEXED)
+                            .set(unindexed as f64);
+                    }
                     (
                         [(
                             header::CONTENT_TYPE,
@@ -226,7 +231,7 @@ async fn listen(addr: SocketAddr) -> Result<TcpListener, ServeError> {
 impl BoundServer {
     /// Binds the address, then opens the store (creating it if missing):
     /// a server that cannot listen leaves no store behind. The integrity
-    /// scan runs in the background (see [`Ledger::open_scrubbing`]); it
+    /// scan runs in the background (see [`LocalStore::open_scrubbing`]); it
     /// logs every problem it finds. The Studio answers with the built-in
     /// data agent.
     pub async fn bind(config: &ServerConfig) -> Result<Self, ServeError> {
@@ -239,7 +244,8 @@ impl BoundServer {
         agent: Arc<dyn Agent>,
     ) -> Result<Self, ServeError> {
         let listener = listen(config.addr).await?;
-        let ledger = Ledger::open_scrubbing(&config.data_dir, OpenMode::CreateIfMissing)?;
+        let store = LocalStore::open_scrubbing(&config.data_dir, OpenMode::CreateIfMissing)?;
+        let ledger = Ledger::new(Arc::new(store));
         tracing::info!(path = %config.data_dir.display(), "ledger open");
         Self::serve_on(
             listener,

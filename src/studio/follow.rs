@@ -155,7 +155,7 @@ impl Studio {
                     _ = ticker.tick() => {}
                 }
                 // Once every record is read, end if no segment can add more.
-                let Ok(folded) = studio.conversation(&principal, &conversation) else { continue };
+                let Ok(folded) = studio.conversation(&principal, &conversation).await else { continue };
                 if folded.position > next_position {
                     continue;
                 }

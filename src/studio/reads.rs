@@ -75,10 +75,10 @@ pub async fn composition(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let result = (|| {
+    let result = async {
         let principal = authenticate(&studio, &headers)?;
         let id = conversation_id(id)?;
-        let folded = studio.conversation(&principal, &id)?;
+        let folded = studio.conversation(&principal, &id).await?;
         if !folded.state.exists() {
             return Err(unknown());
         }
@@ -86,7 +86,8 @@ pub async fn composition(
             "conversation_id": id.as_str(),
             "composition": folded.state.composition,
         }))
-    })();
+    }
+    .await;
     match result {
         Ok(body) => Json(body).into_response(),
         Err(error) => error.into_response(),
@@ -118,7 +119,7 @@ pub async fn timeline(
     query: Result<Query<Page>, axum::extract::rejection::QueryRejection>,
     headers: HeaderMap,
 ) -> Response {
-    let result = (|| {
+    let result = async {
         let principal = authenticate(&studio, &headers)?;
         let Query(page) = query.map_err(|error| {
             WireError::malformed(
@@ -136,7 +137,7 @@ pub async fn timeline(
             ));
         }
         let id = conversation_id(id)?;
-        if !studio.conversation(&principal, &id)?.state.exists() {
+        if !studio.conversation(&principal, &id).await?.state.exists() {
             return Err(unknown());
         }
         let stream = conversation_stream(&principal, &id).map_err(|_| unknown())?;
@@ -145,12 +146,11 @@ pub async fn timeline(
             tracing::error!(%error, "a timeline read failed");
             WireError::transient(5, "The conversation's records could not be read; retry.")
         };
-        let head = ledger.head(&stream).map_err(failed)?;
+        let head = ledger.head(&stream).await.map_err(failed)?;
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let records = ledger
-            .read(&stream, page.from)
-            .map_err(failed)?
-            .take(usize::try_from(limit).unwrap_or(usize::MAX))
-            .collect::<Result<Vec<Record>, _>>()
+            .read_page(&stream, page.from, limit)
+            .await
             .map_err(failed)?;
         let next = records
             .last()
@@ -162,7 +162,8 @@ pub async fn timeline(
             "records": records.iter().map(|r| timeline_record(r, page.raw)).collect::<Vec<_>>(),
             "next": next,
         }))
-    })();
+    }
+    .await;
     match result {
         Ok(body) => Json(body).into_response(),
         Err(error) => error.into_response(),
@@ -206,7 +207,7 @@ pub async fn check(
     let result = async {
         let principal = authenticate(&studio, &headers)?;
         let id = conversation_id(id)?;
-        let folded = studio.conversation(&principal, &id)?;
+        let folded = studio.conversation(&principal, &id).await?;
         if !folded.state.exists() {
             return Err(unknown());
         }
@@ -228,10 +229,8 @@ pub async fn check(
         };
         let records = studio
             .ledger()
-            .read(&stream, 0)
-            .map_err(failed)?
-            .take(MAX_CHECK_RECORDS + 1)
-            .collect::<Result<Vec<Record>, _>>()
+            .read_page(&stream, 0, MAX_CHECK_RECORDS + 1)
+            .await
             .map_err(failed)?;
         if records.len() > MAX_CHECK_RECORDS {
             return Err(WireError {

@@ -209,7 +209,9 @@ async fn reconnect(State(studio): State<Studio>, headers: HeaderMap, body: Body)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok());
         let after_seq = request.after_seq.or(last_event_id).unwrap_or(0);
-        let folded = studio.conversation(&principal, &request.conversation_id)?;
+        let folded = studio
+            .conversation(&principal, &request.conversation_id)
+            .await?;
         let Some((turn, from)) = folded
             .state
             .current_turn()

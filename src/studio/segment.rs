@@ -219,7 +219,7 @@ impl Segment {
         // stream sees it at once, where the heartbeat would see it only at
         // its next tick (which stays as the fallback).
         let ledger = &self.studio.inner.ledger;
-        let watch_from = ledger.head(&self.stream).unwrap_or(0);
+        let watch_from = ledger.head(&self.stream).await.unwrap_or(0);
         let mut records = Box::pin(ledger.tail(&self.stream, watch_from));
         let mut watching = true;
         // A drain lets the segment run on to its next pause or end; a cut
@@ -508,6 +508,7 @@ impl Segment {
             .inner
             .folds
             .state(&self.stream)
+            .await
             .map_err(|_| Lost)
     }
 
@@ -524,7 +525,7 @@ impl Segment {
             let owned = match known {
                 Some(at) => at,
                 None => {
-                    let folded = studio.folds.state(&self.stream).map_err(|_| Lost)?;
+                    let folded = studio.folds.state(&self.stream).await.map_err(|_| Lost)?;
                     let owned = OwnedAt::of(&folded, self.segment, now);
                     // Holding the state across the next fold would make it copy.
                     drop(folded);
@@ -570,6 +571,7 @@ impl Segment {
             .inner
             .folds
             .state(&self.stream)
+            .await
             .map_err(|_| Lost)?;
         self.owned_at = OwnedAt::of(&folded, self.segment, now_ms());
         Ok(folded)
@@ -620,6 +622,7 @@ impl Segment {
                     .inner
                     .folds
                     .state(&self.stream)
+                    .await
                     .ok()
                     .and_then(|state| state.state.composition.as_ref().map(|m| m.revision)),
             ),
@@ -632,6 +635,7 @@ impl Segment {
                 .inner
                 .folds
                 .state(&self.stream)
+                .await
                 .ok()
                 .and_then(|state| state.state.composition.as_deref().cloned());
         }

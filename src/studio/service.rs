@@ -167,6 +167,14 @@ pub(super) struct Inner {
     pub(super) lifecycle: Lifecycle,
 }
 
+/// What starts the segment a decision opened: streamed to an SSE
+/// response, or detached (a keyed request).
+type SegmentLaunch<T> = for<'a> fn(
+    &'a Studio,
+    StreamKey,
+    Decided<SegmentStart>,
+) -> futures_util::future::BoxFuture<'a, Result<T, WireError>>;
+
 impl Studio {
     pub fn new(ledger: Ledger, agent: Arc<dyn Agent>, config: StudioConfig) -> Self {
         Self::with_lifecycle(ledger, agent, config, Lifecycle::default())
@@ -228,20 +236,24 @@ impl Studio {
         })
     }
 
-    pub(super) fn fold(&self, stream: &StreamKey) -> Result<Arc<Folded<Conversation>>, WireError> {
+    pub(super) async fn fold(
+        &self,
+        stream: &StreamKey,
+    ) -> Result<Arc<Folded<Conversation>>, WireError> {
         self.inner
             .folds
             .state(stream)
+            .await
             .map_err(|error| refusal(&error))
     }
 
     /// The folded conversation (for replay and reconnects).
-    pub fn conversation(
+    pub async fn conversation(
         &self,
         principal: &Principal,
         conversation: &ConversationId,
     ) -> Result<Arc<Folded<Conversation>>, WireError> {
-        self.fold(&Self::stream(principal, conversation)?)
+        self.fold(&Self::stream(principal, conversation)?).await
     }
 
     /// Folds, decides, and appends the decision where it was decided;
@@ -273,7 +285,7 @@ impl Studio {
         mut decide: impl FnMut(&Conversation, u64) -> Result<(Vec<NewRecord>, T), WireError>,
     ) -> Result<Decided<T>, WireError> {
         for _ in 0..MAX_DECISION_ATTEMPTS {
-            let folded = self.fold(stream)?;
+            let folded = self.fold(stream).await?;
             if let Some(key) = key
                 && let Some(before) = folded.state.applied_outcome(key.as_str())
             {
@@ -339,7 +351,7 @@ impl Studio {
             request,
             None,
             Self::decide_turn,
-            Self::stream_decided,
+            |studio, stream, decided| Box::pin(studio.stream_decided(stream, decided)),
         )
         .await
     }
@@ -359,7 +371,7 @@ impl Studio {
             request,
             key,
             Self::decide_turn,
-            Self::start_detached,
+            |studio, stream, decided| Box::pin(studio.start_detached(stream, decided)),
         )
         .await
     }
@@ -374,7 +386,7 @@ impl Studio {
         request: R,
         key: Option<RequestKey>,
         decide: SegmentDecision<R>,
-        start: fn(&Studio, StreamKey, Decided<SegmentStart>) -> Result<T, WireError>,
+        start: SegmentLaunch<T>,
     ) -> Result<T, WireError>
     where
         R: OpensSegment,
@@ -393,7 +405,7 @@ impl Studio {
                     |conversation, now| decide(&studio, conversation, &request, &request_json, now),
                 )
                 .await?;
-            start(&studio, stream, decided)
+            start(&studio, stream, decided).await
         })
         .await
     }
@@ -464,7 +476,7 @@ impl Studio {
             response,
             None,
             Self::decide_resume,
-            Self::stream_decided,
+            |studio, stream, decided| Box::pin(studio.stream_decided(stream, decided)),
         )
         .await
     }
@@ -483,7 +495,7 @@ impl Studio {
             response,
             key,
             Self::decide_resume,
-            Self::start_detached,
+            |studio, stream, decided| Box::pin(studio.start_detached(stream, decided)),
         )
         .await
     }
@@ -651,24 +663,25 @@ impl Studio {
     }
 
     /// Streams the segment a decision started to an SSE response.
-    fn spawn_sse(
+    async fn spawn_sse(
         &self,
         stream: StreamKey,
         start: SegmentStart,
     ) -> Result<mpsc::Receiver<SseEvent>, WireError> {
         let (sender, receiver) = mpsc::channel(SSE_BUFFER_FRAMES);
-        self.spawn_segment(stream, start, Listener::Sse(sender))?;
+        self.spawn_segment(stream, start, Listener::Sse(sender))
+            .await?;
         Ok(receiver)
     }
 
     /// Streams the segment an unkeyed decision started.
-    fn stream_decided(
+    async fn stream_decided(
         &self,
         stream: StreamKey,
         decided: Decided<SegmentStart>,
     ) -> Result<mpsc::Receiver<SseEvent>, WireError> {
         match decided {
-            Decided::Now(start) => self.spawn_sse(stream, start),
+            Decided::Now(start) => self.spawn_sse(stream, start).await,
             // Only a keyed decision finds an earlier one.
             Decided::Before(_) => Err(ledger_failure(&LedgerError::Closed)),
         }
@@ -676,7 +689,7 @@ impl Studio {
 
     /// Runs the segment a keyed decision started (none when an earlier
     /// request with the key started it) with no stream attached.
-    fn start_detached(
+    async fn start_detached(
         &self,
         stream: StreamKey,
         decided: Decided<SegmentStart>,
@@ -684,14 +697,15 @@ impl Studio {
         match decided {
             Decided::Now(start) => {
                 let started = start.started.clone();
-                self.spawn_segment(stream, start, Listener::Detached)?;
+                self.spawn_segment(stream, start, Listener::Detached)
+                    .await?;
                 Ok(Applied::Now(started))
             }
             Decided::Before(outcome) => Applied::read(Decided::Before(outcome)),
         }
     }
 
-    fn spawn_segment(
+    async fn spawn_segment(
         &self,
         stream: StreamKey,
         start: SegmentStart,
@@ -703,12 +717,8 @@ impl Studio {
             retried,
             answered,
         } = start;
-        let folded = self.fold(&stream)?;
-        let recall = Recall::new(Arc::new(LiveRecall {
-            studio: self.clone(),
-            stream: stream.clone(),
-            turn: start.turn,
-        }));
+        let folded = self.fold(&stream).await?;
+        let recall = Recall::new(Arc::new(LiveRecall::new(&folded.state, start.turn)));
         let (mut context, recovery) = segment_start(&folded.state, start.turn, recall, answered)
             .ok_or_else(|| WireError::transient(1, "The turn could not be read back; retry."))?;
         context.retried = retried;

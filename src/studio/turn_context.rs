@@ -10,14 +10,17 @@ use crate::agent::{
     AnsweredPause, DIGEST_MAX_BYTES, DIGEST_TURNS, PastCard, PastTurn, Recall, RecallStore,
     TurnContext,
 };
-use crate::ledger::StreamKey;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::wire::composition::StreamedComponent;
 
 use super::conversation::{Conversation, Pause};
 use crate::wire::frame::Frame;
 use crate::wire::plan::{PlanProposed, SwitchFailed};
 use crate::wire::request::{Decision, InterruptResponse};
 
-use super::service::Studio;
+use super::turns::Turns;
 
 /// The plan a `/cancel` re-offers while this segment carries out a switch
 /// (delta 23): the plan the switch was made from, unchanged, marked
@@ -161,11 +164,19 @@ pub(super) fn answered_plan<'a>(
 
 /// A turn's record as the digests describe it.
 fn past_turn(conversation: &Conversation, past: &super::conversation::Turn) -> Option<PastTurn> {
+    past_turn_with(&conversation.components, past)
+}
+
+/// [`past_turn`] with the components it names the cards of.
+fn past_turn_with(
+    components: &BTreeMap<String, StreamedComponent>,
+    past: &super::conversation::Turn,
+) -> Option<PastTurn> {
     let cards = past
         .cards
         .iter()
         .filter_map(|id| {
-            let card = conversation.components.get(id)?;
+            let card = components.get(id)?;
             Some(PastCard {
                 component_id: id.clone(),
                 component_type: card.component_type.clone(),
@@ -210,33 +221,37 @@ pub fn past_turns(conversation: &Conversation, turn: u32) -> Vec<PastTurn> {
         .collect()
 }
 
-/// The recall tool's store for a live segment: it folds the conversation
-/// when the agent calls the tool (turns before this one no longer change),
-/// so a segment never pins a copy of the state.
+/// The recall tool's store for a live segment: the turns as the segment
+/// found them (turns before this one no longer change). It shares the
+/// older turns' encoded chunks and the components with the folded state,
+/// and copies only the decoded newest turns, so the fold never has to
+/// copy the state for it while the segment runs.
 pub(super) struct LiveRecall {
-    pub(super) studio: Studio,
-    pub(super) stream: StreamKey,
-    pub(super) turn: u32,
+    turns: Turns,
+    components: Arc<BTreeMap<String, StreamedComponent>>,
+    turn: u32,
+}
+
+impl LiveRecall {
+    pub(super) fn new(conversation: &Conversation, turn: u32) -> Self {
+        Self {
+            turns: conversation.turns.clone(),
+            components: conversation.components.clone(),
+            turn,
+        }
+    }
 }
 
 impl std::fmt::Debug for LiveRecall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "LiveRecall({}, before turn {})", self.stream, self.turn)
+        write!(f, "LiveRecall(before turn {})", self.turn)
     }
 }
 
 impl RecallStore for LiveRecall {
     fn visit_newest_first(&self, visit: &mut dyn FnMut(PastTurn) -> bool) {
-        let Ok(folded) = self.studio.fold(&self.stream) else {
-            return;
-        };
-        let conversation = &folded.state;
-        let older = conversation
-            .turns
-            .iter()
-            .rev()
-            .filter(|t| t.turn < self.turn);
-        for past in older.filter_map(|past| past_turn(conversation, past)) {
+        let older = self.turns.iter().rev().filter(|t| t.turn < self.turn);
+        for past in older.filter_map(|past| past_turn_with(&self.components, past)) {
             if !visit(past) {
                 break;
             }

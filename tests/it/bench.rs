@@ -121,7 +121,7 @@ fn bench_spawns_a_server_and_every_conversation_completes() {
     // journal ends cleanly and sled holds every round of it (the next
     // open replays nothing).
     let store = dir.path().join("store");
-    let scans = ledgerwire::ledger::journal::scan(&store).expect("the journal reads");
+    let scans = ledgerwire::ledger::local::testing::scan(&store).expect("the journal reads");
     assert!(!scans.is_empty(), "the records live in the journal");
     for scan in &scans {
         assert!(
@@ -139,7 +139,7 @@ fn bench_spawns_a_server_and_every_conversation_completes() {
         let db = sled::open(&store).expect("sled opens");
         let log = db.open_tree("log").expect("the log tree");
         let stored = log
-            .get(ledgerwire::ledger::record::NEXT_GLOBAL_KEY)
+            .get(ledgerwire::ledger::local::testing::NEXT_GLOBAL_KEY)
             .expect("a read")
             .expect("the stored next global position");
         assert_eq!(stored.as_ref(), journal_end.to_be_bytes(), "left to replay");

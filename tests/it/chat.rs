@@ -220,9 +220,10 @@ fn conversation_of(token: &str, conversation: &str) -> ledgerwire::ledger::Strea
 /// The conversation as the Studio folds it, less what depends on when and
 /// through which door it was written: the lease, the keyed requests'
 /// outcomes and the stream positions.
-fn folded(ledger: &Ledger, token: &str, conversation: &str) -> Value {
+async fn folded(ledger: &Ledger, token: &str, conversation: &str) -> Value {
     let state = ledger
         .fold::<ConversationFold>(&conversation_of(token, conversation))
+        .await
         .unwrap()
         .state;
     let mut state = serde_json::to_value(&state).unwrap();
@@ -236,11 +237,12 @@ fn folded(ledger: &Ledger, token: &str, conversation: &str) -> Value {
 }
 
 /// Every frame the conversation sent: (segment, seq, frame).
-fn frames_sent(ledger: &Ledger, token: &str, conversation: &str) -> Vec<(u32, u64, Value)> {
+async fn frames_sent(ledger: &Ledger, token: &str, conversation: &str) -> Vec<(u32, u64, Value)> {
     ledger
-        .read(&conversation_of(token, conversation), 0)
+        .read_to_end(&conversation_of(token, conversation), 0)
+        .await
         .unwrap()
-        .map(Result::unwrap)
+        .into_iter()
         .filter_map(|record| FrameSent::from_record(&record))
         .map(|sent| {
             let sent = sent.unwrap();
@@ -268,15 +270,15 @@ async fn both_ways(typed: &str) -> (String, String, Value) {
         reads_as(&statewire, &sse),
         "the Statewire chat reads as the SSE chat"
     );
-    let state = folded(&ledger, "sw-person", "terminal");
+    let state = folded(&ledger, "sw-person", "terminal").await;
     assert_eq!(
         state,
-        folded(&ledger, "sse-person", "terminal"),
+        folded(&ledger, "sse-person", "terminal").await,
         "the same conversation"
     );
     assert_eq!(
-        frames_sent(&ledger, "sw-person", "terminal"),
-        frames_sent(&ledger, "sse-person", "terminal"),
+        frames_sent(&ledger, "sw-person", "terminal").await,
+        frames_sent(&ledger, "sse-person", "terminal").await,
         "the same frames"
     );
     (sse, statewire, state)
@@ -353,7 +355,7 @@ async fn over_statewire_a_refused_question_prints_the_studio_sentence_and_the_ch
         "the Studio's sentence"
     );
     assert!(text.contains("Hello! Ask me about a country's statistics."));
-    let state = folded(&ledger, "refused", "long");
+    let state = folded(&ledger, "refused", "long").await;
     assert_eq!(state["turns"].as_array().unwrap().len(), 1, "hello only");
 
     // Attaching again shows only what is new: the earlier reply is not
@@ -368,7 +370,7 @@ async fn over_statewire_a_refused_question_prints_the_studio_sentence_and_the_ch
     .await;
     println!("{again}");
     assert_eq!(again.matches("Hello! Ask me about").count(), 1, "{again}");
-    let state = folded(&ledger, "refused", "long");
+    let state = folded(&ledger, "refused", "long").await;
     assert_eq!(state["turns"].as_array().unwrap().len(), 2);
 }
 
@@ -483,7 +485,7 @@ async fn over_statewire_a_dropped_attach_reconnects_and_sends_the_question_once(
     assert!(text.contains("(the attach dropped"), "a reconnect");
     assert_eq!(text.matches("Plan, version 1").count(), 1, "no frame twice");
     assert!(text.contains("The value rose from 1 to 2"));
-    let state = folded(&ledger, "person", "dropped");
+    let state = folded(&ledger, "person", "dropped").await;
     assert_eq!(state["turns"].as_array().unwrap().len(), 1, "asked once");
     assert_eq!(state["turns"][0]["status"], "Done");
 }

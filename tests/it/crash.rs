@@ -73,11 +73,19 @@ fn every_acknowledged_record_survives_sigkill() {
 }
 
 fn check_store(path: &std::path::Path, acknowledged: &HashMap<u32, u64>, round: usize) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(check_store_on(path, acknowledged, round));
+}
+
+async fn check_store_on(path: &std::path::Path, acknowledged: &HashMap<u32, u64>, round: usize) {
     let (ledger, report) = open(path);
     assert!(report.is_clean(), "round {round}: {:?}", report.problems);
     for (&writer, &count) in acknowledged {
         let key = stream(&format!("probe/{writer}"));
-        let folded = ledger.fold::<ProbeFold>(&key).expect("fold");
+        let folded = ledger.fold::<ProbeFold>(&key).await.expect("fold");
         assert!(
             folded.state.records >= count,
             "round {round}: writer {writer} acknowledged {count} records, store holds {}",

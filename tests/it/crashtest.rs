@@ -74,7 +74,7 @@ async fn the_checks_name_what_the_log_lacks_or_holds_otherwise() {
     acks.frames.push(frame(seq, &data));
     let (ledger, _) = open(dir.path());
     assert!(
-        check(&ledger, &acks, "crashtest").is_empty(),
+        check(&ledger, &acks, "crashtest").await.is_empty(),
         "what is there passes"
     );
 
@@ -104,7 +104,7 @@ async fn the_checks_name_what_the_log_lacks_or_holds_otherwise() {
             answers: Default::default(),
         },
     );
-    let losses = check(&ledger, &acks, "crashtest");
+    let losses = check(&ledger, &acks, "crashtest").await;
     println!("{losses:#?}");
     let has = |needle: &str| losses.iter().any(|loss| loss.contains(needle));
     assert!(has("differs from the one received"));

@@ -8,10 +8,11 @@
 //! running this test with LEDGERWIRE_WRITE_GOLDEN=1 and the directory absent.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use ledgerwire::ledger::local::OpenMode;
 use ledgerwire::ledger::probe::{Probe, ProbeFold, ProbeTally};
-use ledgerwire::ledger::{Durability, ExpectedPosition, Ledger, OpenMode, Payload};
+use ledgerwire::ledger::{Durability, ExpectedPosition, Ledger, Payload};
 use ledgerwire::studio::conversation::ConversationFold;
 
 use crate::support::{scratch, stream};
@@ -31,8 +32,9 @@ fn golden_streams() -> Vec<(&'static str, Vec<(u32, usize)>)> {
     ]
 }
 
-fn write_golden(dir: &Path) {
-    let (ledger, _) = Ledger::open(dir.join("store"), OpenMode::CreateIfMissing).unwrap();
+async fn write_golden(dir: PathBuf) {
+    let (ledger, _) =
+        ledgerwire::ledger::local::open(dir.join("store"), OpenMode::CreateIfMissing).unwrap();
     // Interleave the streams so global positions interleave too.
     let streams = golden_streams();
     let longest = streams.iter().map(|(_, r)| r.len()).max().unwrap_or(0);
@@ -41,30 +43,29 @@ fn write_golden(dir: &Path) {
             if let Some(&(writer, filler)) = records.get(n) {
                 let record = Probe::new(writer, n as u64, filler).to_record();
                 ledger
-                    .append_blocking(
+                    .append(
                         &stream(name),
                         ExpectedPosition::Exactly(n as u64),
                         vec![record],
                         Durability::Durable,
                     )
+                    .await
                     .unwrap();
             }
         }
     }
-    let states: BTreeMap<&str, ProbeTally> = streams
-        .iter()
-        .map(|(name, _)| {
-            (
-                *name,
-                ledger.fold::<ProbeFold>(&stream(name)).unwrap().state,
-            )
-        })
-        .collect();
+    let mut states: BTreeMap<&str, ProbeTally> = BTreeMap::new();
+    for (name, _) in &streams {
+        let folded = ledger.fold::<ProbeFold>(&stream(name)).await.unwrap();
+        states.insert(*name, folded.state);
+    }
     drop(ledger);
     let states = serde_json::to_string_pretty(&states).unwrap();
     std::fs::write(dir.join("expected-state.json"), states + "\n").unwrap();
     let mut dump = Vec::new();
-    ledgerwire::log_commands::dump(&dir.join("store"), None, 0, &mut dump).unwrap();
+    ledgerwire::log_commands::dump(&dir.join("store"), None, 0, &mut dump)
+        .await
+        .unwrap();
     std::fs::write(dir.join("expected-dump.jsonl"), dump).unwrap();
 }
 
@@ -81,34 +82,38 @@ pub(crate) fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-#[test]
-fn the_v1_golden_log_reads_and_folds_to_its_committed_state() {
+#[tokio::test]
+async fn the_v1_golden_log_reads_and_folds_to_its_committed_state() {
     let golden = Path::new(GOLDEN);
-    ensure_written(golden, write_golden);
-    reads_and_folds_to_its_committed_state(golden);
+    ensure_written(golden, write_golden).await;
+    reads_and_folds_to_its_committed_state(golden).await;
 }
 
 /// Writes the golden store at `golden` with `write` if it is missing and
 /// the run asks for it (`LEDGERWIRE_WRITE_GOLDEN`); a missing store is a
 /// failure otherwise.
-fn ensure_written(golden: &Path, write: impl FnOnce(&Path)) {
+async fn ensure_written<F: std::future::Future<Output = ()>>(
+    golden: &Path,
+    write: impl FnOnce(PathBuf) -> F,
+) {
     if !golden.join("store").exists() {
         assert!(
             std::env::var_os("LEDGERWIRE_WRITE_GOLDEN").is_some(),
             "{}/store is missing; it is committed and must not be regenerated for an existing format version",
             golden.display()
         );
-        write(golden);
+        write(golden.to_path_buf()).await;
     }
 }
 
-#[test]
-fn the_format_4_golden_log_points_into_its_journal_and_reads_and_folds_the_same() {
+#[tokio::test]
+async fn the_format_4_golden_log_points_into_its_journal_and_reads_and_folds_the_same() {
     let golden = Path::new(GOLDEN_V4);
-    ensure_written(golden, |dir| {
-        write_golden(dir);
+    ensure_written(golden, |dir| async move {
+        write_golden(dir.clone()).await;
         trim_journal(&dir.join("store"));
-    });
+    })
+    .await;
     // Every entry is a pointer into the journal, as format 4 writes them.
     let scratch = scratch();
     copy_dir(&golden.join("store"), scratch.path());
@@ -116,16 +121,16 @@ fn the_format_4_golden_log_points_into_its_journal_and_reads_and_folds_the_same(
         let db = sled::open(scratch.path()).unwrap();
         let log = db.open_tree("log").unwrap();
         let values: Vec<sled::IVec> = log
-            .scan_prefix([ledgerwire::ledger::record::RECORD_KEY_TAG])
+            .scan_prefix([ledgerwire::ledger::local::testing::RECORD_KEY_TAG])
             .map(|entry| entry.unwrap().1)
             .collect();
         assert!(!values.is_empty());
         for value in &values {
-            let pointer = ledgerwire::ledger::entry::Pointer::decode(value);
+            let pointer = ledgerwire::ledger::local::testing::Pointer::decode(value);
             assert!(matches!(pointer, Some(Ok(_))), "{value:?}");
         }
     }
-    reads_and_folds_to_its_committed_state(golden);
+    reads_and_folds_to_its_committed_state(golden).await;
     // The same records as format 1's, so the same state.
     assert_eq!(
         std::fs::read_to_string(golden.join("expected-state.json")).unwrap(),
@@ -137,7 +142,7 @@ fn the_format_4_golden_log_points_into_its_journal_and_reads_and_folds_the_same(
 /// entry (a file ending there reads whole) and drops the spare: the
 /// committed store holds no megabytes of preallocated zeros.
 fn trim_journal(store: &Path) {
-    for scan in ledgerwire::ledger::journal::scan(store).unwrap() {
+    for scan in ledgerwire::ledger::local::testing::scan(store).unwrap() {
         let end = scan.entries.last().map(|e| e.end).unwrap();
         let file = std::fs::OpenOptions::new()
             .write(true)
@@ -146,18 +151,19 @@ fn trim_journal(store: &Path) {
         file.set_len(end).unwrap();
     }
     let spare = store
-        .join(ledgerwire::ledger::journal::JOURNAL_DIR)
-        .join(ledgerwire::ledger::journal::SPARE_FILE);
+        .join(ledgerwire::ledger::local::testing::JOURNAL_DIR)
+        .join(ledgerwire::ledger::local::testing::SPARE_FILE);
     if spare.exists() {
         std::fs::remove_file(spare).unwrap();
     }
 }
 
-fn reads_and_folds_to_its_committed_state(golden: &Path) {
+async fn reads_and_folds_to_its_committed_state(golden: &Path) {
     // sled may write while opening, so work on a copy.
     let scratch = scratch();
     copy_dir(&golden.join("store"), scratch.path());
-    let (ledger, report) = Ledger::open(scratch.path(), OpenMode::MustExist).unwrap();
+    let (ledger, report) =
+        ledgerwire::ledger::local::open(scratch.path(), OpenMode::MustExist).unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
     assert_eq!(report.records, 10);
     assert_eq!(report.streams, 3);
@@ -167,13 +173,15 @@ fn reads_and_folds_to_its_committed_state(golden: &Path) {
             .unwrap();
     assert_eq!(expected.len(), 3);
     for (name, state) in &expected {
-        let folded = ledger.fold::<ProbeFold>(&stream(name)).unwrap();
+        let folded = ledger.fold::<ProbeFold>(&stream(name)).await.unwrap();
         assert_eq!(&folded.state, state, "stream {name}");
     }
     drop(ledger);
 
     let mut dump = Vec::new();
-    ledgerwire::log_commands::dump(scratch.path(), None, 0, &mut dump).unwrap();
+    ledgerwire::log_commands::dump(scratch.path(), None, 0, &mut dump)
+        .await
+        .unwrap();
     let expected_dump = std::fs::read_to_string(golden.join("expected-dump.jsonl")).unwrap();
     assert_eq!(String::from_utf8(dump).unwrap(), expected_dump);
 }
@@ -188,7 +196,8 @@ async fn write_studio_golden(dir: &Path) {
     use crate::support::{StudioClient, quick_studio, start_stoppable_studio};
     use serde_json::json;
 
-    let (ledger, _) = Ledger::open(dir.join("store"), OpenMode::CreateIfMissing).unwrap();
+    let (ledger, _) =
+        ledgerwire::ledger::local::open(dir.join("store"), OpenMode::CreateIfMissing).unwrap();
     let (addr, server) = start_stoppable_studio(ledger, quick_studio()).await;
     let client = StudioClient::new(addr, "golden");
     let turn = |message: &str| json!({"kind": "turn.request", "conversation_id": "g1", "message": message});
@@ -210,21 +219,28 @@ async fn write_studio_golden(dir: &Path) {
     client.stream("/api/studio/interrupt", &answer).await;
     server.stop().await;
 
-    let (ledger, _) = Ledger::open(dir.join("store"), OpenMode::MustExist).unwrap();
-    let stream = studio_stream(&ledger);
-    let state = ledger.fold::<ConversationFold>(&stream).unwrap().state;
+    let (ledger, _) =
+        ledgerwire::ledger::local::open(dir.join("store"), OpenMode::MustExist).unwrap();
+    let stream = studio_stream(&ledger).await;
+    let state = ledger
+        .fold::<ConversationFold>(&stream)
+        .await
+        .unwrap()
+        .state;
     drop(ledger);
     let state = serde_json::to_string_pretty(&state).unwrap();
     std::fs::write(dir.join("expected-state.json"), state + "\n").unwrap();
     let mut replay = Vec::new();
-    ledgerwire::log_commands::replay(&dir.join("store"), "g1", None, &mut replay).unwrap();
+    ledgerwire::log_commands::replay(&dir.join("store"), "g1", None, &mut replay)
+        .await
+        .unwrap();
     std::fs::write(dir.join("expected-replay.txt"), replay).unwrap();
 }
 
-fn studio_stream(ledger: &Ledger) -> ledgerwire::ledger::StreamKey {
-    ledger
-        .streams()
-        .map(Result::unwrap)
+async fn studio_stream(ledger: &Ledger) -> ledgerwire::ledger::StreamKey {
+    crate::support::streams(ledger)
+        .await
+        .into_iter()
         .find(|s| s.as_str().starts_with("studio/") && s.as_str().ends_with("/g1"))
         .expect("the golden conversation")
 }
@@ -241,10 +257,12 @@ async fn the_v1_studio_golden_log_folds_and_replays_to_its_committed_state() {
     }
     let scratch = scratch();
     copy_dir(&golden.join("store"), scratch.path());
-    let (ledger, report) = Ledger::open(scratch.path(), OpenMode::MustExist).unwrap();
+    let (ledger, report) =
+        ledgerwire::ledger::local::open(scratch.path(), OpenMode::MustExist).unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
     let state = ledger
-        .fold::<ConversationFold>(&studio_stream(&ledger))
+        .fold::<ConversationFold>(&studio_stream(&ledger).await)
+        .await
         .unwrap()
         .state;
     // The state and the replay are derived: a fold VERSION bump may change
@@ -260,7 +278,9 @@ async fn the_v1_studio_golden_log_folds_and_replays_to_its_committed_state() {
     assert_eq!(serde_json::to_value(&state).unwrap(), expected);
     drop(ledger);
     let mut replay = Vec::new();
-    ledgerwire::log_commands::replay(scratch.path(), "g1", None, &mut replay).unwrap();
+    ledgerwire::log_commands::replay(scratch.path(), "g1", None, &mut replay)
+        .await
+        .unwrap();
     if std::env::var_os("LEDGERWIRE_WRITE_GOLDEN_STATE").is_some() {
         std::fs::write(golden.join("expected-replay.txt"), &replay).unwrap();
     }
@@ -281,7 +301,8 @@ async fn write_statewire_golden(dir: &Path) {
     use ledgerwire::statewire::client::{Connection, Session};
     use ledgerwire::statewire::ids::ClientId;
 
-    let (ledger, _) = Ledger::open(dir.join("store"), OpenMode::CreateIfMissing).unwrap();
+    let (ledger, _) =
+        ledgerwire::ledger::local::open(dir.join("store"), OpenMode::CreateIfMissing).unwrap();
     let (addr, server) = start_stoppable_studio(ledger.clone(), quick_studio()).await;
     let session = Session::new(ClientId::new("golden-client").unwrap());
     let mut client = Connection::connect(chat_client(addr, "g1"), session)
@@ -299,23 +320,25 @@ async fn write_statewire_golden(dir: &Path) {
     client.close().await;
     server.stop().await;
     ledger.flush().await.unwrap();
-    let expected = serde_json::to_string_pretty(&statewire_states(&ledger)).unwrap();
+    let expected = serde_json::to_string_pretty(&statewire_states(&ledger).await).unwrap();
     std::fs::write(dir.join("expected-state.json"), expected + "\n").unwrap();
     let mut dump = Vec::new();
-    ledgerwire::log_commands::dump_ledger(&ledger, None, 0, &mut dump).unwrap();
+    ledgerwire::log_commands::dump_ledger(&ledger, None, 0, &mut dump)
+        .await
+        .unwrap();
     std::fs::write(dir.join("expected-dump.jsonl"), dump).unwrap();
 }
 
 /// The folded lane and documents of the golden thread, as JSON.
-fn statewire_states(ledger: &Ledger) -> serde_json::Value {
+async fn statewire_states(ledger: &Ledger) -> serde_json::Value {
     use ledgerwire::statewire::records::{DocumentsFold, LaneFold};
     let mut states = serde_json::Map::new();
-    for stream in ledger.streams().map(Result::unwrap) {
+    for stream in crate::support::streams(ledger).await {
         let name = stream.as_str().to_owned();
         let state = if name.ends_with("/documents") {
-            serde_json::to_value(ledger.fold::<DocumentsFold>(&stream).unwrap().state)
+            serde_json::to_value(ledger.fold::<DocumentsFold>(&stream).await.unwrap().state)
         } else {
-            serde_json::to_value(ledger.fold::<LaneFold>(&stream).unwrap().state)
+            serde_json::to_value(ledger.fold::<LaneFold>(&stream).await.unwrap().state)
         };
         states.insert(name, state.unwrap());
     }
@@ -334,16 +357,19 @@ async fn the_v1_statewire_golden_log_folds_and_dumps_to_its_committed_state() {
     }
     let scratch = scratch();
     copy_dir(&golden.join("store"), scratch.path());
-    let (ledger, report) = Ledger::open(scratch.path(), OpenMode::MustExist).unwrap();
+    let (ledger, report) =
+        ledgerwire::ledger::local::open(scratch.path(), OpenMode::MustExist).unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
     assert!(report.streams >= 2, "a lane and the documents");
     let expected: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(golden.join("expected-state.json")).unwrap())
             .unwrap();
-    assert_eq!(statewire_states(&ledger), expected);
+    assert_eq!(statewire_states(&ledger).await, expected);
     drop(ledger);
     let mut dump = Vec::new();
-    ledgerwire::log_commands::dump(scratch.path(), None, 0, &mut dump).unwrap();
+    ledgerwire::log_commands::dump(scratch.path(), None, 0, &mut dump)
+        .await
+        .unwrap();
     // The dump's presentation may change (never the store);
     // LEDGERWIRE_WRITE_GOLDEN_STATE=1 rewrites it.
     if std::env::var_os("LEDGERWIRE_WRITE_GOLDEN_STATE").is_some() {

@@ -63,21 +63,27 @@ async fn a_keyed_turn_applies_once_and_its_repeat_answers_the_first_outcome() {
 
     // The same key again, even while the conversation is idle: the first
     // outcome, and no second turn.
-    let head = ledger.head(&stream).unwrap();
+    let head = ledger.head(&stream).await.unwrap();
     let again = studio
         .start_turn_keyed(&principal, request, &key)
         .await
         .unwrap();
     assert_eq!(again, Applied::Before(started));
-    assert_eq!(ledger.head(&stream).unwrap(), head, "nothing was appended");
+    assert_eq!(
+        ledger.head(&stream).await.unwrap(),
+        head,
+        "nothing was appended"
+    );
     let folded = studio
         .conversation(&principal, &ConversationId::new("k1").unwrap())
+        .await
         .unwrap();
     assert_eq!(folded.state.turns.len(), 1);
     let applied: Vec<RequestApplied> = ledger
-        .read(&stream, 0)
+        .read_to_end(&stream, 0)
+        .await
         .unwrap()
-        .filter_map(|r| r.ok())
+        .into_iter()
         .filter(|r| r.kind() == StudioKind::RequestApplied as u16)
         .filter_map(|r| RequestApplied::from_record(&r)?.ok())
         .collect();
@@ -112,5 +118,5 @@ async fn while_draining_a_keyed_turn_is_refused_for_a_moment_and_nothing_is_reco
         "{refused:?}"
     );
     let stream = conversation_stream(&principal, &ConversationId::new("k9").unwrap()).unwrap();
-    assert_eq!(ledger.head(&stream).unwrap(), 0, "nothing recorded");
+    assert_eq!(ledger.head(&stream).await.unwrap(), 0, "nothing recorded");
 }

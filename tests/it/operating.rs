@@ -223,17 +223,18 @@ async fn live_segment(client: &StudioClient, conversation: &str) -> crate::suppo
 }
 
 /// Appends one probe record to `key`, wherever it is.
-fn append_one(ledger: &ledgerwire::ledger::Ledger, key: &ledgerwire::ledger::StreamKey) {
-    let head = ledger.head(key).unwrap();
+async fn append_one(ledger: &ledgerwire::ledger::Ledger, key: &ledgerwire::ledger::StreamKey) {
+    let head = ledger.head(key).await.unwrap();
     let record =
         ledgerwire::ledger::Payload::to_record(&ledgerwire::ledger::probe::Probe::new(0, head, 8));
     ledger
-        .append_blocking(
+        .append(
             key,
             ledgerwire::ledger::ExpectedPosition::Exactly(head),
             vec![record],
             ledgerwire::ledger::Durability::Buffered,
         )
+        .await
         .unwrap();
 }
 
@@ -683,13 +684,13 @@ fn a_dump_into_a_closed_pipe_ends_quietly_with_exit_0() {
     assert_eq!(String::from_utf8_lossy(&output.stderr), "");
 }
 
-#[test]
-fn missing_streams_and_probes_into_a_real_store_are_refused() {
+#[tokio::test]
+async fn missing_streams_and_probes_into_a_real_store_are_refused() {
     let dir = scratch();
     {
         let (ledger, _) = open(dir.path());
         let key = stream("studio/abc/c1");
-        append_one(&ledger, &key);
+        append_one(&ledger, &key).await;
     }
     let data = dir.path().to_str().unwrap();
     let (code, _, err) = run(
@@ -705,21 +706,23 @@ fn missing_streams_and_probes_into_a_real_store_are_refused() {
     assert_eq!(dump.lines().count(), 1, "probe wrote nothing");
 }
 
-#[test]
-fn a_global_dump_merges_many_streams_in_order() {
+#[tokio::test]
+async fn a_global_dump_merges_many_streams_in_order() {
     let dir = scratch();
     let (ledger, _) = open(dir.path());
     let streams: Vec<_> = (0..40).map(|n| stream(&format!("t/s{n:02}"))).collect();
     // Interleave so that every stream spans several pages of the merge.
-    for round in 0..(ledgerwire::log_commands::DUMP_PAGE_RECORDS * 2 + 3) {
+    for round in 0..(ledgerwire::ledger::local::SCAN_PAGE_RECORDS * 2 + 3) {
         for (n, key) in streams.iter().enumerate() {
             if (round + n) % 3 != 0 {
-                append_one(&ledger, key);
+                append_one(&ledger, key).await;
             }
         }
     }
     let mut out = Vec::new();
-    ledgerwire::log_commands::dump_ledger(&ledger, None, 100, &mut out).unwrap();
+    ledgerwire::log_commands::dump_ledger(&ledger, None, 100, &mut out)
+        .await
+        .unwrap();
     let globals: Vec<u64> = String::from_utf8(out)
         .unwrap()
         .lines()
@@ -729,6 +732,6 @@ fn a_global_dump_merges_many_streams_in_order() {
                 .unwrap()
         })
         .collect();
-    let total = ledger.verify().unwrap().records;
+    let total = ledger.verify().await.unwrap().records;
     assert_eq!(globals, (100..total).collect::<Vec<_>>());
 }

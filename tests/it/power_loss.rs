@@ -19,11 +19,11 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
 use ledgerwire::ledger::kinds::Payload;
-use ledgerwire::ledger::powerloss::{self, JOURNAL_FILE_BYTES_ENV, TRACE_ENV};
+use ledgerwire::ledger::local::testing::{self as powerloss, JOURNAL_FILE_BYTES_ENV, TRACE_ENV};
 use ledgerwire::ledger::probe::Probe;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
-use crate::support::{binary, ledgerwire_ok, open, scratch, stream};
+use crate::support::{binary, ledgerwire_ok, open_local, scratch, stream};
 
 /// Kills (each followed by a roll-back) across the test.
 const POWER_LOSSES: usize = 12;
@@ -102,7 +102,7 @@ fn every_acknowledged_append_survives_a_simulated_power_loss() {
 }
 
 fn check_store(path: &std::path::Path, acknowledged: &HashMap<(u32, u64), u64>, round: usize) {
-    let (ledger, report) = open(path);
+    let (ledger, report) = open_local(path);
     assert!(report.is_clean(), "round {round}: {:?}", report.problems);
     let mut by_writer: HashMap<u32, u64> = HashMap::new();
     for &(writer, position) in acknowledged.keys() {
@@ -112,7 +112,7 @@ fn check_store(path: &std::path::Path, acknowledged: &HashMap<(u32, u64), u64>, 
     for (&writer, &count) in &by_writer {
         let key = stream(&format!("probe/{writer}"));
         let records: Vec<_> = ledger
-            .read(&key, 0)
+            .read_blocking(&key, 0)
             .expect("read")
             .map(|r| r.expect("a record that checks"))
             .collect();
@@ -157,10 +157,10 @@ fn copy_store(from: &std::path::Path, to: &std::path::Path) {
 
 #[test]
 fn log_verify_names_a_damaged_journal_entry_by_file_and_offset() {
-    use ledgerwire::ledger::journal;
+    use ledgerwire::ledger::local::testing as journal;
     use ledgerwire::ledger::{Durability, ExpectedPosition};
     let live = scratch();
-    let (ledger, _) = open(live.path());
+    let (ledger, _) = open_local(live.path());
     // sled as a crash right after open leaves it (open made it durable).
     let crashed = scratch();
     copy_store(live.path(), crashed.path());

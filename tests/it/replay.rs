@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use ledgerwire::agent::builtin::BuiltinAgent;
 use ledgerwire::agent::minimal::MinimalAgent;
-use ledgerwire::ledger::{Ledger, OpenMode};
+use ledgerwire::ledger::local::OpenMode;
 use ledgerwire::log_commands::{ToolError, replay, replay_check, replay_check_recorded};
 use serde_json::{Value, json};
 
@@ -36,7 +36,8 @@ async fn last(client: &StudioClient, path: &str, body: &Value) -> Value {
 /// a card renamed, the canvas asked about, a clarifying question answered
 /// into a rejected plan, and a seeded turn.
 async fn record_tour(dir: &Path) {
-    let (ledger, _) = Ledger::open(dir.join("store"), OpenMode::CreateIfMissing).unwrap();
+    let (ledger, _) =
+        ledgerwire::ledger::local::open(dir.join("store"), OpenMode::CreateIfMissing).unwrap();
     let (addr, server) =
         start_with_agent(ledger, quick_studio(), Arc::new(BuiltinAgent::default())).await;
     let client = StudioClient::new(addr, "tour");
@@ -95,7 +96,9 @@ async fn record_tour(dir: &Path) {
     server.stop().await;
 
     let mut transcript = Vec::new();
-    replay(&dir.join("store"), CONVERSATION, None, &mut transcript).unwrap();
+    replay(&dir.join("store"), CONVERSATION, None, &mut transcript)
+        .await
+        .unwrap();
     std::fs::write(dir.join("expected-replay.txt"), transcript).unwrap();
 }
 
@@ -112,7 +115,9 @@ async fn the_recorded_tour_replays_to_its_transcript_and_the_agent_reproduces_it
     let copy = scratch();
     copy_dir(&tour.join("store"), copy.path());
     let mut transcript = Vec::new();
-    replay(copy.path(), CONVERSATION, None, &mut transcript).unwrap();
+    replay(copy.path(), CONVERSATION, None, &mut transcript)
+        .await
+        .unwrap();
     // The transcript ends with the folded state, which a fold VERSION bump
     // may change; LEDGERWIRE_WRITE_GOLDEN_STATE=1 rewrites it from the store.
     if std::env::var_os("LEDGERWIRE_WRITE_GOLDEN_STATE").is_some() {

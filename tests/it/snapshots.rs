@@ -20,18 +20,20 @@ use crate::support::{binary, open, scratch};
 
 /// Snapshots `stream` with a cache that writes one after every fold, and
 /// checks the stored one reads back as the fold from the first record.
-fn snapshot_reads_back<F: Fold>(ledger: &Ledger, stream: &StreamKey)
+async fn snapshot_reads_back<F: Fold>(ledger: &Ledger, stream: &StreamKey)
 where
     F::State: PartialEq + Debug,
 {
     let cache = FoldCache::<F>::with_limits(ledger.clone(), 1, 1);
-    let cached = cache.state(stream).expect("fold");
+    let cached = cache.state(stream).await.expect("fold");
     let stored = cache
         .stored_snapshot(stream)
+        .await
         .expect("read the snapshot")
         .unwrap_or_else(|| panic!("{}: no snapshot of {stream} reads back", F::NAME));
     let from_first = ledger
         .fold::<F>(stream)
+        .await
         .expect("fold from the first record");
     assert_eq!(
         stored.position,
@@ -43,8 +45,8 @@ where
     assert_eq!(cached.state, from_first.state, "{}: {stream}", F::NAME);
 }
 
-#[test]
-fn every_kind_of_fold_state_reads_back_from_its_snapshot() {
+#[tokio::test]
+async fn every_kind_of_fold_state_reads_back_from_its_snapshot() {
     let dir = scratch();
     let data = dir.path().join("store");
     let data = data.to_str().expect("a UTF-8 path");
@@ -103,26 +105,26 @@ fn every_kind_of_fold_state_reads_back_from_its_snapshot() {
     ];
     let documents_key = StreamKey::new("statewire/@test/thread/documents").expect("a key");
     ledger
-        .append_blocking(
+        .append(
             &documents_key,
             ExpectedPosition::Exactly(0),
             commits.iter().map(Payload::to_record).collect(),
             Durability::Durable,
         )
+        .await
         .expect("append the documents' commits");
     let (mut conversations, mut lanes, mut documents) = (0, 0, 0);
-    for stream in ledger.streams() {
-        let stream = stream.expect("a stream key");
+    for stream in crate::support::streams(&ledger).await {
         let name = stream.as_str();
         if name.ends_with("/documents") {
-            snapshot_reads_back::<DocumentsFold>(&ledger, &stream);
+            snapshot_reads_back::<DocumentsFold>(&ledger, &stream).await;
             documents += 1;
         } else if name.contains("/lane/") {
-            snapshot_reads_back::<LaneFold>(&ledger, &stream);
+            snapshot_reads_back::<LaneFold>(&ledger, &stream).await;
             lanes += 1;
         } else if name.starts_with("studio/") {
-            snapshot_reads_back::<ConversationFold>(&ledger, &stream);
-            snapshot_reads_back::<ThreadFold>(&ledger, &stream);
+            snapshot_reads_back::<ConversationFold>(&ledger, &stream).await;
+            snapshot_reads_back::<ThreadFold>(&ledger, &stream).await;
             conversations += 1;
         }
     }

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use ledgerwire::ledger::{Ledger, OpenMode};
+use ledgerwire::ledger::Ledger;
+use ledgerwire::ledger::local::OpenMode;
 use serde_json::{Value, json};
 
 use crate::support::{
@@ -519,7 +520,8 @@ async fn a_restarted_server_continues_a_paused_conversation() {
         first[1]["interrupt_id"].clone()
     };
     // A new process view of the same store (nothing carried in memory).
-    let ledger = Ledger::open_scrubbing(dir.path(), OpenMode::MustExist).unwrap();
+    let ledger =
+        ledgerwire::ledger::local::open_scrubbing(dir.path(), OpenMode::MustExist).unwrap();
     let client = StudioClient::new(start_studio(ledger, quick_studio()).await, "alice");
     let resumed = client
         .stream(
@@ -663,9 +665,9 @@ async fn closing_the_stream_aborts_the_segment_and_frees_the_conversation() {
     drop(running);
     // The segment sees the closed response and releases its lease; wait
     // for that record instead of sleeping.
-    let stream = ledger
-        .streams()
-        .map(Result::unwrap)
+    let stream = crate::support::streams(&ledger)
+        .await
+        .into_iter()
         .find(|s| s.as_str().ends_with("/c16"))
         .unwrap();
     let mut records = Box::pin(ledger.tail(&stream, 0));
@@ -846,10 +848,11 @@ async fn a_long_conversation_after_a_restart_folds_as_its_records_do() {
         }
         server.stop().await;
     }
-    let ledger = Ledger::open_scrubbing(dir.path(), OpenMode::MustExist).unwrap();
+    let ledger =
+        ledgerwire::ledger::local::open_scrubbing(dir.path(), OpenMode::MustExist).unwrap();
     let id = ConversationId::new("c-long".to_owned()).unwrap();
     let key = conversation_stream(&Principal::of_token("alice"), &id).unwrap();
-    let records = ledger.fold::<ConversationFold>(&key).unwrap();
+    let records = ledger.fold::<ConversationFold>(&key).await.unwrap();
     assert!(
         records.position > 2 * CONVERSATION_SNAPSHOT_INTERVAL_RECORDS,
         "{} records: long enough for snapshots",
@@ -861,16 +864,16 @@ async fn a_long_conversation_after_a_restart_folds_as_its_records_do() {
         CONVERSATION_SNAPSHOT_INTERVAL_RECORDS,
         1,
     );
-    let from_snapshot = cached.state(&key).unwrap();
+    let from_snapshot = cached.state(&key).await.unwrap();
     assert_eq!(from_snapshot.position, records.position);
     assert_eq!(from_snapshot.state, records.state);
 
     // The restarted server goes on from there, and still agrees.
     let client = StudioClient::new(start_studio(ledger.clone(), quick_studio()).await, "alice");
     planned_turn(&client, "c-long").await;
-    let records = ledger.fold::<ConversationFold>(&key).unwrap();
+    let records = ledger.fold::<ConversationFold>(&key).await.unwrap();
     cached.clear();
-    let from_snapshot = cached.state(&key).unwrap();
+    let from_snapshot = cached.state(&key).await.unwrap();
     assert_eq!(from_snapshot.state, records.state);
     assert_eq!(records.state.turns.len(), TURNS + 1);
 }

@@ -10,7 +10,8 @@ use futures_util::StreamExt;
 use ledgerwire::agent::minimal::MinimalAgent;
 use serde_json::Value;
 
-use ledgerwire::ledger::{Ledger, OpenMode, StreamKey, VerifyReport};
+use ledgerwire::ledger::local::{LocalStore, OpenMode};
+use ledgerwire::ledger::{Ledger, StreamKey, VerifyReport};
 use ledgerwire::server::{BoundServer, StatewireOptions};
 use ledgerwire::studio::service::StudioConfig;
 
@@ -20,7 +21,13 @@ pub fn scratch() -> tempfile::TempDir {
 }
 
 pub fn open(path: &Path) -> (Ledger, VerifyReport) {
-    Ledger::open(path, OpenMode::CreateIfMissing).expect("open ledger")
+    ledgerwire::ledger::local::open(path, OpenMode::CreateIfMissing).expect("open ledger")
+}
+
+/// The local store at `path` itself, for tests of what only it has (its
+/// blocking calls, its scan, its files).
+pub fn open_local(path: &Path) -> (LocalStore, VerifyReport) {
+    LocalStore::open(path, OpenMode::CreateIfMissing).expect("open the local store")
 }
 
 pub fn stream(name: &str) -> StreamKey {
@@ -431,7 +438,7 @@ fn entry_holding(
     key: &ledgerwire::ledger::StreamKey,
     position: u64,
 ) -> (sled::IVec, sled::IVec, u64) {
-    use ledgerwire::ledger::record::{parse_record_key, record_key, stream_prefix};
+    use ledgerwire::ledger::local::testing::{parse_record_key, record_key, stream_prefix};
     let (entry_key, value) = log
         .range(stream_prefix(key)..=record_key(key, position))
         .next_back()
@@ -470,8 +477,8 @@ pub fn tear_record(dir: &std::path::Path, key: &ledgerwire::ledger::StreamKey, p
     let (entry_key, value, first) = entry_holding(&log, key, position);
     // The entry points into the journal: it is replaced by a value holding
     // the records themselves (as stores before format 4 held them), torn.
-    let files = ledgerwire::ledger::journal::JournalFiles::new(dir);
-    let held: Vec<u8> = ledgerwire::ledger::entry::envelopes(value, &files)
+    let files = ledgerwire::ledger::local::testing::JournalFiles::new(dir);
+    let held: Vec<u8> = ledgerwire::ledger::local::testing::envelopes(value, &files)
         .take((position - first + 1) as usize)
         .flat_map(|envelope| envelope.expect("an intact envelope").to_vec())
         .collect();
@@ -486,14 +493,14 @@ pub fn record_in_journal(
     key: &ledgerwire::ledger::StreamKey,
     position: u64,
 ) -> (std::path::PathBuf, u64) {
-    use ledgerwire::ledger::entry::{Pointer, RECORD_PREFIX_BYTES};
+    use ledgerwire::ledger::local::testing::{Pointer, RECORD_PREFIX_BYTES};
     let db = sled::open(dir).unwrap();
     let log = db.open_tree("log").unwrap();
     let (_, value, first) = entry_holding(&log, key, position);
     let pointer = Pointer::decode(&value)
         .expect("a pointer")
         .expect("an intact pointer");
-    let files = ledgerwire::ledger::journal::files(dir).unwrap();
+    let files = ledgerwire::ledger::local::testing::files(dir).unwrap();
     let mut skip = position - first;
     for extent in pointer.extents {
         let path = files
@@ -513,4 +520,10 @@ pub fn record_in_journal(
         }
     }
     panic!("the pointer does not hold position {position}");
+}
+
+/// Every stream key of the store, in key order.
+pub async fn streams(ledger: &Ledger) -> Vec<StreamKey> {
+    use futures_util::TryStreamExt;
+    ledger.streams().try_collect().await.expect("the streams")
 }

@@ -1,6 +1,7 @@
 //! Attaching: negotiation, lease context, the hello, and ending an
 //! attach.
 
+use super::views::ThreadDocuments;
 use super::*;
 
 /// What a transport passes to [`Host::attach`].
@@ -163,7 +164,7 @@ impl Host {
         // Retained answers above the client's cursor (2026-11-01 and later).
         if attach.selection.wire >= WIRE_RESULTS_CURSOR {
             for (name, stream) in &durable_lanes {
-                let lane = self.inner.lanes.state(stream).map_err(server_fin)?;
+                let lane = self.inner.lanes.state(stream).await.map_err(server_fin)?;
                 let above = cursor.get(name).copied().unwrap_or(0);
                 for (seq, retained) in lane.state.answers.range(above + 1..) {
                     hello_answers.push(self.retained_for(&attach, name, *seq, retained));
@@ -184,24 +185,42 @@ impl Host {
                 );
             }
         }
-        // The attach joins its thread before the hello reads the thread,
-        // and under its state lock: a flush that finds it waits for the
-        // hello, and whatever a flush before the join served is already
-        // in what the hello reads.
-        let mut state = lock(&attach.state);
-        self.join(&thread, &attach);
-        let hello = self.hello(&attach, &mut state, &durable_lanes, hello_answers);
-        let hello = match hello {
-            Ok(hello) => hello,
-            Err(fin) => {
-                drop(state);
-                self.forget(&attach);
-                return Err(fin);
+        // What the hello reports is read first, off every lock (reads may
+        // wait for the store): the lanes' watermarks, and the thread's
+        // documents with what this attach will read of them.
+        let mut watermarks = BTreeMap::new();
+        for (name, stream) in &durable_lanes {
+            let lane = self.inner.lanes.state(stream).await.map_err(server_fin)?;
+            watermarks.insert(name.as_str().to_owned(), lane.state.watermark);
+        }
+        let documents = self
+            .thread_documents_with(&thread, Some(&attach))
+            .await
+            .map_err(server_fin)?;
+        // Then the attach joins its thread, and the hello is built, under
+        // its state lock: a flush that finds it waits for the hello.
+        {
+            let mut state = lock(&attach.state);
+            self.join(&thread, &attach);
+            let hello = self.hello(&attach, &mut state, watermarks, &documents, hello_answers);
+            match hello {
+                // The queue is new and empty: the hello always fits (see
+                // `push`).
+                Ok(hello) => {
+                    attach.outbox.push(&hello);
+                }
+                Err(fin) => {
+                    drop(state);
+                    self.forget(&attach);
+                    return Err(fin);
+                }
             }
-        };
-        // The queue is new and empty: the hello always fits (see `push`).
-        attach.outbox.push(&hello);
-        drop(state);
+        }
+        drop(documents);
+        // A change that landed after the documents were read and before
+        // the join was flushed to the thread without this attach: one
+        // more flush sends it (nothing, if nothing landed).
+        self.flush_attach(&attach, Vec::new(), Vec::new()).await;
         lock(&self.inner.leases).insert(attach.lease.clone(), attach.clone());
         Ok(AttachHandle {
             host: self.clone(),
@@ -220,19 +239,14 @@ impl Host {
         &self,
         attach: &Arc<Attach>,
         state: &mut AttachState,
-        durable_lanes: &[(ProtocolName, StreamKey)],
+        mut watermarks: BTreeMap<String, u64>,
+        documents: &ThreadDocuments<'_>,
         answers: Vec<Answer>,
     ) -> Result<Packet, Fin> {
-        let mut watermarks = BTreeMap::new();
-        for (name, stream) in durable_lanes {
-            let lane = self.inner.lanes.state(stream).map_err(server_fin)?;
-            watermarks.insert(name.as_str().to_owned(), lane.state.watermark);
-        }
         for (name, lane) in &state.lanes {
             watermarks.insert(name.as_str().to_owned(), lane.watermark);
         }
-        let documents = self.thread_documents(&attach.thread).map_err(server_fin)?;
-        let view = self.view(attach, state, &documents)?;
+        let view = self.view(attach, state, documents)?;
         let ops = state.table.update(&view);
         let syn = Syn::hello(&attach.selection, &attach.client, |name| {
             watermarks.get(name).copied().unwrap_or(0)

@@ -67,7 +67,7 @@ impl Host {
                 Some(Record::Ephemeral) => {
                     for command in run {
                         if let Some(answer) = self.run_ephemeral(attach, command).await? {
-                            self.flush_attach(attach, vec![answer], Vec::new());
+                            self.flush_attach(attach, vec![answer], Vec::new()).await;
                         }
                     }
                 }
@@ -107,6 +107,7 @@ impl Host {
                 .inner
                 .documents
                 .state(&thread.documents)
+                .await
                 .map_err(server_violation)?;
             let statement = Statement {
                 client: &attach.client,
@@ -176,7 +177,7 @@ impl Host {
         protocol: &ProtocolName,
         stream: &StreamKey,
     ) -> Result<(), HostError> {
-        let lane = self.inner.lanes.state(stream)?;
+        let lane = self.inner.lanes.state(stream).await?;
         if lane.state.pending.is_empty() {
             return Ok(());
         }
@@ -220,6 +221,7 @@ impl Host {
                 .inner
                 .lanes
                 .state(&stream)
+                .await
                 .map_err(|e| server(e.into()))?;
             let mut duplicates = Vec::new();
             let mut fresh = Vec::new();
@@ -331,7 +333,7 @@ impl Host {
                 .into_iter()
                 .map(|(native, from)| self.lowered_for(attach, native, from))
                 .collect();
-            self.flush_attach(attach, answers, Vec::new());
+            self.flush_attach(attach, answers, Vec::new()).await;
             break;
         }
         drop(lane_guard);
@@ -443,7 +445,7 @@ impl Host {
         }
         let (client, protocol, seq) = (statement.client, statement.protocol, statement.seq);
         for _ in 0..MAX_COMMIT_ATTEMPTS {
-            let documents = self.inner.documents.state(&thread.documents)?;
+            let documents = self.inner.documents.state(&thread.documents).await?;
             if let Some(applied) =
                 documents
                     .state
@@ -480,7 +482,7 @@ impl Host {
             {
                 Ok(_) => {
                     // The admitting attach gets these ops with the answer.
-                    self.flush_thread(thread, attach.map(|a| a.id));
+                    self.flush_thread(thread, attach.map(|a| a.id)).await;
                     return Ok(outcome);
                 }
                 Err(LedgerError::Conflict { .. }) => continue,
@@ -612,7 +614,7 @@ impl Host {
                 Durability::Durable,
             )
             .await?;
-        self.flush_thread(&thread, None);
+        self.flush_thread(&thread, None).await;
         Ok(())
     }
 }

@@ -53,16 +53,13 @@ impl Host {
                 return;
             }
         };
-        // Read before the caller's hello reads the source: every record
-        // from here on wakes the follower.
-        let from = self.inner.ledger.head(&stream).unwrap_or(0);
         let follower = Follower {
             host: self.clone(),
             thread: thread.clone(),
             protocol: protocol.clone(),
             source,
         };
-        tokio::spawn(follower.run(stream, from));
+        tokio::spawn(follower.run(stream));
     }
 
     /// Stops following `protocol` on `thread` when no attach selects it.
@@ -87,8 +84,16 @@ struct Follower {
 }
 
 impl Follower {
-    async fn run(self, stream: StreamKey, from: u64) {
+    async fn run(self, stream: StreamKey) {
         let ledger = self.host.inner.ledger.clone();
+        // Every record from the head on wakes the follower; one flush
+        // after reading it serves what landed before, since the joining
+        // attach read its documents.
+        let from = match ledger.head(&stream).await {
+            Ok(head) => head,
+            Err(error) => return self.fail(error),
+        };
+        self.host.flush_thread(&self.thread, None).await;
         let mut records = Box::pin(ledger.tail(&stream, from));
         let mut attached = self.thread.attached.subscribe();
         loop {
@@ -102,7 +107,7 @@ impl Follower {
                         {
                             taken += 1;
                         }
-                        self.host.flush_thread(&self.thread, None);
+                        self.host.flush_thread(&self.thread, None).await;
                     }
                     Some(Err(error)) => return self.fail(error),
                     None => return self.fail(LedgerError::Closed),

@@ -480,14 +480,14 @@ impl Host {
     }
 
     /// A durable lane's folded state (tests, tools).
-    pub fn lane_state(
+    pub async fn lane_state(
         &self,
         thread: &ThreadScope,
         client: &ClientId,
         protocol: &ProtocolName,
     ) -> Result<LaneState, HostError> {
         let stream = lane_stream(thread, client, protocol)?;
-        Ok(self.inner.lanes.state(&stream)?.state.clone())
+        Ok(self.inner.lanes.state(&stream).await?.state.clone())
     }
 
     fn info(&self, protocol: &ProtocolName) -> Option<&ProtocolInfo> {

@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
@@ -25,12 +26,13 @@ use crate::statewire::view::DocIdentity;
 use super::Caller;
 
 /// Documents of one durable protocol, derived from a ledger stream.
+#[async_trait]
 pub trait DocumentSource: Send + Sync + 'static {
     /// The stream whose appends change `thread`'s documents.
     fn stream(&self, thread: &ThreadScope) -> Result<StreamKey, String>;
 
     /// `thread`'s documents as the stream stands now.
-    fn snapshot(&self, thread: &ThreadScope) -> Result<Arc<dyn SourceSnapshot>, String>;
+    async fn snapshot(&self, thread: &ThreadScope) -> Result<Arc<dyn SourceSnapshot>, String>;
 
     /// The host stopped following `thread` (its last attach ended): what
     /// the source caches for it may go.
@@ -38,10 +40,25 @@ pub trait DocumentSource: Send + Sync + 'static {
 }
 
 /// A source's documents at one moment, shared by every attach a flush
-/// serves.
+/// serves. Views are built under the attaches' locks, so everything
+/// [`SourceSnapshot::keyed`] returns must be in memory by then: before a
+/// flush builds them, the host asks what each attach would need that the
+/// snapshot has not read ([`SourceSnapshot::wanted`]) and has it read
+/// ([`SourceSnapshot::read_wanted`]), off every lock.
+#[async_trait]
 pub trait SourceSnapshot: Send + Sync {
     /// The protocol's main document.
     fn main(&self) -> Arc<Value>;
+
+    /// Parts of the source `keyed` would read for this attach and the
+    /// snapshot does not hold yet, as numbers the source chooses (for
+    /// `harness-sdk`, older turns).
+    fn wanted(&self, _attach: &AttachDocuments<'_>) -> Vec<u64> {
+        Vec::new()
+    }
+
+    /// Reads the parts `wanted` named, so `keyed` finds them.
+    async fn read_wanted(&self, _wanted: Vec<u64>) {}
 
     /// The keyed documents (absolute keys) this attach sees, chosen from
     /// what it holds (its interests, for example).
@@ -51,6 +68,14 @@ pub trait SourceSnapshot: Send + Sync {
 /// What a source may read of an attach: its ephemeral documents.
 pub struct AttachDocuments<'a> {
     pub(super) ephemeral: &'a BTreeMap<DocIdentity, Value>,
+}
+
+impl<'a> AttachDocuments<'a> {
+    /// An attach holding `ephemeral` (none: what a view for nobody in
+    /// particular sees).
+    pub fn new(ephemeral: &'a BTreeMap<DocIdentity, Value>) -> Self {
+        Self { ephemeral }
+    }
 }
 
 impl AttachDocuments<'_> {

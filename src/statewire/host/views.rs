@@ -8,27 +8,49 @@ use super::*;
 /// A derived protocol's snapshot, or why it could not be taken.
 type Snapshot = Result<Arc<dyn SourceSnapshot>, String>;
 
+/// What `snapshot` would read for the thread's attaches (each under its
+/// lock for a moment) and for a view for nobody in particular.
+fn wanted_by_attaches(
+    thread: &Thread,
+    joining: Option<&Arc<Attach>>,
+    snapshot: &dyn SourceSnapshot,
+) -> Vec<u64> {
+    let nobody = BTreeMap::new();
+    let mut wanted = snapshot.wanted(&AttachDocuments::new(&nobody));
+    let mut attaches: Vec<Arc<Attach>> = lock(&thread.attaches).values().cloned().collect();
+    attaches.extend(joining.cloned());
+    for attach in attaches {
+        let state = lock(&attach.state);
+        wanted.extend(snapshot.wanted(&AttachDocuments::new(&state.ephemeral)));
+    }
+    wanted.sort_unstable();
+    wanted.dedup();
+    wanted
+}
+
 /// One flush's reading of a thread: the host's documents, and the
 /// snapshots of derived protocols, each taken on first use.
 pub(super) struct ThreadDocuments<'a> {
     pub(super) thread: &'a Thread,
-    scope: &'a ThreadScope,
     documents: Arc<crate::ledger::Folded<DocumentsState>>,
-    snapshots: Mutex<BTreeMap<ProtocolName, Snapshot>>,
+    /// Every derived protocol's snapshot, with what the thread's
+    /// attaches will read of it already read.
+    snapshots: BTreeMap<ProtocolName, Snapshot>,
     /// Compatibility views projected in this flush.
     pub(super) projections: Mutex<BTreeMap<ViewKey, Result<projection::Projected, String>>>,
 }
 
 impl ThreadDocuments<'_> {
+    /// The derived protocol's snapshot taken for this flush.
     pub(super) fn snapshot(
         &self,
         protocol: &ProtocolName,
-        source: &Arc<dyn DocumentSource>,
+        _source: &Arc<dyn DocumentSource>,
     ) -> Snapshot {
-        lock(&self.snapshots)
-            .entry(protocol.clone())
-            .or_insert_with(|| source.snapshot(self.scope))
-            .clone()
+        self.snapshots
+            .get(protocol)
+            .cloned()
+            .unwrap_or_else(|| Err(format!("no snapshot of {protocol} was taken")))
     }
 
     pub(super) fn documents(&self) -> &DocumentsState {
@@ -42,17 +64,43 @@ impl ThreadDocuments<'_> {
 }
 
 impl Host {
-    /// Reads `thread`'s documents for one flush.
-    pub(super) fn thread_documents<'a>(
+    /// Reads `thread`'s documents for one flush: the host's documents and
+    /// a snapshot of every derived protocol, each with what the thread's
+    /// attaches (and a view for nobody in particular) will read of it.
+    pub(super) async fn thread_documents<'a>(
         &'a self,
         thread: &'a Thread,
     ) -> Result<ThreadDocuments<'a>, HostError> {
+        self.thread_documents_with(thread, None).await
+    }
+
+    /// [`Host::thread_documents`], reading also what `joining` (an attach
+    /// about to join the thread) will read.
+    pub(super) async fn thread_documents_with<'a>(
+        &'a self,
+        thread: &'a Thread,
+        joining: Option<&Arc<Attach>>,
+    ) -> Result<ThreadDocuments<'a>, HostError> {
+        let documents = self.inner.documents.state(&thread.documents).await?;
+        let mut snapshots = BTreeMap::new();
+        for (name, info) in &self.inner.protocols {
+            let Some(source) = &info.source else {
+                continue;
+            };
+            let snapshot = source.snapshot(&thread.scope).await;
+            if let Ok(snapshot) = &snapshot {
+                let wanted = wanted_by_attaches(thread, joining, snapshot.as_ref());
+                if !wanted.is_empty() {
+                    snapshot.read_wanted(wanted).await;
+                }
+            }
+            snapshots.insert(name.clone(), snapshot);
+        }
         Ok(ThreadDocuments {
             thread,
-            scope: &thread.scope,
             projections: Mutex::new(BTreeMap::new()),
-            documents: self.inner.documents.state(&thread.documents)?,
-            snapshots: Mutex::new(BTreeMap::new()),
+            documents,
+            snapshots,
         })
     }
 
@@ -139,8 +187,13 @@ impl Host {
     }
 
     /// Sends `attach` its view diff, then `answers`, in one packet.
-    pub(super) fn flush_attach(&self, attach: &Arc<Attach>, answers: Vec<Answer>, dur: Vec<Dur>) {
-        match self.thread_documents(&attach.thread) {
+    pub(super) async fn flush_attach(
+        &self,
+        attach: &Arc<Attach>,
+        answers: Vec<Answer>,
+        dur: Vec<Dur>,
+    ) {
+        match self.thread_documents(&attach.thread).await {
             Ok(documents) => self.flush_with(attach, &documents, answers, dur),
             Err(error) => self.end(attach, server_fin(error)),
         }
@@ -176,7 +229,7 @@ impl Host {
     /// Flushes every attach of the thread but `except` (which its caller
     /// flushes with its answers): after a document commit, or when a
     /// derived protocol's stream moved.
-    pub(super) fn flush_thread(&self, thread: &Arc<Thread>, except: Option<u64>) {
+    pub(super) async fn flush_thread(&self, thread: &Arc<Thread>, except: Option<u64>) {
         let attaches: Vec<Arc<Attach>> = lock(&thread.attaches)
             .values()
             .filter(|a| Some(a.id) != except)
@@ -185,7 +238,7 @@ impl Host {
         if attaches.is_empty() {
             return;
         }
-        let documents = match self.thread_documents(thread) {
+        let documents = match self.thread_documents(thread).await {
             Ok(documents) => documents,
             Err(error) => {
                 let fin = server_fin(error);

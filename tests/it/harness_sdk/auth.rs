@@ -171,7 +171,11 @@ async fn every_route_refuses_missing_or_wrong_credentials_and_discloses_nothing(
 
     // Nothing refused was recorded, and the Studio door agrees on the
     // scheme.
-    let streams: Vec<String> = ledger.streams().map(|s| s.unwrap().to_string()).collect();
+    let streams: Vec<String> = crate::support::streams(&ledger)
+        .await
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     assert!(streams.is_empty(), "refused requests wrote {streams:?}");
     let studio = StudioClient {
         token: None,

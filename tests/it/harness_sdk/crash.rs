@@ -143,9 +143,10 @@ async fn a_sigkilled_server_runs_each_replayed_command_once() {
     )
     .unwrap();
     let keys: Vec<String> = ledger
-        .read(&stream, 0)
+        .read_to_end(&stream, 0)
+        .await
         .unwrap()
-        .map(Result::unwrap)
+        .into_iter()
         .filter(|r| r.kind() == StudioKind::RequestApplied as u16)
         .map(|r| RequestApplied::from_record(&r).unwrap().unwrap().key)
         .collect();
@@ -157,7 +158,7 @@ async fn a_sigkilled_server_runs_each_replayed_command_once() {
         keys.len(),
         "a command applied twice: {keys:?}"
     );
-    let folded = ledger.fold::<ThreadFold>(&stream).unwrap();
+    let folded = ledger.fold::<ThreadFold>(&stream).await.unwrap();
     assert_eq!(main_document("crash-1", &folded.state), live_main);
     assert_eq!(
         folded.state.conversation.turns.len(),

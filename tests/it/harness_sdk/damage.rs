@@ -26,9 +26,9 @@ async fn a_damaged_thread_is_refused_with_a_final_fin_that_names_the_damage() {
     }
     let lane = {
         let (ledger, _) = open(dir.path());
-        let lane = ledger
-            .streams()
-            .map(Result::unwrap)
+        let lane = crate::support::streams(&ledger)
+            .await
+            .into_iter()
             .find(|s| s.as_str().contains("/damaged/lane/"))
             .expect("the damaged thread's lane");
         drop(ledger);

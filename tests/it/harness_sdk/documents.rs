@@ -58,8 +58,8 @@ fn claim(segment: u32, turn: u32) -> NewRecord {
 }
 
 /// The reply's document as the fold builds it now.
-fn reply(ledger: &Ledger, stream: &StreamKey, id: &str) -> Value {
-    let folded = ledger.fold::<ThreadFold>(stream).unwrap();
+async fn reply(ledger: &Ledger, stream: &StreamKey, id: &str) -> Value {
+    let folded = ledger.fold::<ThreadFold>(stream).await.unwrap();
     let current = folded.state.current.as_ref().unwrap();
     message_document(current.message(id).unwrap())
 }
@@ -89,7 +89,7 @@ async fn a_delta_is_one_replace_of_the_reply_text() {
     let mut table = DocTable::default();
     let first: View = [(
         identity.clone(),
-        Arc::new(reply(&ledger, &stream, "t1-seg1")),
+        Arc::new(reply(&ledger, &stream, "t1-seg1").await),
     )]
     .into();
     table.update(&first);
@@ -104,7 +104,7 @@ async fn a_delta_is_one_replace_of_the_reply_text() {
         ),
     )
     .await;
-    let second: View = [(identity, Arc::new(reply(&ledger, &stream, "t1-seg1")))].into();
+    let second: View = [(identity, Arc::new(reply(&ledger, &stream, "t1-seg1").await))].into();
     let ops = serde_json::to_value(table.update(&second)).unwrap();
     let text_ops: Vec<&Value> = ops
         .as_array()
@@ -127,15 +127,15 @@ async fn a_pause_names_its_reply_and_an_older_turn_folds_from_its_records() {
     let plan = json!({"event": "plan.proposed", "seq": 1, "interrupt_id": "int-1-1",
                       "plan_version_id": "pv-1", "version": 1, "steps": []});
     append(&ledger, &stream, frame(1, 1, 1, plan.clone())).await;
-    let folded = ledger.fold::<ThreadFold>(&stream).unwrap();
+    let folded = ledger.fold::<ThreadFold>(&stream).await.unwrap();
     let main = main_document("d2", &folded.state);
     assert_eq!(main["status"], "paused_plan");
     assert_eq!(main["pause"]["message_id"], "t1-seg1");
     assert_eq!(main["pause"]["frame"], plan);
 
-    let second_turn_at = ledger.head(&stream).unwrap();
+    let second_turn_at = ledger.head(&stream).await.unwrap();
     append(&ledger, &stream, turn(2, "second")).await;
-    let folded = ledger.fold::<ThreadFold>(&stream).unwrap();
+    let folded = ledger.fold::<ThreadFold>(&stream).await.unwrap();
     assert_eq!(folded.state.current.as_ref().unwrap().turn, 2);
     assert_eq!(
         folded.state.index[0].messages,
@@ -143,9 +143,10 @@ async fn a_pause_names_its_reply_and_an_older_turn_folds_from_its_records() {
         "the index keeps older turns' ids"
     );
     let records = ledger
-        .read(&stream, 0)
+        .read_to_end(&stream, 0)
+        .await
         .unwrap()
-        .map(Result::unwrap)
+        .into_iter()
         .take_while(|r| r.position() < second_turn_at);
     let older = TurnTranscript::from_records(1, records).unwrap();
     let document = message_document(older.message("t1-seg1").unwrap());

@@ -7,16 +7,15 @@
 
 use std::path::Path;
 
-use ledgerwire::ledger::damage::Damage;
+use ledgerwire::ledger::local::Damage;
+use ledgerwire::ledger::local::{LocalError, LocalStore, OpenMode};
 use ledgerwire::ledger::probe::{Probe, ProbeFold};
-use ledgerwire::ledger::{
-    Durability, ExpectedPosition, FoldCache, Ledger, LedgerError, NewRecord, OpenMode, Payload,
-};
+use ledgerwire::ledger::{Durability, ExpectedPosition, FoldCache, NewRecord, Payload};
 use ledgerwire::studio::auth::Principal;
 use serde_json::{Value, json};
 
 use crate::support::{
-    ServerProcess, StudioClient, binary, ledgerwire_ok, open, quick_studio, scratch,
+    ServerProcess, StudioClient, binary, ledgerwire_ok, open, open_local, quick_studio, scratch,
     start_stoppable_studio, stream,
 };
 
@@ -64,12 +63,12 @@ fn flip_entry_in_data_file(dir: &Path, name: &str, needle: &[u8]) -> usize {
     let value = {
         let db = crate::support::open_sled(dir);
         let log = db.open_tree("log").unwrap();
-        let files = ledgerwire::ledger::journal::JournalFiles::new(dir);
+        let files = ledgerwire::ledger::local::testing::JournalFiles::new(dir);
         let key = stream(name);
-        log.scan_prefix(ledgerwire::ledger::record::stream_prefix(&key))
+        log.scan_prefix(ledgerwire::ledger::local::testing::stream_prefix(&key))
             .map(|entry| entry.unwrap().1)
             .find(|value| {
-                ledgerwire::ledger::entry::envelopes(value.clone(), &files)
+                ledgerwire::ledger::local::testing::envelopes(value.clone(), &files)
                     .any(|envelope| envelope.unwrap().windows(needle.len()).any(|w| w == needle))
             })
             .expect("an entry holding the needle")
@@ -111,7 +110,7 @@ const FILL_ENTRIES_PER_MB: u64 = 6_000;
 
 /// [`fill`] into streams named `name` and five digits.
 fn fill_stream(dir: &Path, name: &str, megabytes: u64) {
-    let (ledger, _) = open(dir);
+    let (ledger, _) = open_local(dir);
     for n in 0..megabytes * FILL_ENTRIES_PER_MB {
         ledger
             .append_blocking(
@@ -130,7 +129,7 @@ fn fill_stream(dir: &Path, name: &str, megabytes: u64) {
 /// leaves (a leaf holds up to 17 entries, an entry here up to 32 records),
 /// and the leaf holding the marked record holds records of `d/b` only.
 fn marked_store(dir: &Path) {
-    let (ledger, _) = open(dir);
+    let (ledger, _) = open_local(dir);
     for name in ["d/a", "d/b", "d/c"] {
         for n in 0..3_000 {
             let marked = name == "d/b" && n == 1_500;
@@ -191,7 +190,7 @@ fn records_sled_drops_at_damage_it_takes_for_the_end_of_its_log_are_named_lost()
     marked_store(dir.path());
     // The damaged entry is the last sled wrote: past sled's snapshot.
     {
-        let (ledger, _) = open(dir.path());
+        let (ledger, _) = open_local(dir.path());
         ledger
             .append_blocking(
                 &stream("d/b"),
@@ -230,24 +229,25 @@ fn records_sled_drops_at_damage_it_takes_for_the_end_of_its_log_are_named_lost()
     assert!(String::from_utf8_lossy(&output.stderr).contains("records are lost"));
 }
 
-#[test]
-fn a_damaged_fold_snapshot_is_discarded_and_rebuilt() {
+#[tokio::test]
+async fn a_damaged_fold_snapshot_is_discarded_and_rebuilt() {
     let dir = scratch();
     let key = stream("t/snapshotted");
     let expected = {
         let (ledger, _) = open(dir.path());
         let records = (0..40).map(|n| probe(n, vec![0; 8])).collect();
         ledger
-            .append_blocking(
+            .append(
                 &key,
                 ExpectedPosition::Exactly(0),
                 records,
                 Durability::Durable,
             )
+            .await
             .unwrap();
         let cache = FoldCache::<ProbeFold>::with_limits(ledger.clone(), 8, 4);
-        let state = cache.state(&key).unwrap().state.clone();
-        ledger.flush_blocking().unwrap();
+        let state = cache.state(&key).await.unwrap().state.clone();
+        ledger.flush().await.unwrap();
         state
     };
     // Damage every stored snapshot: one cut short, the others flipped.
@@ -275,11 +275,11 @@ fn a_damaged_fold_snapshot_is_discarded_and_rebuilt() {
     assert!(report.is_clean());
     let cache = FoldCache::<ProbeFold>::with_limits(ledger.clone(), 8, 4);
     assert_eq!(
-        cache.state(&key).unwrap().state,
+        cache.state(&key).await.unwrap().state,
         expected,
         "folded from the records"
     );
-    ledger.flush_blocking().unwrap();
+    ledger.flush().await.unwrap();
     drop(cache);
     drop(ledger);
     let db = crate::support::open_sled(dir.path());
@@ -323,8 +323,8 @@ fn turn(conversation: &str, message: &str) -> Value {
 async fn a_damaged_sled_snapshot_is_named_by_verify_and_set_aside_by_serve() {
     let dir = scratch();
     {
-        let (ledger, _) = open(dir.path());
-        let (addr, server) = start_stoppable_studio(ledger, quick_studio()).await;
+        let (ledger, _) = open_local(dir.path());
+        let (addr, server) = start_stoppable_studio(ledger.ledger(), quick_studio()).await;
         let client = StudioClient::new(addr, "operator");
         let frames = client
             .stream("/api/studio/turn", &turn("kept", "hello"))
@@ -378,9 +378,9 @@ async fn a_damaged_conversation_is_refused_by_name_and_the_health_routes_say_so(
     // stores give one where the damage is met reading the conversation.
     for _ in 0..MAX_DAMAGE_ATTEMPTS {
         let (dir, intact) = damaged_conversation_store().await;
-        match Ledger::open_scrubbing(dir.path(), OpenMode::MustExist) {
+        match LocalStore::open_scrubbing(dir.path(), OpenMode::MustExist) {
             Ok(ledger) => return serve_damaged(ledger, &intact).await,
-            Err(LedgerError::Damaged(Damage::DataFile { .. })) => continue,
+            Err(LocalError::Damaged(Damage::DataFile { .. })) => continue,
             Err(other) => panic!("{other}"),
         }
     }
@@ -405,8 +405,8 @@ async fn damaged_conversation_store() -> (tempfile::TempDir, String) {
     let between = format!("f/{}", "x".repeat(damaged_key.len() + 3));
     let intact = "i".repeat(20);
     {
-        let (ledger, _) = open(dir.path());
-        let (addr, server) = start_stoppable_studio(ledger, quick_studio()).await;
+        let (ledger, _) = open_local(dir.path());
+        let (addr, server) = start_stoppable_studio(ledger.ledger(), quick_studio()).await;
         let client = StudioClient::new(addr, "operator");
         for (conversation, message) in [(intact.as_str(), "hello"), ("damaged", marked.as_str())] {
             let frames = client
@@ -430,9 +430,9 @@ async fn damaged_conversation_store() -> (tempfile::TempDir, String) {
     (dir, intact)
 }
 
-async fn serve_damaged(ledger: Ledger, intact: &str) {
+async fn serve_damaged(ledger: LocalStore, intact: &str) {
     ledger.wait_for_scrub();
-    let (addr, _server) = start_stoppable_studio(ledger, quick_studio()).await;
+    let (addr, _server) = start_stoppable_studio(ledger.ledger(), quick_studio()).await;
     let client = StudioClient::new(addr, "operator");
     for (path, body) in [
         ("/api/studio/turn", turn("damaged", "hello again")),

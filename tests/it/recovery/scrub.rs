@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use ledgerwire::ledger::local::{LocalStore, OpenMode};
 use ledgerwire::ledger::probe::Probe;
-use ledgerwire::ledger::{Durability, ExpectedPosition, Ledger, OpenMode, Payload};
+use ledgerwire::ledger::{Durability, ExpectedPosition, Payload};
 
 use crate::support::{open, scratch, stream};
 
@@ -24,8 +25,8 @@ fn probe(writer: u32, n: u64) -> ledgerwire::ledger::NewRecord {
     .to_record()
 }
 
-#[test]
-fn the_scrubber_refuses_nothing_while_appends_race_it() {
+#[tokio::test]
+async fn the_scrubber_refuses_nothing_while_appends_race_it() {
     let dir = scratch();
     {
         let (ledger, _) = open(dir.path());
@@ -33,12 +34,13 @@ fn the_scrubber_refuses_nothing_while_appends_race_it() {
             let key = stream(&format!("m/{s:03}"));
             let records = (0..RECORDS_PER_STREAM).map(|n| probe(0, n)).collect();
             ledger
-                .append_blocking(&key, ExpectedPosition::Any, records, Durability::Buffered)
+                .append(&key, ExpectedPosition::Any, records, Durability::Buffered)
+                .await
                 .unwrap();
         }
-        ledger.flush_blocking().unwrap();
+        ledger.flush().await.unwrap();
     }
-    let ledger = Ledger::open_scrubbing(dir.path(), OpenMode::MustExist).unwrap();
+    let ledger = LocalStore::open_scrubbing(dir.path(), OpenMode::MustExist).unwrap();
     // Appends alternate between a stream the scan has passed (it sorts
     // first) and one it has yet to reach (it sorts last), so a scan that
     // judged them would see later global positions without earlier ones.
@@ -72,6 +74,6 @@ fn the_scrubber_refuses_nothing_while_appends_race_it() {
     assert!(ledger.corrupt_streams().is_empty());
     assert!(report.records >= STREAMS * RECORDS_PER_STREAM);
     // And the whole store, checked at rest, agrees.
-    let full = ledger.verify().unwrap();
+    let full = ledger.ledger().verify().await.unwrap();
     assert!(full.is_clean(), "{:?}", full.problems);
 }

@@ -53,7 +53,7 @@ impl Log {
                 timestamp_ms: 0,
             };
             let bytes = encode(&header, &stream, &new.payload);
-            let record = Record::decode(sled::IVec::from(bytes), stream.as_str(), position as u64)
+            let record = Record::decode(bytes.into(), stream.as_str(), position as u64)
                 .expect("a well-formed record");
             ConversationFold::apply(&mut state, &record).expect("the fold applies");
         }

@@ -54,14 +54,16 @@ impl SourceSnapshot for Count {
     }
 }
 
+#[async_trait::async_trait]
 impl DocumentSource for Tally {
     fn stream(&self, thread: &ThreadScope) -> Result<StreamKey, String> {
         Ok(stream_of(thread))
     }
-    fn snapshot(&self, thread: &ThreadScope) -> Result<Arc<dyn SourceSnapshot>, String> {
+    async fn snapshot(&self, thread: &ThreadScope) -> Result<Arc<dyn SourceSnapshot>, String> {
         let count = self
             .ledger
             .head(&stream_of(thread))
+            .await
             .map_err(|e| e.to_string())?;
         Ok(Arc::new(Count(Arc::new(json!({"count": count})))))
     }
@@ -72,7 +74,7 @@ impl DocumentSource for Tally {
 }
 
 async fn append(ledger: &Ledger, stream: &StreamKey) {
-    let position = ledger.head(stream).unwrap();
+    let position = ledger.head(stream).await.unwrap();
     ledger
         .append(
             stream,

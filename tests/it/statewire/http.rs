@@ -307,10 +307,11 @@ async fn negotiation_failures_are_json_fins_and_change_nothing() {
             &ClientId::new("c3").unwrap(),
             &ProtocolName::new("acme-chat").unwrap(),
         )
+        .await
         .unwrap();
     assert_eq!(lane.watermark, 0);
     assert_eq!(
-        ledger.streams().count(),
+        crate::support::streams(&ledger).await.len(),
         0,
         "a failed negotiation wrote records"
     );

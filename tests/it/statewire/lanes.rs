@@ -132,6 +132,7 @@ async fn a_killed_client_replays_and_each_command_runs_exactly_once() {
             &ClientId::new("killed").unwrap(),
             &ProtocolName::new("acme-chat").unwrap(),
         )
+        .await
         .unwrap();
     assert_eq!(lane.watermark, COMMANDS);
     assert!(lane.pending.is_empty());

@@ -110,7 +110,11 @@ async fn every_failure_row_is_a_fin_then_close_1008() {
         assert_eq!(packet["fin"]["code"], "invalid-negotiation", "{message}");
         expect_close_1008(&mut socket).await;
     }
-    assert_eq!(ledger.streams().count(), 0, "failed attaches wrote records");
+    assert_eq!(
+        crate::support::streams(&ledger).await.len(),
+        0,
+        "failed attaches wrote records"
+    );
 }
 
 #[tokio::test]
@@ -166,7 +170,7 @@ async fn the_statewire_subprotocol_is_required() {
 
 #[tokio::test]
 async fn a_stopped_server_lets_go_of_the_store_once_its_websocket_clients_left() {
-    use ledgerwire::ledger::{Ledger, OpenMode};
+    use ledgerwire::ledger::local::OpenMode;
     use ledgerwire::statewire::client::{Connection, Session};
     use ledgerwire::statewire::ids::ClientId;
 
@@ -186,7 +190,7 @@ async fn a_stopped_server_lets_go_of_the_store_once_its_websocket_clients_left()
     // for it (LOCK_WAIT_MS), far less than a fin's delivery bound.
     let reopened = tokio::task::spawn_blocking({
         let path = dir.path().to_owned();
-        move || Ledger::open(path, OpenMode::MustExist).map(drop)
+        move || ledgerwire::ledger::local::open(path, OpenMode::MustExist).map(drop)
     })
     .await
     .unwrap();

@@ -156,12 +156,13 @@ impl Recent {
     }
 
     /// The records of `stream` from `from` to its end, if held.
-    pub fn read(&self, stream: &StreamKey, from: u64) -> Lookup {
+    pub fn read(&self, stream: &StreamKey, from: u64, max_records: usize) -> Lookup {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         match inner.streams.get(stream) {
             Some(tail) if tail.first <= from && from <= tail.next() => {
                 let skip = (from - tail.first) as usize;
-                Lookup::Held(tail.records.iter().skip(skip).cloned().collect())
+                let records = tail.records.iter().skip(skip).take(max_records);
+                Lookup::Held(records.cloned().collect())
             }
             _ => Lookup::Missing,
         }
@@ -244,7 +245,7 @@ mod tests {
         let recent = Recent::default();
         let mut retired = Vec::new();
         let s = StreamKey::new("r/s").unwrap();
-        assert!(matches!(recent.read(&s, 0), Lookup::Missing));
+        assert!(matches!(recent.read(&s, 0, usize::MAX), Lookup::Missing));
         recent.extend(
             &[(s.clone(), vec![record(&s, 3), record(&s, 4)])],
             u64::MAX,
@@ -255,17 +256,17 @@ mod tests {
             Lookup::Held(records) => Some(positions(&records)),
             Lookup::Missing => None,
         };
-        assert_eq!(held(recent.read(&s, 4)), Some(vec![4]));
-        assert_eq!(held(recent.read(&s, 5)), Some(vec![]));
-        assert_eq!(held(recent.read(&s, 2)), None);
-        assert_eq!(held(recent.read(&s, 6)), None);
+        assert_eq!(held(recent.read(&s, 4, usize::MAX)), Some(vec![4]));
+        assert_eq!(held(recent.read(&s, 5, usize::MAX)), Some(vec![]));
+        assert_eq!(held(recent.read(&s, 2, usize::MAX)), None);
+        assert_eq!(held(recent.read(&s, 6, usize::MAX)), None);
         // Below twice the bound, nothing goes.
         let keep = RECENT_RECORDS_PER_STREAM as u64;
         let some: Vec<Record> = (5..2 * keep + 2).map(|p| record(&s, p)).collect();
         recent.extend(&[(s.clone(), some)], u64::MAX, &mut retired);
         assert!(retired.is_empty());
         assert_eq!(
-            held(recent.read(&s, 3)).map(|p| p.len() as u64),
+            held(recent.read(&s, 3, usize::MAX)).map(|p| p.len() as u64),
             Some(2 * keep - 1)
         );
         // At twice the bound, the older records go to `retired`, in order.
@@ -275,9 +276,9 @@ mod tests {
             &mut retired,
         );
         assert_eq!(positions(&retired), (3..keep + 3).collect::<Vec<_>>());
-        assert_eq!(held(recent.read(&s, keep + 2)), None);
+        assert_eq!(held(recent.read(&s, keep + 2, usize::MAX)), None);
         assert_eq!(
-            held(recent.read(&s, keep + 3)).map(|p| p.len() as u64),
+            held(recent.read(&s, keep + 3, usize::MAX)).map(|p| p.len() as u64),
             Some(keep)
         );
         recent.forget("r/s");
@@ -296,7 +297,7 @@ mod tests {
         // Nothing below global 0 is in sled: every record stays.
         recent.extend(&[(s.clone(), many)], 0, &mut retired);
         assert!(retired.is_empty());
-        let held = |from| match recent.read(&s, from) {
+        let held = |from| match recent.read(&s, from, usize::MAX) {
             Lookup::Held(records) => Some(records.len() as u64),
             Lookup::Missing => None,
         };

@@ -16,8 +16,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::ledger::error::{LedgerError, Result};
-use crate::ledger::{AppendOutcome, Shared};
+use crate::ledger::AppendOutcome;
+use crate::ledger::error::LedgerError;
+use crate::ledger::local::Shared;
+use crate::ledger::local::error::{LocalError, Result};
 
 /// Longest a group waits for the rest of its writers, in microseconds. A
 /// sync of a group costs 100–300 µs on the development machine; waiting a fraction of that for writers
@@ -271,7 +273,7 @@ pub(crate) fn commit(shared: &Shared, waiters: Vec<Waiter>) {
     // the lost pages (the kernel drops them on a writeback error), so
     // nothing is acknowledged once the ledger is poisoned.
     let result = match shared.poisoned() {
-        Some(reason) => Err(LedgerError::Poisoned { reason }),
+        Some(reason) => Err(LedgerError::Poisoned { reason }.into()),
         None => shared.make_durable(),
     };
     let synced = started.elapsed();
@@ -300,13 +302,14 @@ pub(crate) fn commit(shared: &Shared, waiters: Vec<Waiter>) {
             shared.advance_watermark_now_and_then(covered);
         }
         Err(error) => {
-            if !matches!(error, LedgerError::Poisoned { .. }) {
+            if !matches!(error, LocalError::Ledger(LedgerError::Poisoned { .. })) {
                 shared.poison(format!("flush failed: {error}"));
             }
             for waiter in waiters {
                 waiter.resolve(Err(LedgerError::Poisoned {
                     reason: error.to_string(),
-                }));
+                }
+                .into()));
             }
         }
     }

@@ -6,8 +6,8 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::ledger::damage;
-use crate::ledger::error::{LedgerError, Result, StoreProblem};
+use crate::ledger::local::damage;
+use crate::ledger::local::error::{LocalError, Result, StoreProblem};
 
 /// Version of the store as a whole (marker file, tree names, key layout,
 /// the journal). Bumped only when a change makes old code misread a new
@@ -34,8 +34,8 @@ pub enum OpenMode {
     MustExist,
 }
 
-fn problem(path: &Path, problem: StoreProblem) -> LedgerError {
-    LedgerError::Store {
+fn problem(path: &Path, problem: StoreProblem) -> LocalError {
+    LocalError::Store {
         path: path.to_path_buf(),
         problem,
     }
@@ -85,7 +85,7 @@ pub fn open_sled(path: &Path, mode: OpenMode) -> Result<sled::Db> {
                 std::thread::sleep(std::time::Duration::from_millis(LOCK_RETRY_MS));
             }
             Ok(Err(error)) if damage::is_damage(&error) => {
-                return Err(LedgerError::Damaged(damage::of_failed_open(
+                return Err(LocalError::Damaged(damage::of_failed_open(
                     path,
                     error.to_string(),
                 )));
@@ -97,7 +97,7 @@ pub fn open_sled(path: &Path, mode: OpenMode) -> Result<sled::Db> {
                     .map(|s| (*s).to_owned())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "it stopped while recovering".to_owned());
-                return Err(LedgerError::Damaged(damage::of_failed_open(
+                return Err(LocalError::Damaged(damage::of_failed_open(
                     path,
                     format!("recovery failed: {detail}"),
                 )));
@@ -107,7 +107,7 @@ pub fn open_sled(path: &Path, mode: OpenMode) -> Result<sled::Db> {
 }
 
 /// An I/O failure of opening, naming the path and what was being done.
-fn io_problem(path: &Path, action: &'static str) -> impl FnOnce(std::io::Error) -> LedgerError {
+fn io_problem(path: &Path, action: &'static str) -> impl FnOnce(std::io::Error) -> LocalError {
     move |error| problem(path, StoreProblem::Io { action, error })
 }
 
@@ -134,7 +134,7 @@ pub fn refuse_damaged_snapshots(path: &Path) -> Result<()> {
         return Ok(());
     }
     match damage::damaged_snapshots(path)?.pop() {
-        Some(file) => Err(LedgerError::Damaged(damage::Damage::Snapshot { file })),
+        Some(file) => Err(LocalError::Damaged(damage::Damage::Snapshot { file })),
         None => Ok(()),
     }
 }

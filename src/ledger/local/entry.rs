@@ -28,10 +28,12 @@
 //! journal's. The price is a `pread` per extent for a record no cache
 //! holds.
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::ledger::error::Corruption;
-use crate::ledger::journal::JournalFiles;
+use crate::ledger::local::journal::JournalFiles;
+use crate::ledger::local::keys;
 use crate::ledger::record::{self, Record, StreamKey};
 
 /// The first byte of a pointer value (an envelope's first byte is its
@@ -120,7 +122,7 @@ pub(crate) struct Cut<'a> {
 
 impl Cut<'_> {
     pub fn covered_keys(&self) -> impl Iterator<Item = Vec<u8>> + '_ {
-        (self.first + 1..self.first + self.count).map(|p| record::record_key(self.stream, p))
+        (self.first + 1..self.first + self.count).map(|p| keys::record_key(self.stream, p))
     }
 }
 
@@ -214,7 +216,7 @@ impl Pointer {
 
     fn finish<'a>(self, stream: &'a StreamKey, first: &Record) -> Cut<'a> {
         Cut {
-            key: record::record_key(stream, first.position()),
+            key: keys::record_key(stream, first.position()),
             value: self.encode(),
             stream,
             first: first.position(),
@@ -386,7 +388,7 @@ pub fn span(value: &sled::IVec) -> u64 {
     match Pointer::decode(value) {
         Some(Ok(pointer)) => pointer.count,
         Some(Err(_)) => 1,
-        None => inline_envelopes(value.clone()).count() as u64,
+        None => inline_envelopes(Bytes::from_owner(value.clone())).count() as u64,
     }
 }
 
@@ -395,7 +397,7 @@ pub fn span(value: &sled::IVec) -> u64 {
 pub fn first_global(value: &sled::IVec) -> Result<u64, Corruption> {
     match Pointer::decode(value) {
         Some(pointer) => Ok(pointer?.first_global),
-        None => match inline_envelopes(value.clone()).next() {
+        None => match inline_envelopes(Bytes::from_owner(value.clone())).next() {
             Some(envelope) => Ok(Record::from_envelope(envelope?)?.global_position()),
             None => Err(Corruption::Truncated { len: 0 }),
         },
@@ -406,17 +408,17 @@ pub fn first_global(value: &sled::IVec) -> Result<u64, Corruption> {
 /// a pointer, cut from the value itself otherwise.
 pub fn envelopes(value: sled::IVec, files: &JournalFiles) -> Envelopes {
     match Pointer::decode(&value) {
-        None => inline_envelopes(value),
+        None => inline_envelopes(Bytes::from_owner(value)),
         Some(pointer) => match pointer.and_then(|p| Ok((p.read(files)?, p.count))) {
             Ok((raw, count)) => Envelopes {
-                value: sled::IVec::from(raw),
+                value: Bytes::from(raw),
                 offset: 0,
                 done: false,
                 failed: None,
                 prefixed: Some(count),
             },
             Err(corruption) => Envelopes {
-                value: sled::IVec::from(&[][..]),
+                value: Bytes::new(),
                 offset: 0,
                 done: false,
                 failed: Some(corruption),
@@ -429,7 +431,7 @@ pub fn envelopes(value: sled::IVec, files: &JournalFiles) -> Envelopes {
 /// The envelopes of a value of records, in order, each cut at the length
 /// its header states (checksums are checked when a record is decoded). A
 /// value that ends inside an envelope yields `Truncated` for it and ends.
-fn inline_envelopes(value: sled::IVec) -> Envelopes {
+fn inline_envelopes(value: Bytes) -> Envelopes {
     Envelopes {
         value,
         offset: 0,
@@ -441,7 +443,7 @@ fn inline_envelopes(value: sled::IVec) -> Envelopes {
 
 /// The iterator [`envelopes`] returns.
 pub struct Envelopes {
-    value: sled::IVec,
+    value: Bytes,
     offset: usize,
     done: bool,
     /// A pointer that could not be read: the one item.
@@ -455,7 +457,7 @@ impl Envelopes {
     /// The next of `due` length-prefixed envelopes: its length word must
     /// be the length its header states, and the bytes must end with the
     /// last one.
-    fn next_prefixed(&mut self, due: u64) -> Option<Result<sled::IVec, Corruption>> {
+    fn next_prefixed(&mut self, due: u64) -> Option<Result<Bytes, Corruption>> {
         let rest = self.value.len() - self.offset;
         if due == 0 {
             self.done = true;
@@ -475,7 +477,7 @@ impl Envelopes {
             Some(len) => {
                 self.offset = at + len;
                 self.prefixed = Some(due - 1);
-                Some(Ok(self.value.subslice(at, len)))
+                Some(Ok(self.value.slice(at..at + len)))
             }
             None => {
                 self.done = true;
@@ -486,7 +488,7 @@ impl Envelopes {
 }
 
 impl Iterator for Envelopes {
-    type Item = Result<sled::IVec, Corruption>;
+    type Item = Result<Bytes, Corruption>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if let Some(corruption) = self.failed.take() {
@@ -505,7 +507,7 @@ impl Iterator for Envelopes {
         }
         match record::envelope_len(&self.value[self.offset..]) {
             Some(len) if len <= rest => {
-                let envelope = self.value.subslice(self.offset, len);
+                let envelope = self.value.slice(self.offset..self.offset + len);
                 self.offset += len;
                 Some(Ok(envelope))
             }
@@ -520,7 +522,7 @@ impl Iterator for Envelopes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::journal::{self, JournalWriter};
+    use crate::ledger::local::journal::{self, JournalWriter};
     use crate::ledger::record::{FORMAT_VERSION, Header};
 
     fn record(stream: &StreamKey, position: u64, payload_len: usize) -> Record {
@@ -532,7 +534,7 @@ mod tests {
             timestamp_ms: 7,
         };
         let bytes = record::encode(&header, stream, &vec![position as u8; payload_len]);
-        Record::encoded(sled::IVec::from(bytes), header)
+        Record::encoded(Bytes::from(bytes), header)
     }
 
     /// Writes `records` to a fresh journal as one round per record and
@@ -580,7 +582,7 @@ mod tests {
         let run = journaled(dir.path(), &stream, records);
         let cuts = cut(std::slice::from_ref(&run));
         assert_eq!(cuts.len(), 1);
-        assert_eq!(cuts[0].key, record::record_key(&stream, 3));
+        assert_eq!(cuts[0].key, keys::record_key(&stream, 3));
         assert_eq!(cuts[0].covered_keys().count(), 4);
         let value = sled::IVec::from(cuts[0].value.as_slice());
         assert!(

@@ -15,12 +15,14 @@ use std::sync::Arc;
 
 use std::sync::atomic::Ordering;
 
-use crate::ledger::Shared;
-use crate::ledger::damage;
-use crate::ledger::entry;
-use crate::ledger::error::{Corruption, LedgerError, Result};
-use crate::ledger::recent::Lookup;
-use crate::ledger::record::{self, Record, StreamKey, stream_prefix};
+use crate::ledger::error::{Corruption, LedgerError};
+use crate::ledger::local::Shared;
+use crate::ledger::local::damage;
+use crate::ledger::local::entry;
+use crate::ledger::local::error::{LocalError, Result};
+use crate::ledger::local::keys::{self, stream_prefix};
+use crate::ledger::local::recent::Lookup;
+use crate::ledger::record::{Record, StreamKey};
 
 /// An iterator over one stream's records, in position order. It stops at
 /// the first bad record, which it reports as [`LedgerError::Corrupt`].
@@ -90,7 +92,7 @@ impl StreamReader {
 /// sled's entries of `stream` from the one holding position `from` on.
 fn stream_range(log: &sled::Tree, stream: &StreamKey, from: u64) -> sled::Iter {
     let prefix = stream_prefix(stream);
-    let at = record::record_key(stream, from);
+    let at = keys::record_key(stream, from);
     // The entry holding `from` has the greatest key up to `from`'s (the
     // stream's first entry holds position 0). If sled cannot read there,
     // the read starts at `from`'s key and names the records it cannot
@@ -121,7 +123,7 @@ impl Iterator for StreamReader {
 
 impl SledReader {
     /// Reports a bad record and refuses the stream from now on.
-    fn corrupt(&mut self, corruption: Corruption) -> LedgerError {
+    fn corrupt(&mut self, corruption: Corruption) -> LocalError {
         self.failed = true;
         tracing::error!(stream = %self.stream, position = self.next_position, %corruption, "corrupt record");
         let mut corrupt = self
@@ -138,6 +140,7 @@ impl SledReader {
             position: self.next_position,
             corruption,
         }
+        .into()
     }
 }
 
@@ -177,12 +180,13 @@ impl Shared {
                     stream: stream.to_string(),
                     position: 0,
                     corruption,
-                })
+                }
+                .into())
             }
             Some(found) => {
                 let (key, value) = found?;
                 let (_, position) =
-                    record::parse_record_key(&key).ok_or_else(|| LedgerError::Corrupt {
+                    keys::parse_record_key(&key).ok_or_else(|| LedgerError::Corrupt {
                         stream: stream.to_string(),
                         position: 0,
                         corruption: Corruption::BadKey,
@@ -217,7 +221,10 @@ impl SledReader {
             if !self.progressed {
                 return None;
             }
-            if let Lookup::Held(records) = self.shared.recent.read(&self.stream, self.next_position)
+            if let Lookup::Held(records) =
+                self.shared
+                    .recent
+                    .read(&self.stream, self.next_position, usize::MAX)
             {
                 self.held = Some(records.into_iter());
                 continue;
@@ -283,7 +290,7 @@ impl SledReader {
                 return Some(Err(error.into()));
             }
         };
-        let Some((_, position)) = record::parse_record_key(&key) else {
+        let Some((_, position)) = keys::parse_record_key(&key) else {
             return Some(Err(self.corrupt(Corruption::BadKey)));
         };
         let holds_the_start =
@@ -304,7 +311,8 @@ impl SledReader {
 
 #[cfg(test)]
 mod tests {
-    use crate::ledger::{Durability, ExpectedPosition, Ledger, NewRecord, OpenMode, StreamKey};
+    use crate::ledger::local::{LocalStore, OpenMode};
+    use crate::ledger::{Durability, ExpectedPosition, NewRecord, StreamKey};
     use std::sync::atomic::Ordering;
 
     /// What a reader sees while the indexer is halfway through its
@@ -313,7 +321,7 @@ mod tests {
     #[test]
     fn readers_of_sled_stop_at_the_end_of_the_rounds_wholly_applied() {
         let dir = tempfile::tempdir().expect("a scratch directory");
-        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
+        let (ledger, _) = LocalStore::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
         let stream = StreamKey::new("half/applied").expect("a key");
         let records = |from: u8, n: u8| {
             (from..from + n)
@@ -347,14 +355,14 @@ mod tests {
             .store(published, Ordering::Release);
         ledger.shared.recent.forget(stream.as_str());
         let seen: Vec<u64> = ledger
-            .read(&stream, 0)
+            .read_blocking(&stream, 0)
             .expect("read")
             .map(|record| record.expect("a record").position())
             .collect();
         assert_eq!(seen, vec![0, 1, 2]);
-        assert_eq!(ledger.head(&stream).expect("head"), 3);
+        assert_eq!(ledger.head_blocking(&stream).expect("head"), 3);
         let from_inside: Vec<u64> = ledger
-            .read(&stream, 1)
+            .read_blocking(&stream, 1)
             .expect("read")
             .map(|record| record.expect("a record").position())
             .collect();
@@ -363,9 +371,9 @@ mod tests {
             .shared
             .applied_next_global
             .store(published + 2, Ordering::Release);
-        assert_eq!(ledger.read(&stream, 0).expect("read").count(), 5);
-        assert_eq!(ledger.read(&stream, 4).expect("read").count(), 1);
-        assert_eq!(ledger.head(&stream).expect("head"), 5);
+        assert_eq!(ledger.read_blocking(&stream, 0).expect("read").count(), 5);
+        assert_eq!(ledger.read_blocking(&stream, 4).expect("read").count(), 1);
+        assert_eq!(ledger.head_blocking(&stream).expect("head"), 5);
     }
 
     /// Records the indexer has not applied yet are read from memory, also
@@ -373,7 +381,7 @@ mod tests {
     #[test]
     fn a_read_from_sled_goes_on_into_the_records_not_yet_indexed() {
         let dir = tempfile::tempdir().expect("a scratch directory");
-        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
+        let (ledger, _) = LocalStore::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
         let stream = StreamKey::new("not/indexed").expect("a key");
         let records = |n: usize| {
             (0..n)
@@ -400,19 +408,19 @@ mod tests {
         ledger.shared.index_queue.pause(true);
         append(100, 3);
         let positions: Vec<u64> = ledger
-            .read(&stream, 0)
+            .read_blocking(&stream, 0)
             .expect("read")
             .map(|record| record.expect("a record").position())
             .collect();
         assert_eq!(positions, (0..103).collect::<Vec<_>>());
-        assert_eq!(ledger.head(&stream).expect("head"), 103);
+        assert_eq!(ledger.head_blocking(&stream).expect("head"), 103);
         let applied = ledger.shared.applied_next_global();
         assert_eq!(applied, 100, "the indexer was held back");
         ledger.shared.index_queue.pause(false);
         ledger.shared.index_queue.wait_until_applied();
         assert_eq!(ledger.shared.applied_next_global(), 103);
         ledger.shared.recent.forget(stream.as_str());
-        assert_eq!(ledger.read(&stream, 0).expect("read").count(), 103);
-        assert_eq!(ledger.head(&stream).expect("head"), 103);
+        assert_eq!(ledger.read_blocking(&stream, 0).expect("read").count(), 103);
+        assert_eq!(ledger.head_blocking(&stream).expect("head"), 103);
     }
 }

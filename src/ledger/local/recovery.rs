@@ -11,9 +11,9 @@
 use std::fs::File;
 use std::path::Path;
 
-use super::error::{LedgerError, Result};
-use super::record::NEXT_GLOBAL_KEY;
 use super::{damage, journal, powerloss, watermark};
+use crate::ledger::local::error::{LocalError, Result};
+use crate::ledger::local::keys::NEXT_GLOBAL_KEY;
 
 /// Brings sled up to date with the journal (every round it holds that
 /// sled lost, as entries pointing into it), makes sled hold all of it on
@@ -110,7 +110,7 @@ pub(super) fn sled_durable(
 pub(super) fn check_watermark(path: &Path, next_global: u64) -> Result<()> {
     match watermark::read(path) {
         Some(durable) if durable > next_global => {
-            Err(LedgerError::Damaged(damage::Damage::LostRecords {
+            Err(LocalError::Damaged(damage::Damage::LostRecords {
                 durable,
                 found: next_global,
             }))

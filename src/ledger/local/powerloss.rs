@@ -27,21 +27,29 @@
 //! Must never: be read by anything but tests; change what the ledger
 //! writes or when it acknowledges.
 
+#[cfg(feature = "test-hooks")]
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
+#[cfg(feature = "test-hooks")]
+use std::fs::OpenOptions;
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::ledger::journal::{self, JOURNAL_FILE_BYTES};
+#[cfg(feature = "test-hooks")]
+use crate::ledger::local::journal;
+use crate::ledger::local::journal::JOURNAL_FILE_BYTES;
 
+#[cfg(feature = "test-hooks")]
 /// TEST-ONLY: the directory a ledger writes its power-loss trace into.
 pub const TRACE_ENV: &str = "LEDGERWIRE_TEST_POWER_LOSS_TRACE";
 
+#[cfg(feature = "test-hooks")]
 /// TEST-ONLY: the journal's rotation size, in bytes (default
 /// `journal::JOURNAL_FILE_BYTES`).
 pub const JOURNAL_FILE_BYTES_ENV: &str = "LEDGERWIRE_TEST_JOURNAL_FILE_BYTES";
 
+#[cfg(feature = "test-hooks")]
 /// The list of syncs in a trace directory: `<journal file name> <length>`.
 const SYNCED_FILE: &str = "synced";
 /// sled's files as of the last checkpoint, in a trace directory.
@@ -68,6 +76,19 @@ impl Default for TestHooks {
 
 impl TestHooks {
     /// The hooks the environment asks for (none, in production).
+    /// The hooks the environment asks for: only in a build with the
+    /// `test-hooks` feature (the tests'); a release build reads no
+    /// `LEDGERWIRE_TEST_*` variable.
+    #[cfg(not(feature = "test-hooks"))]
+    pub fn from_env() -> Self {
+        Self {
+            trace: None,
+            journal_file_bytes: JOURNAL_FILE_BYTES,
+        }
+    }
+
+    /// The hooks the environment asks for (a `test-hooks` build).
+    #[cfg(feature = "test-hooks")]
     pub fn from_env() -> Self {
         let trace = std::env::var_os(TRACE_ENV).map(|dir| {
             tracing::warn!("TEST-ONLY power-loss trace enabled ({TRACE_ENV})");
@@ -100,6 +121,7 @@ pub struct Trace {
 }
 
 impl Trace {
+    #[cfg(feature = "test-hooks")]
     pub fn new(dir: &Path) -> io::Result<Self> {
         fs::create_dir_all(dir)?;
         let synced = OpenOptions::new()
@@ -194,6 +216,7 @@ fn copy_sled_files(from: &Path, to: &Path) -> io::Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "test-hooks")]
 /// The lengths the trace says each journal file was synced to.
 fn synced_lengths(trace: &Path) -> io::Result<HashMap<String, u64>> {
     let text = match fs::read_to_string(trace.join(SYNCED_FILE)) {
@@ -212,6 +235,7 @@ fn synced_lengths(trace: &Path) -> io::Result<HashMap<String, u64>> {
     Ok(lengths)
 }
 
+#[cfg(feature = "test-hooks")]
 /// Turns `store`, whose process was killed, into what a power loss could
 /// have left by the trace in `trace`: journal files zeroed past what was
 /// synced, sled's files as of the last checkpoint.
@@ -263,6 +287,7 @@ pub fn roll_back(store: &Path, trace: &Path) -> io::Result<RolledBack> {
     Ok(rolled)
 }
 
+#[cfg(feature = "test-hooks")]
 /// What [`roll_back`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RolledBack {
@@ -272,6 +297,7 @@ pub struct RolledBack {
     pub sled_restored: bool,
 }
 
+#[cfg(feature = "test-hooks")]
 /// Starts a fresh trace of `store` as it is now, every byte of it taken
 /// for synced (a store closed cleanly): the point a later roll-back
 /// cannot go behind.
@@ -289,9 +315,9 @@ pub fn baseline(store: &Path, trace: &Path) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::ledger::kinds::Payload;
+    use crate::ledger::local::{LocalStore, OpenMode};
     use crate::ledger::probe::Probe;
-    use crate::ledger::store::OpenMode;
-    use crate::ledger::{Durability, ExpectedPosition, Ledger, StreamKey};
+    use crate::ledger::{Durability, ExpectedPosition, StreamKey};
 
     /// The simulation is able to fail: appends acknowledged before any
     /// sync (buffered ones, which is what acknowledging before the sync
@@ -305,7 +331,7 @@ mod tests {
             // No rotation: the checkpoint copy is the one taken at open.
             journal_file_bytes: JOURNAL_FILE_BYTES,
         };
-        let ledger = Ledger::open_with(live.path(), OpenMode::CreateIfMissing, hooks)
+        let ledger = LocalStore::open_with(live.path(), OpenMode::CreateIfMissing, hooks)
             .unwrap()
             .0;
         let durable = StreamKey::new("probe/0").unwrap();
@@ -341,10 +367,10 @@ mod tests {
         let rolled = roll_back(crashed.path(), trace_dir.path()).unwrap();
         assert!(rolled.sled_restored);
         assert!(rolled.journal_bytes_dropped > 0, "{rolled:?}");
-        let (ledger, report) = Ledger::open(crashed.path(), OpenMode::MustExist).unwrap();
+        let (ledger, report) = LocalStore::open(crashed.path(), OpenMode::MustExist).unwrap();
         assert!(report.is_clean(), "{:?}", report.problems);
-        assert_eq!(ledger.head(&durable).unwrap(), 50);
-        assert_eq!(ledger.head(&buffered).unwrap(), 0);
+        assert_eq!(ledger.head_blocking(&durable).unwrap(), 50);
+        assert_eq!(ledger.head_blocking(&buffered).unwrap(), 0);
     }
 
     fn copy_tree(from: &Path, to: &Path) {

@@ -1,41 +1,61 @@
-//! The ledger through its public API: appends, conflicts, reads, tails,
-//! reopen, folds and snapshots, corruption and bad store directories.
+//! What only the local store has, through its own API: its files (one
+//! sled entry per append, records in the journal), damage to them found
+//! by checksum and continuity, the directories it refuses, its offline
+//! tools, the background scan, and group commit. The behaviour every
+//! store shares is in `conformance`.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::future::Future;
 
-use futures_util::StreamExt;
+use ledgerwire::ledger::local::testing::{parse_record_key, record_key, stream_prefix};
+use ledgerwire::ledger::local::{LocalError, LocalStore, OpenMode, StoreProblem};
 use ledgerwire::ledger::probe::{Probe, ProbeFold};
-use ledgerwire::ledger::record::record_key;
 use ledgerwire::ledger::{
-    Corruption, Durability, ExpectedPosition, FoldCache, Ledger, LedgerError, OpenMode, Payload,
-    StoreProblem,
+    Corruption, Durability, ExpectedPosition, FoldCache, LedgerError, Payload,
 };
 
-use crate::support::{binary, open, scratch, stream, tear_record};
+use crate::support::{binary, open_local as open, scratch, stream, tear_record};
 
 fn probe(n: u64) -> ledgerwire::ledger::NewRecord {
     Probe::new(0, n, 16).to_record()
 }
 
+/// Runs `future` to its end on a runtime of its own (the tests here call
+/// the store's blocking API too, which must not run on a runtime's
+/// worker).
+fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(future)
+}
+
+/// The probe fold of `key`, from its first record.
+fn fold(
+    ledger: &LocalStore,
+    key: &ledgerwire::ledger::StreamKey,
+) -> Result<ledgerwire::ledger::probe::ProbeTally, LedgerError> {
+    block_on(ledger.ledger().fold::<ProbeFold>(key)).map(|folded| folded.state)
+}
+
 /// [`append_probes`], each record its own sled entry: the indexer joins
 /// the rounds it applies together, so each append waits until the one
-/// before it is applied (a live `verify` waits for the indexer first).
+/// before it is applied.
 fn append_probes_apart(
-    ledger: &Ledger,
+    ledger: &LocalStore,
     key: &ledgerwire::ledger::StreamKey,
     count: u64,
     durability: Durability,
 ) {
     for n in 0..count {
-        ledger.verify().unwrap();
+        ledger.wait_until_indexed();
         append_probes_from(ledger, key, n, n + 1, durability);
     }
 }
 
 /// Appends probe records 0..count to a new stream, one append each.
 fn append_probes(
-    ledger: &Ledger,
+    ledger: &LocalStore,
     key: &ledgerwire::ledger::StreamKey,
     count: u64,
     durability: Durability,
@@ -45,7 +65,7 @@ fn append_probes(
 
 /// Probes `from..to`, one append each, the stream at `from`.
 fn append_probes_from(
-    ledger: &Ledger,
+    ledger: &LocalStore,
     key: &ledgerwire::ledger::StreamKey,
     from: u64,
     to: u64,
@@ -63,251 +83,6 @@ fn append_probes_from(
     }
 }
 
-#[tokio::test]
-async fn appends_read_back_in_order_with_positions_and_global_order() {
-    let dir = scratch();
-    let (ledger, _) = open(dir.path());
-    let (a, b) = (stream("t/a"), stream("t/b"));
-    let first = ledger
-        .append(
-            &a,
-            ExpectedPosition::Exactly(0),
-            vec![probe(0), probe(1)],
-            Durability::Durable,
-        )
-        .await
-        .unwrap();
-    assert_eq!((first.first_position, first.next_position), (0, 2));
-    let other = ledger
-        .append(
-            &b,
-            ExpectedPosition::Any,
-            vec![probe(0)],
-            Durability::Buffered,
-        )
-        .await
-        .unwrap();
-    assert_eq!(other.first_global_position, 2);
-    let records: Vec<_> = ledger.read(&a, 0).unwrap().map(Result::unwrap).collect();
-    assert_eq!(records.len(), 2);
-    assert_eq!(records[1].position(), 1);
-    assert_eq!(records[1].global_position(), 1);
-    assert_eq!(
-        Probe::from_record(&records[1]).unwrap().unwrap(),
-        Probe::new(0, 1, 16)
-    );
-    let from_one: Vec<_> = ledger
-        .read(&a, 1)
-        .unwrap()
-        .map(|r| r.unwrap().position())
-        .collect();
-    assert_eq!(from_one, vec![1]);
-    assert_eq!(ledger.head(&a).unwrap(), 2);
-    assert_eq!(ledger.head(&stream("t/none")).unwrap(), 0);
-}
-
-#[tokio::test]
-async fn a_stale_expected_position_is_a_typed_conflict_and_writes_nothing() {
-    let dir = scratch();
-    let (ledger, _) = open(dir.path());
-    let key = stream("t/conflict");
-    ledger
-        .append(
-            &key,
-            ExpectedPosition::Exactly(0),
-            vec![probe(0)],
-            Durability::Durable,
-        )
-        .await
-        .unwrap();
-    let error = ledger
-        .append(
-            &key,
-            ExpectedPosition::Exactly(0),
-            vec![probe(0)],
-            Durability::Durable,
-        )
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            error,
-            LedgerError::Conflict {
-                expected: 0,
-                actual: 1,
-                ..
-            }
-        ),
-        "{error}"
-    );
-    assert_eq!(ledger.head(&key).unwrap(), 1);
-}
-
-#[test]
-fn racing_writers_never_both_extend_the_same_position() {
-    let dir = scratch();
-    let (ledger, _) = open(dir.path());
-    let key = stream("t/race");
-    let winners = Arc::new(AtomicUsize::new(0));
-    // 16 writers race for each of 20 positions; exactly one wins each.
-    for position in 0..20 {
-        std::thread::scope(|scope| {
-            for writer in 0..16 {
-                let (ledger, key, winners) = (&ledger, &key, winners.clone());
-                scope.spawn(move || {
-                    let record = Probe::new(writer, position, 8).to_record();
-                    match ledger.append_blocking(
-                        key,
-                        ExpectedPosition::Exactly(position),
-                        vec![record],
-                        Durability::Buffered,
-                    ) {
-                        Ok(_) => {
-                            winners.fetch_add(1, Ordering::SeqCst);
-                        }
-                        Err(LedgerError::Conflict { .. }) => {}
-                        Err(other) => panic!("unexpected error: {other}"),
-                    }
-                });
-            }
-        });
-        assert_eq!(winners.swap(0, Ordering::SeqCst), 1, "position {position}");
-    }
-    assert_eq!(ledger.head(&key).unwrap(), 20);
-    assert!(ledger.verify().unwrap().is_clean());
-}
-
-#[tokio::test]
-async fn appends_out_of_bounds_are_refused_before_the_writer() {
-    let dir = scratch();
-    let (ledger, _) = open(dir.path());
-    let key = stream("t/bounds");
-    let empty = ledger
-        .append(&key, ExpectedPosition::Any, vec![], Durability::Buffered)
-        .await;
-    assert!(matches!(empty, Err(LedgerError::BatchSize { len: 0, .. })));
-    let huge = ledgerwire::ledger::NewRecord {
-        kind: 1,
-        payload: vec![0; ledgerwire::ledger::record::MAX_PAYLOAD_BYTES + 1],
-    };
-    let huge = ledger
-        .append(
-            &key,
-            ExpectedPosition::Any,
-            vec![huge],
-            Durability::Buffered,
-        )
-        .await;
-    assert!(matches!(huge, Err(LedgerError::PayloadTooLarge { .. })));
-    assert!(ledgerwire::ledger::StreamKey::new("").is_err());
-    assert_eq!(ledger.head(&key).unwrap(), 0);
-}
-
-#[tokio::test]
-async fn a_tail_yields_old_records_then_waits_for_new_ones() {
-    let dir = scratch();
-    let (ledger, _) = open(dir.path());
-    let key = stream("t/tail");
-    ledger
-        .append(
-            &key,
-            ExpectedPosition::Any,
-            vec![probe(0)],
-            Durability::Buffered,
-        )
-        .await
-        .unwrap();
-    let mut tail = Box::pin(ledger.tail(&key, 0));
-    assert_eq!(tail.next().await.unwrap().unwrap().position(), 0);
-    // Nothing more yet: the next item arrives only after an append.
-    let writer = {
-        let (ledger, key) = (ledger.clone(), key.clone());
-        tokio::spawn(async move {
-            for n in 1..=3 {
-                ledger
-                    .append(
-                        &key,
-                        ExpectedPosition::Any,
-                        vec![probe(n)],
-                        Durability::Durable,
-                    )
-                    .await
-                    .unwrap();
-            }
-        })
-    };
-    for expected in 1..=3 {
-        assert_eq!(tail.next().await.unwrap().unwrap().position(), expected);
-    }
-    writer.await.unwrap();
-}
-
-#[test]
-fn a_reopened_store_keeps_every_record_and_continues_global_positions() {
-    let dir = scratch();
-    let key = stream("t/reopen");
-    {
-        let (ledger, _) = open(dir.path());
-        ledger
-            .append_blocking(
-                &key,
-                ExpectedPosition::Any,
-                vec![probe(0), probe(1)],
-                Durability::Buffered,
-            )
-            .unwrap();
-        // Buffered records become durable with the next flush.
-        ledger.flush_blocking().unwrap();
-    }
-    let (ledger, report) = open(dir.path());
-    assert!(report.is_clean());
-    assert_eq!(
-        (report.records, report.streams, report.next_global),
-        (2, 1, 2)
-    );
-    let outcome = ledger
-        .append_blocking(
-            &key,
-            ExpectedPosition::Exactly(2),
-            vec![probe(2)],
-            Durability::Durable,
-        )
-        .unwrap();
-    assert_eq!(outcome.first_global_position, 2);
-}
-
-#[test]
-fn cached_and_snapshotted_folds_equal_a_fold_from_zero() {
-    let dir = scratch();
-    let key = stream("t/fold");
-    let (ledger, _) = open(dir.path());
-    append_probes(&ledger, &key, 50, Durability::Buffered);
-    let from_zero = ledger.fold::<ProbeFold>(&key).unwrap();
-    assert_eq!(from_zero.state.records, 50);
-    assert_eq!(from_zero.state.damaged, 0);
-
-    // A cache snapshotting every 8 records.
-    let cache = FoldCache::<ProbeFold>::with_limits(ledger.clone(), 8, 4);
-    assert_eq!(cache.state(&key).unwrap().state, from_zero.state);
-    // New records after the snapshot are folded on top of it.
-    ledger
-        .append_blocking(
-            &key,
-            ExpectedPosition::Exactly(50),
-            vec![probe(50)],
-            Durability::Buffered,
-        )
-        .unwrap();
-    cache.clear();
-    let resumed = cache.state(&key).unwrap();
-    assert_eq!(resumed.position, 51);
-    assert_eq!(resumed.state, ledger.fold::<ProbeFold>(&key).unwrap().state);
-    // Snapshots may go at any time without changing the result.
-    ledger.drop_snapshots().unwrap();
-    cache.clear();
-    assert_eq!(cache.state(&key).unwrap().state, resumed.state);
-}
-
 #[test]
 fn a_snapshot_from_another_history_is_ignored() {
     let dir = scratch();
@@ -315,8 +90,8 @@ fn a_snapshot_from_another_history_is_ignored() {
     {
         let (ledger, _) = open(dir.path());
         append_probes_apart(&ledger, &key, 10, Durability::Buffered);
-        let cache = FoldCache::<ProbeFold>::with_limits(ledger.clone(), 4, 4);
-        cache.state(&key).unwrap();
+        let cache = FoldCache::<ProbeFold>::with_limits(ledger.ledger(), 4, 4);
+        block_on(cache.state(&key)).unwrap();
         ledger.flush_blocking().unwrap();
     }
     // Rewrite the stream's last record with other (valid) content, as a
@@ -325,8 +100,8 @@ fn a_snapshot_from_another_history_is_ignored() {
         let db = crate::support::open_sled(dir.path());
         let log = db.open_tree("log").unwrap();
         let original = log.get(record_key(&key, 9)).unwrap().unwrap();
-        let files = ledgerwire::ledger::journal::JournalFiles::new(dir.path());
-        let original = ledgerwire::ledger::entry::envelopes(original, &files)
+        let files = ledgerwire::ledger::local::testing::JournalFiles::new(dir.path());
+        let original = ledgerwire::ledger::local::testing::envelopes(original, &files)
             .next()
             .unwrap()
             .unwrap();
@@ -340,13 +115,13 @@ fn a_snapshot_from_another_history_is_ignored() {
     };
     let (ledger, report) = open(dir.path());
     assert!(report.is_clean());
-    let cache = FoldCache::<ProbeFold>::with_limits(ledger.clone(), 4, 4);
-    let state = cache.state(&key).unwrap();
+    let cache = FoldCache::<ProbeFold>::with_limits(ledger.ledger(), 4, 4);
+    let state = block_on(cache.state(&key)).unwrap();
     assert!(
         state.state.writers.contains(&7),
         "folded from the log, not the stale snapshot"
     );
-    assert_eq!(state.state, ledger.fold::<ProbeFold>(&key).unwrap().state);
+    assert_eq!(state.state, fold(&ledger, &key).unwrap());
     assert!(!different.is_empty());
 }
 
@@ -377,11 +152,11 @@ fn a_torn_record_is_reported_with_its_stream_and_position_and_never_folded() {
     assert_eq!(ledger.corrupt_streams(), vec![("t/torn".to_owned(), 3)]);
     // The stream is refused whole: no read, no fold, no append.
     assert!(matches!(
-        ledger.read(&bad, 0),
-        Err(LedgerError::Corrupt { position: 3, .. })
+        ledger.read_blocking(&bad, 0),
+        Err(LocalError::Ledger(LedgerError::Corrupt { position: 3, .. }))
     ));
     assert!(matches!(
-        ledger.fold::<ProbeFold>(&bad),
+        fold(&ledger, &bad),
         Err(LedgerError::Corrupt { .. })
     ));
     let append = ledger.append_blocking(
@@ -390,9 +165,12 @@ fn a_torn_record_is_reported_with_its_stream_and_position_and_never_folded() {
         vec![probe(5)],
         Durability::Durable,
     );
-    assert!(matches!(append, Err(LedgerError::Corrupt { .. })));
+    assert!(matches!(
+        append,
+        Err(LocalError::Ledger(LedgerError::Corrupt { .. }))
+    ));
     // Other streams are served.
-    assert_eq!(ledger.fold::<ProbeFold>(&good).unwrap().state.records, 1);
+    assert_eq!(fold(&ledger, &good).unwrap().records, 1);
     drop(ledger);
 
     let output = binary()
@@ -418,7 +196,7 @@ fn a_torn_record_is_reported_with_its_stream_and_position_and_never_folded() {
 fn a_run_is_one_sled_entry_and_reads_back_from_any_position() {
     let dir = scratch();
     let key = stream("t/entries");
-    let append = |ledger: &Ledger, from: u64, to: u64| {
+    let append = |ledger: &LocalStore, from: u64, to: u64| {
         ledger
             .append_blocking(
                 &key,
@@ -433,18 +211,18 @@ fn a_run_is_one_sled_entry_and_reads_back_from_any_position() {
         append(&ledger, 0, 5);
         // Indexed apart (the indexer joins the rounds of one batch): two
         // appends, two entries.
-        ledger.verify().unwrap();
+        ledger.wait_until_indexed();
         append(&ledger, 5, 8);
     }
     {
         let db = crate::support::open_sled(dir.path());
         let log = db.open_tree("log").unwrap();
         let keys: Vec<u64> = log
-            .scan_prefix(ledgerwire::ledger::record::stream_prefix(&key))
+            .scan_prefix(stream_prefix(&key))
             .keys()
             .map(|k| {
                 let k = k.unwrap();
-                ledgerwire::ledger::record::parse_record_key(&k).unwrap().1
+                parse_record_key(&k).unwrap().1
             })
             .collect();
         assert_eq!(keys, vec![0, 5], "one entry per append");
@@ -453,17 +231,17 @@ fn a_run_is_one_sled_entry_and_reads_back_from_any_position() {
         let (ledger, report) = open(dir.path());
         assert!(report.is_clean(), "{:?}", report.problems);
         assert_eq!(report.records, 8);
-        assert_eq!(ledger.head(&key).unwrap(), 8);
+        assert_eq!(ledger.head_blocking(&key).unwrap(), 8);
         for from in 0..=8 {
             let positions: Vec<u64> = ledger
-                .read(&key, from)
+                .read_blocking(&key, from)
                 .unwrap()
                 .map(|record| record.unwrap().position())
                 .collect();
             assert_eq!(positions, (from..8).collect::<Vec<_>>(), "from {from}");
         }
         append(&ledger, 8, 9);
-        assert_eq!(ledger.fold::<ProbeFold>(&key).unwrap().state.records, 9);
+        assert_eq!(fold(&ledger, &key).unwrap().records, 9);
     }
     tear_record(dir.path(), &key, 2);
     let (ledger, report) = open(dir.path());
@@ -474,8 +252,8 @@ fn a_run_is_one_sled_entry_and_reads_back_from_any_position() {
         Corruption::Truncated { .. }
     ));
     assert!(matches!(
-        ledger.read(&key, 0),
-        Err(LedgerError::Corrupt { position: 2, .. })
+        ledger.read_blocking(&key, 0),
+        Err(LocalError::Ledger(LedgerError::Corrupt { position: 2, .. }))
     ));
 }
 
@@ -534,10 +312,10 @@ fn a_missing_record_is_a_gap() {
 }
 
 fn store_problem(
-    result: Result<(Ledger, ledgerwire::ledger::VerifyReport), LedgerError>,
+    result: Result<(LocalStore, ledgerwire::ledger::VerifyReport), LocalError>,
 ) -> StoreProblem {
     match result {
-        Err(LedgerError::Store { problem, .. }) => problem,
+        Err(LocalError::Store { problem, .. }) => problem,
         Err(other) => panic!("expected a store problem, got {other}"),
         Ok(_) => panic!("expected a store problem, the store opened"),
     }
@@ -547,7 +325,7 @@ fn store_problem(
 fn a_directory_that_is_not_a_store_is_refused_and_left_untouched() {
     let dir = scratch();
     std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
-    let problem = store_problem(Ledger::open(dir.path(), OpenMode::CreateIfMissing));
+    let problem = store_problem(LocalStore::open(dir.path(), OpenMode::CreateIfMissing));
     assert!(matches!(problem, StoreProblem::Foreign));
     let names: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
@@ -574,7 +352,7 @@ fn a_directory_that_is_not_a_store_is_refused_and_left_untouched() {
 fn a_missing_directory_is_not_created_by_the_log_tools() {
     let dir = scratch();
     let missing = dir.path().join("absent");
-    let problem = store_problem(Ledger::open(&missing, OpenMode::MustExist));
+    let problem = store_problem(LocalStore::open(&missing, OpenMode::MustExist));
     assert!(matches!(problem, StoreProblem::Missing));
     assert!(!missing.exists());
 }
@@ -588,7 +366,7 @@ fn a_store_from_a_newer_format_is_refused() {
         "ledgerwire store\nformat = 99\n",
     )
     .unwrap();
-    let problem = store_problem(Ledger::open(dir.path(), OpenMode::MustExist));
+    let problem = store_problem(LocalStore::open(dir.path(), OpenMode::MustExist));
     assert!(matches!(
         problem,
         StoreProblem::NewerFormat {
@@ -639,7 +417,13 @@ fn dump_prints_one_decoded_json_line_per_record() {
             .unwrap();
     }
     let mut out = Vec::new();
-    ledgerwire::log_commands::dump(dir.path(), None, 1, &mut out).unwrap();
+    block_on(ledgerwire::log_commands::dump(
+        dir.path(),
+        None,
+        1,
+        &mut out,
+    ))
+    .unwrap();
     let lines: Vec<serde_json::Value> = String::from_utf8(out)
         .unwrap()
         .lines()
@@ -653,7 +437,13 @@ fn dump_prints_one_decoded_json_line_per_record() {
     assert_eq!(lines[1]["payload"]["n"], 0);
 
     let mut out = Vec::new();
-    ledgerwire::log_commands::dump(dir.path(), Some("t/a"), 1, &mut out).unwrap();
+    block_on(ledgerwire::log_commands::dump(
+        dir.path(),
+        Some("t/a"),
+        1,
+        &mut out,
+    ))
+    .unwrap();
     assert_eq!(String::from_utf8(out).unwrap().lines().count(), 1);
 
     let mut out = Vec::new();
@@ -679,14 +469,14 @@ fn the_background_scrub_finds_a_torn_record_and_refuses_its_stream() {
         ledger.flush_blocking().unwrap();
     }
     tear_record(dir.path(), &key, 2);
-    let ledger = Ledger::open_scrubbing(dir.path(), OpenMode::MustExist).unwrap();
+    let ledger = LocalStore::open_scrubbing(dir.path(), OpenMode::MustExist).unwrap();
     let report = ledger.wait_for_scrub();
     assert_eq!(report.problems.len(), 1);
     assert_eq!(report.problems[0].position, Some(2));
     assert_eq!(ledger.corrupt_streams(), vec![("t/scrub".to_owned(), 2)]);
     assert!(matches!(
-        ledger.read(&key, 0),
-        Err(LedgerError::Corrupt { position: 2, .. })
+        ledger.read_blocking(&key, 0),
+        Err(LocalError::Ledger(LedgerError::Corrupt { position: 2, .. }))
     ));
 }
 
@@ -700,9 +490,9 @@ fn a_read_stops_at_a_bad_record_even_before_the_scrub_reaches_it() {
         ledger.flush_blocking().unwrap();
     }
     tear_record(dir.path(), &key, 1);
-    let ledger = Ledger::open_scrubbing(dir.path(), OpenMode::MustExist).unwrap();
+    let ledger = LocalStore::open_scrubbing(dir.path(), OpenMode::MustExist).unwrap();
     // Whatever the scrubber has done so far, a read never yields record 1.
-    let read: Vec<_> = match ledger.read(&key, 0) {
+    let read: Vec<_> = match ledger.read_blocking(&key, 0) {
         Ok(reader) => reader.collect(),
         Err(error) => vec![Err(error)],
     };
@@ -712,7 +502,10 @@ fn a_read_stops_at_a_bad_record_even_before_the_scrub_reaches_it() {
     );
     assert!(matches!(
         read.last(),
-        Some(Err(LedgerError::Corrupt { position: 1, .. }))
+        Some(Err(LocalError::Ledger(LedgerError::Corrupt {
+            position: 1,
+            ..
+        })))
     ));
     assert_eq!(
         ledger.corrupt_streams(),
@@ -744,7 +537,7 @@ fn group_commit_shares_flushes_between_concurrent_durable_writers() {
             });
         }
     });
-    let stats = ledger.stats();
+    let stats = ledger.local_stats();
     assert_eq!(stats.records_appended, u64::from(WRITERS) * APPENDS);
     assert_eq!(stats.flushed_waiters, u64::from(WRITERS) * APPENDS);
     // One flush per append would be 320 flushes; shared flushes are fewer.
@@ -754,47 +547,7 @@ fn group_commit_shares_flushes_between_concurrent_durable_writers() {
         "{stats:?}"
     );
     ledger.wait_until_indexed();
-    assert_eq!(ledger.stats().records_unindexed, 0);
-}
-
-/// A fold state no snapshot can hold: it refuses to be serialised.
-#[derive(Clone, Debug, Default, serde::Deserialize)]
-struct Unencodable(u64);
-
-impl serde::Serialize for Unencodable {
-    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
-        Err(serde::ser::Error::custom("this state has no encoding"))
-    }
-}
-
-struct UnencodableFold;
-
-impl ledgerwire::ledger::Fold for UnencodableFold {
-    type State = Unencodable;
-    const NAME: &'static str = "test-unencodable";
-    const VERSION: u32 = 1;
-
-    fn apply(
-        state: &mut Self::State,
-        _: &ledgerwire::ledger::Record,
-    ) -> Result<(), ledgerwire::ledger::FoldError> {
-        state.0 += 1;
-        Ok(())
-    }
-}
-
-#[test]
-fn a_snapshot_that_cannot_be_written_does_not_fail_the_fold() {
-    let dir = scratch();
-    let (ledger, _) = open(dir.path());
-    let key = stream("t/unsnapshottable");
-    append_probes(&ledger, &key, 5, Durability::Buffered);
-    let cache = FoldCache::<UnencodableFold>::with_limits(ledger.clone(), 2, 4);
-    assert_eq!(cache.state(&key).unwrap().state.0, 5);
-    assert!(
-        cache.stored_snapshot(&key).unwrap().is_none(),
-        "nothing stored"
-    );
+    assert_eq!(ledger.local_stats().records_unindexed, 0);
 }
 
 /// Copies of `CountedState` made so far (by `Clone`).
@@ -835,7 +588,7 @@ fn a_cached_state_is_folded_further_in_place_unless_a_caller_holds_it() {
     let dir = scratch();
     let (ledger, _) = open(dir.path());
     let key = stream("t/in-place");
-    let cache = FoldCache::<CountedFold>::with_limits(ledger.clone(), 0, 4);
+    let cache = FoldCache::<CountedFold>::with_limits(ledger.ledger(), 0, 4);
     let append_one = |at: u64| {
         ledger
             .append_blocking(
@@ -848,14 +601,14 @@ fn a_cached_state_is_folded_further_in_place_unless_a_caller_holds_it() {
     };
     for at in 0..20 {
         append_one(at);
-        assert_eq!(cache.state(&key).unwrap().state.records, at + 1);
+        assert_eq!(block_on(cache.state(&key)).unwrap().state.records, at + 1);
     }
     assert_eq!(STATE_COPIES.load(std::sync::atomic::Ordering::SeqCst), 0);
     // A caller still holding the state it read: folding further copies it,
     // and the caller's copy stays as it was.
-    let held = cache.state(&key).unwrap();
+    let held = block_on(cache.state(&key)).unwrap();
     append_one(20);
-    assert_eq!(cache.state(&key).unwrap().state.records, 21);
+    assert_eq!(block_on(cache.state(&key)).unwrap().state.records, 21);
     assert_eq!(held.state.records, 20);
     assert_eq!(STATE_COPIES.load(std::sync::atomic::Ordering::SeqCst), 1);
 }

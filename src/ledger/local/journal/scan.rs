@@ -7,7 +7,7 @@
 //! torn end of a crash.
 
 use super::*;
-use crate::ledger::entry::{Extent, Run, cut};
+use crate::ledger::local::entry::{Extent, Run, cut};
 
 /// One entry read back: a round of records.
 pub struct Entry {
@@ -130,7 +130,7 @@ fn entry_at(bytes: &[u8], at: usize) -> std::result::Result<(Entry, usize), NotA
             return Err(bad);
         };
         offset += len as usize;
-        match Record::from_envelope(sled::IVec::from(envelope)) {
+        match Record::from_envelope(bytes::Bytes::copy_from_slice(envelope)) {
             Ok(record) => records.push(record),
             Err(_) => return Err(bad),
         }
@@ -185,6 +185,7 @@ fn resync(bytes: &[u8], from: usize, expected: u64) -> Option<(Entry, usize)> {
 /// have reached the disk while an earlier one did not): the file ends at
 /// X, and nothing there was acknowledged. Zeros from X to the end are the
 /// file's preallocated space: a clean end.
+#[cfg(test)]
 pub fn scan_file(path: &Path, last: bool) -> io::Result<FileScan> {
     scan_file_from(path, last, None)
 }
@@ -376,7 +377,7 @@ impl JournalEnd {
 
     /// The value `log` holds, if any.
     pub fn stored(log: &sled::Tree) -> Option<Self> {
-        log.get(record::JOURNAL_END_KEY)
+        log.get(keys::JOURNAL_END_KEY)
             .ok()
             .flatten()
             .and_then(|value| Self::decode(&value))
@@ -575,7 +576,7 @@ pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replay
     let scans = scan_from(store, next_global, JournalEnd::stored(log))?;
     let damage = damage_of(&scans);
     let refuse = |expected: u64, found: u64| {
-        LedgerError::Damaged(match damage.first() {
+        LocalError::Damaged(match damage.first() {
             Some(culprit) => culprit.clone().into_damage(),
             None => Damage::JournalGap { expected, found },
         })
@@ -622,7 +623,7 @@ pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replay
                 offset: entry.end,
                 next_global: entry.next,
             };
-            batch.insert(record::JOURNAL_END_KEY, &end.encode());
+            batch.insert(keys::JOURNAL_END_KEY, &end.encode());
             log.apply_batch(batch)?;
             replayed.next_global = entry.next;
             replayed.rounds += 1;
@@ -632,7 +633,7 @@ pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replay
     for found in &damage {
         match found.resumes_at {
             Some(resumed) if resumed <= replayed.next_global => {}
-            _ => return Err(LedgerError::Damaged(found.clone().into_damage())),
+            _ => return Err(LocalError::Damaged(found.clone().into_damage())),
         }
     }
     replayed.covered_damage = damage;

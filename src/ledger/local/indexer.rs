@@ -32,11 +32,12 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use crate::ledger::Shared;
-use crate::ledger::entry::{self, Extent, Run};
-use crate::ledger::idle_priority::IdleSection;
-use crate::ledger::journal::JournalEnd;
-use crate::ledger::record::{JOURNAL_END_KEY, NEXT_GLOBAL_KEY, Record, StreamKey};
+use crate::ledger::local::Shared;
+use crate::ledger::local::entry::{self, Extent, Run};
+use crate::ledger::local::idle_priority::IdleSection;
+use crate::ledger::local::journal::JournalEnd;
+use crate::ledger::local::keys::{JOURNAL_END_KEY, NEXT_GLOBAL_KEY};
+use crate::ledger::record::{Record, StreamKey};
 
 /// Most bytes of records journaled but not yet in sled, in bytes; past it
 /// the writer waits for the indexer (one round bigger than this is let in
@@ -673,21 +674,22 @@ fn insert_records(
 
 #[cfg(test)]
 mod tests {
-    use crate::ledger::record::{self, NewRecord, StreamKey};
-    use crate::ledger::{Durability, ExpectedPosition, Ledger, OpenMode};
+    use crate::ledger::local::{LocalStore, OpenMode};
+    use crate::ledger::record::{NewRecord, StreamKey};
+    use crate::ledger::{Durability, ExpectedPosition};
 
     /// A new ledger in a scratch directory (kept while the test runs).
-    fn new_ledger() -> (tempfile::TempDir, Ledger) {
+    fn new_ledger() -> (tempfile::TempDir, LocalStore) {
         let dir = tempfile::tempdir().expect("a scratch directory");
-        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
+        let (ledger, _) = LocalStore::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
         (dir, ledger)
     }
 
-    fn append(ledger: &Ledger, stream: &StreamKey, payload: u8) {
+    fn append(ledger: &LocalStore, stream: &StreamKey, payload: u8) {
         append_as(ledger, stream, payload, Durability::Durable);
     }
 
-    fn append_as(ledger: &Ledger, stream: &StreamKey, payload: u8, durability: Durability) {
+    fn append_as(ledger: &LocalStore, stream: &StreamKey, payload: u8, durability: Durability) {
         let record = NewRecord {
             kind: 1,
             payload: vec![payload],
@@ -699,23 +701,24 @@ mod tests {
 
     /// The first position of each sled entry of `stream`, with its record
     /// count.
-    fn entries(ledger: &Ledger, stream: &StreamKey) -> Vec<(u64, usize)> {
+    fn entries(ledger: &LocalStore, stream: &StreamKey) -> Vec<(u64, usize)> {
         ledger
             .shared
             .log
-            .scan_prefix(record::stream_prefix(stream))
+            .scan_prefix(crate::ledger::local::keys::stream_prefix(stream))
             .map(|entry| {
                 let (key, value) = entry.expect("a sled entry");
-                let (_, first) = record::parse_record_key(&key).expect("a record key");
-                (first, crate::ledger::entry::span(&value) as usize)
+                let (_, first) =
+                    crate::ledger::local::keys::parse_record_key(&key).expect("a record key");
+                (first, crate::ledger::local::entry::span(&value) as usize)
             })
             .collect()
     }
 
     /// The first payload byte of each record of `stream`, in order.
-    fn first_bytes(ledger: &Ledger, stream: &StreamKey) -> Vec<u8> {
+    fn first_bytes(ledger: &LocalStore, stream: &StreamKey) -> Vec<u8> {
         ledger
-            .read(stream, 0)
+            .read_blocking(stream, 0)
             .expect("read")
             .map(|r| r.expect("a record").payload()[0])
             .collect()
@@ -739,18 +742,24 @@ mod tests {
         ledger.shared.index_queue.wait_until_applied();
         assert_eq!(entries(&ledger, &a), vec![(0, 3)]);
         assert_eq!(entries(&ledger, &b), vec![(0, 3)]);
-        assert_eq!(ledger.stats().index_entries, 2);
+        assert_eq!(ledger.local_stats().index_entries, 2);
         // A round applied on its own is an entry of its own.
         append(&ledger, &a, 6);
         ledger.shared.index_queue.wait_until_applied();
         assert_eq!(entries(&ledger, &a), vec![(0, 3), (3, 1)]);
-        assert_eq!(ledger.stats().index_entries, 3);
+        assert_eq!(ledger.local_stats().index_entries, 3);
         assert_eq!(first_bytes(&ledger, &a), vec![1, 3, 4, 6]);
         assert_eq!(first_bytes(&ledger, &b), vec![0, 2, 5]);
-        assert!(ledger.verify().expect("verify").problems.is_empty());
+        assert!(
+            ledger
+                .verify_blocking()
+                .expect("verify")
+                .problems
+                .is_empty()
+        );
         // sled answers as the recent records did, after a restart too.
         drop(ledger);
-        let (ledger, _) = Ledger::open(dir.path(), OpenMode::MustExist).expect("reopen");
+        let (ledger, _) = LocalStore::open(dir.path(), OpenMode::MustExist).expect("reopen");
         assert_eq!(first_bytes(&ledger, &a), vec![1, 3, 4, 6]);
     }
 
@@ -777,7 +786,7 @@ mod tests {
         );
         ledger.shared.index_queue.wait_until_applied();
         assert_eq!(entries(&ledger, &stream), vec![(0, 1)]);
-        let stats = ledger.stats();
+        let stats = ledger.local_stats();
         assert_eq!((stats.index_syncs, stats.flushes), (1, 0), "{stats:?}");
     }
 
@@ -790,7 +799,7 @@ mod tests {
         append(&ledger, &stream, 1);
         ledger.shared.index_queue.wait_until_applied();
         assert_eq!(entries(&ledger, &stream), vec![(0, 1)]);
-        let stats = ledger.stats();
+        let stats = ledger.local_stats();
         assert_eq!((stats.index_syncs, stats.flushes), (0, 1), "{stats:?}");
     }
 
@@ -824,7 +833,7 @@ mod tests {
         queue.wait_until_applied();
         assert_eq!(entries(&ledger, &buffered), vec![(0, 1)]);
         assert_eq!(entries(&ledger, &durable), vec![(0, 1)]);
-        let stats = ledger.stats();
+        let stats = ledger.local_stats();
         assert_eq!((stats.index_syncs, stats.flushes), (0, 1), "{stats:?}");
     }
 
@@ -835,10 +844,10 @@ mod tests {
     fn only_a_batch_within_its_bound_is_inserted_at_idle_priority() {
         let (_dir, ledger) = new_ledger();
         let stream = StreamKey::new("idle/a").expect("a key");
-        let idle = u64::from(crate::ledger::idle_priority::way_back_allowed());
+        let idle = u64::from(crate::ledger::local::idle_priority::way_back_allowed());
         append(&ledger, &stream, 1);
         ledger.shared.index_queue.wait_until_applied();
-        let small = ledger.stats();
+        let small = ledger.local_stats();
         assert_eq!(small.index_idle_batches, idle, "{small:?}");
         // A backlog past the bound, taken as one batch.
         ledger.shared.index_queue.pause(true);
@@ -861,14 +870,14 @@ mod tests {
         }
         ledger.shared.index_queue.pause(false);
         ledger.shared.index_queue.wait_until_applied();
-        let large = ledger.stats();
+        let large = ledger.local_stats();
         assert_eq!(large.index_batches, small.index_batches + 1, "{large:?}");
         assert_eq!(
             large.index_idle_batches, small.index_idle_batches,
             "{large:?}"
         );
         assert_eq!(
-            ledger.head(&stream).expect("head"),
+            ledger.head_blocking(&stream).expect("head"),
             1 + (queued / payload.len()) as u64
         );
     }

@@ -24,15 +24,17 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::ledger::entry::Extent;
-use crate::ledger::error::{LedgerError, Result};
-use crate::ledger::group_commit::{self, FlushQueue, GROUP_LINGER_US, Settled, Waiter};
-use crate::ledger::indexer::Round;
-use crate::ledger::journal::{self, JournalWriter};
+use crate::ledger::error::LedgerError;
+use crate::ledger::local::Shared;
+use crate::ledger::local::entry::Extent;
+use crate::ledger::local::error::{LocalError, Result};
+use crate::ledger::local::group_commit::{self, FlushQueue, GROUP_LINGER_US, Settled, Waiter};
+use crate::ledger::local::indexer::Round;
+use crate::ledger::local::journal::{self, JournalWriter};
 use crate::ledger::record::{
     self, FORMAT_VERSION, Header, NewRecord, Record, StreamKey, StreamMap,
 };
-use crate::ledger::{AppendOutcome, Durability, ExpectedPosition, Shared};
+use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
 
 /// Most commands the writer takes into one round.
 pub const MAX_COMMANDS_PER_ROUND: usize = 1024;
@@ -339,7 +341,8 @@ impl Writer {
                     command,
                     LedgerError::Poisoned {
                         reason: reason.clone(),
-                    },
+                    }
+                    .into(),
                 );
             }
             return Vec::new();
@@ -380,7 +383,8 @@ impl Writer {
                     stream: request.stream.to_string(),
                     expected,
                     actual: head,
-                }));
+                }
+                .into()));
                 continue;
             }
             let outcome = AppendOutcome {
@@ -399,7 +403,7 @@ impl Writer {
                 };
                 record::encode_into(&header, &request.stream, &new.payload, &mut self.scratch);
                 // One allocation: the shared buffer is copied, not moved.
-                let envelope = sled::IVec::from(&self.scratch[..]);
+                let envelope = bytes::Bytes::copy_from_slice(&self.scratch);
                 bytes += envelope.len() as u64;
                 records.push(Record::encoded(envelope, header));
             }
@@ -440,7 +444,8 @@ impl Writer {
                 for (waiter, _) in accepted {
                     waiter.resolve(Err(LedgerError::Poisoned {
                         reason: reason.clone(),
-                    }));
+                    }
+                    .into()));
                 }
                 return Vec::new();
             }
@@ -499,7 +504,7 @@ impl Writer {
     }
 }
 
-fn fail(command: Command, error: LedgerError) {
+fn fail(command: Command, error: LocalError) {
     match command {
         Command::Append(request) => {
             let _ = request.reply.send(Err(error));
@@ -525,9 +530,9 @@ mod tests {
     /// round itself; an async append goes through the writer thread.
     #[test]
     fn a_blocking_append_to_an_idle_writer_leads_and_an_async_one_does_not() {
-        use crate::ledger::{Ledger, OpenMode};
+        use crate::ledger::local::{LocalStore, OpenMode};
         let dir = tempfile::tempdir().expect("a scratch directory");
-        let (ledger, _) = Ledger::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
+        let (ledger, _) = LocalStore::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
         let stream = StreamKey::new("lead/one").expect("a key");
         let record = || NewRecord {
             kind: 1,
@@ -542,7 +547,7 @@ mod tests {
             )
             .expect("append");
         assert_eq!(outcome.next_position, 1);
-        let stats = ledger.stats();
+        let stats = ledger.local_stats();
         assert_eq!((stats.rounds, stats.led_rounds), (1, 1));
         assert_eq!(stats.flushes, 1, "the leader synced its own round");
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -556,7 +561,7 @@ mod tests {
                 Durability::Durable,
             ))
             .expect("append");
-        let stats = ledger.stats();
+        let stats = ledger.local_stats();
         assert_eq!((stats.rounds, stats.led_rounds), (2, 1));
         // A leader's conflict is refused as the writer thread refuses it.
         let conflict = ledger.append_blocking(
@@ -567,8 +572,8 @@ mod tests {
         );
         assert!(matches!(
             conflict,
-            Err(LedgerError::Conflict { actual: 2, .. })
+            Err(LocalError::Ledger(LedgerError::Conflict { actual: 2, .. }))
         ));
-        assert_eq!(ledger.head(&stream).expect("head"), 2);
+        assert_eq!(ledger.head_blocking(&stream).expect("head"), 2);
     }
 }

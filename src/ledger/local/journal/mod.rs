@@ -23,10 +23,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::ledger::damage::Damage;
-use crate::ledger::error::{LedgerError, Result};
-use crate::ledger::powerloss::Trace;
-use crate::ledger::record::{self, NEXT_GLOBAL_KEY, Record};
+use crate::ledger::local::damage::Damage;
+use crate::ledger::local::error::{LocalError, Result};
+use crate::ledger::local::keys::{self, NEXT_GLOBAL_KEY};
+use crate::ledger::local::powerloss::Trace;
+use crate::ledger::record::{self, Record};
 
 /// The journal's directory, inside the store directory.
 pub const JOURNAL_DIR: &str = "journal";
@@ -431,10 +432,12 @@ fn preallocate(file: &File, len: u64) -> io::Result<()> {
 mod read;
 mod scan;
 mod spare;
-pub use read::{JournalFiles, MAX_OPEN_JOURNAL_FILES};
+pub use read::JournalFiles;
 pub use scan::*;
+pub use spare::SPARE_AFTER_BYTES;
+#[cfg(feature = "test-hooks")]
+pub use spare::SPARE_FILE;
 use spare::Spare;
-pub use spare::{SPARE_AFTER_BYTES, SPARE_FILE};
 
 #[cfg(test)]
 mod tests {
@@ -598,7 +601,7 @@ mod tests {
         write(&mut writer, 0, 10);
         assert!(matches!(
             replay(dir.path(), &log, 4),
-            Err(LedgerError::Damaged(Damage::JournalGap {
+            Err(LocalError::Damaged(Damage::JournalGap {
                 expected: 4,
                 found: 10
             }))
@@ -617,7 +620,7 @@ mod tests {
         let round: Vec<Vec<u8>> = (0..3).map(|p| envelope(p, p)).collect();
         for (position, single) in round.iter().enumerate() {
             log.insert(
-                record::record_key(&stream, position as u64),
+                keys::record_key(&stream, position as u64),
                 single.as_slice(),
             )
             .unwrap();
@@ -629,21 +632,21 @@ mod tests {
         replay(dir.path(), &log, 0).unwrap();
         let entries = stored_entries(&log, &stream);
         assert_eq!(entries.len(), 1, "one entry for the round");
-        assert_eq!(entries[0].0, record::record_key(&stream, 0));
+        assert_eq!(entries[0].0, keys::record_key(&stream, 0));
         assert_eq!(read_back(dir.path(), &entries[0].1), round.concat());
     }
 
     /// The envelopes a stored value holds or points at, end to end.
     fn read_back(store: &Path, value: &sled::IVec) -> Vec<u8> {
         let files = JournalFiles::new(store);
-        crate::ledger::entry::envelopes(value.clone(), &files)
+        crate::ledger::local::entry::envelopes(value.clone(), &files)
             .flat_map(|envelope| envelope.unwrap().to_vec())
             .collect()
     }
 
     /// The sled entries of `stream`, key and value, in key order.
     fn stored_entries(log: &sled::Tree, stream: &StreamKey) -> Vec<(sled::IVec, sled::IVec)> {
-        log.scan_prefix(record::stream_prefix(stream))
+        log.scan_prefix(keys::stream_prefix(stream))
             .map(Result::unwrap)
             .collect()
     }
@@ -659,7 +662,7 @@ mod tests {
         let log = db.open_tree("log").unwrap();
         let stream = StreamKey::new("j/s").unwrap();
         let records: Vec<Vec<u8>> = (0..3).map(|p| envelope(p, p)).collect();
-        log.insert(record::record_key(&stream, 0), records.concat())
+        log.insert(keys::record_key(&stream, 0), records.concat())
             .unwrap();
         let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
         for (position, one) in (0u64..).zip(&records) {
@@ -671,14 +674,11 @@ mod tests {
         let entries = stored_entries(&log, &stream);
         assert_eq!(entries.len(), 3, "one entry per replayed round");
         for ((key, value), (position, one)) in entries.iter().zip((0u64..).zip(&records)) {
-            assert_eq!(
-                key.as_ref(),
-                record::record_key(&stream, position).as_slice()
-            );
+            assert_eq!(key.as_ref(), keys::record_key(&stream, position).as_slice());
             assert_eq!(read_back(dir.path(), value), one.as_slice());
         }
         let files = JournalFiles::new(dir.path());
-        let report = crate::ledger::verify::verify(&log, &files).unwrap();
+        let report = crate::ledger::local::scan::verify(&log, &files).unwrap();
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         assert_eq!(report.records, 3);
     }
@@ -737,8 +737,7 @@ mod tests {
         };
         let scans = scan_from(dir.path(), 5, Some(beyond)).unwrap();
         assert_eq!(scans[0].entries.len(), 10);
-        log.insert(record::JOURNAL_END_KEY, &stale.encode())
-            .unwrap();
+        log.insert(keys::JOURNAL_END_KEY, &stale.encode()).unwrap();
         let again = replay(dir.path(), &log, 20).unwrap();
         assert_eq!((again.next_global, again.rounds), (20, 0));
     }

@@ -1,0 +1,193 @@
+//! The local store behind the log contract: each call of the trait
+//! answered from memory when the recent records cover it, and otherwise
+//! on a blocking thread, so that sled and the journal files are never
+//! read on a runtime's worker.
+//!
+//! Owns: the mapping of the contract onto [`LocalStore`]'s own calls, its
+//! snapshots tree as a [`SnapshotStore`], its counters in the neutral
+//! shape. Must never: read sled or a file on the calling task.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use futures_util::stream::BoxStream;
+use tokio::sync::watch;
+
+use super::{LocalStore, Result as LocalResult, recent, scan};
+use crate::ledger::contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
+use crate::ledger::error::{LedgerError, Result};
+use crate::ledger::record::{NewRecord, Record, StreamKey};
+use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
+
+/// Records a global-order scan keeps ahead of its reader, per stream
+/// merged and in the channel to the reader: its memory grows with the
+/// number of streams, never with the number of records.
+pub const SCAN_PAGE_RECORDS: usize = 16;
+
+/// Runs `work` on the runtime's blocking threads and returns its result.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> LocalResult<T> + Send + 'static,
+) -> Result<T> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result.map_err(LedgerError::from),
+        Err(_) => Err(LedgerError::Closed),
+    }
+}
+
+#[async_trait]
+impl LogStore for LocalStore {
+    fn engine(&self) -> &'static str {
+        "local"
+    }
+
+    async fn append(
+        &self,
+        stream: &StreamKey,
+        expected: ExpectedPosition,
+        records: Vec<NewRecord>,
+        durability: Durability,
+    ) -> Result<AppendOutcome> {
+        Ok(LocalStore::append(self, stream, expected, records, durability).await?)
+    }
+
+    async fn flush(&self) -> Result<()> {
+        Ok(LocalStore::flush(self).await?)
+    }
+
+    async fn head(&self, stream: &StreamKey) -> Result<u64> {
+        self.shared.check_not_corrupt(stream)?;
+        if let Some(head) = self.shared.recent.head(stream) {
+            return Ok(head);
+        }
+        let store = self.clone();
+        let stream = stream.clone();
+        blocking(move || store.head_blocking(&stream)).await
+    }
+
+    async fn read(&self, stream: &StreamKey, from: u64, max_records: usize) -> Result<Vec<Record>> {
+        self.shared.check_not_corrupt(stream)?;
+        if let recent::Lookup::Held(records) = self.shared.recent.read(stream, from, max_records) {
+            return Ok(records);
+        }
+        let store = self.clone();
+        let stream = stream.clone();
+        blocking(move || {
+            store
+                .read_blocking(&stream, from)?
+                .take(max_records)
+                .collect::<LocalResult<Vec<_>>>()
+        })
+        .await
+    }
+
+    fn watch(&self, stream: &StreamKey) -> watch::Receiver<u64> {
+        self.watch_head(stream)
+    }
+
+    fn scan_global(&self, from: u64) -> BoxStream<'static, Result<Record>> {
+        let (sender, mut receiver) = tokio::sync::mpsc::channel(SCAN_PAGE_RECORDS);
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || {
+            for record in scan::global_order(&store, from) {
+                let record = record.map_err(LedgerError::from);
+                let failed = record.is_err();
+                if sender.blocking_send(record).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        Box::pin(async_stream::stream! {
+            while let Some(record) = receiver.recv().await {
+                yield record;
+            }
+        })
+    }
+
+    async fn streams(&self, after: Option<&StreamKey>, max: usize) -> Result<Vec<StreamKey>> {
+        let store = self.clone();
+        let after = after.cloned();
+        blocking(move || {
+            store
+                .streams_blocking(after.as_ref())
+                .take(max)
+                .collect::<LocalResult<Vec<_>>>()
+        })
+        .await
+    }
+
+    fn snapshots(&self) -> &dyn SnapshotStore {
+        &self.snapshots
+    }
+
+    fn condition(&self) -> StoreCondition {
+        let report = self.scrub_report();
+        let damage_elsewhere = report
+            .iter()
+            .flat_map(|report| &report.problems)
+            .filter(|problem| problem.stream.is_none())
+            .map(|problem| problem.problem.clone())
+            .collect();
+        StoreCondition {
+            poisoned: self.poisoned(),
+            unavailable: None,
+            damaged: self.corrupt_streams(),
+            damage_elsewhere,
+            scanning: report.is_none(),
+        }
+    }
+
+    fn stats(&self) -> StoreStats {
+        let local = self.local_stats();
+        let engine = BTreeMap::from([
+            ("rounds", local.rounds),
+            ("led_rounds", local.led_rounds),
+            ("index_batches", local.index_batches),
+            ("index_syncs", local.index_syncs),
+            ("index_entries", local.index_entries),
+            ("index_idle_batches", local.index_idle_batches),
+            ("index_idle_overruns", local.index_idle_overruns),
+            ("index_idle_starved", local.index_idle_starved),
+            ("records_unindexed", local.records_unindexed),
+        ]);
+        StoreStats {
+            records_appended: local.records_appended,
+            syncs: local.flushes,
+            synced_appends: local.flushed_waiters,
+            sync_micros: local.sync_micros,
+            engine,
+        }
+    }
+}
+
+/// The `snapshots` tree of the store's sled database.
+#[derive(Clone)]
+pub(crate) struct LocalSnapshots {
+    pub(crate) tree: sled::Tree,
+}
+
+#[async_trait]
+impl SnapshotStore for LocalSnapshots {
+    async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let tree = self.tree.clone();
+        let key = key.to_vec();
+        blocking(move || Ok(tree.get(key)?.map(|value| value.to_vec()))).await
+    }
+
+    async fn put(&self, key: &[u8], value: Vec<u8>) -> Result<()> {
+        // Not flushed on purpose: a snapshot is derivable, and sled
+        // persists writes in order, so a snapshot on disk never outruns
+        // the records it was taken after.
+        let tree = self.tree.clone();
+        let key = key.to_vec();
+        blocking(move || {
+            tree.insert(key, value)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn clear(&self) -> Result<()> {
+        let tree = self.tree.clone();
+        blocking(move || Ok(tree.clear()?)).await
+    }
+}
