@@ -337,6 +337,17 @@ export class Conversation {
   skip(options) { return this.respond({ interrupt_id: this.pauseId(), decision: 'skip' }, options); }
 
   /**
+   * Follows the latest turn again (after `gone`, or when a tab comes back
+   * from the background): reconnects through `/api/studio/stream` and, if
+   * its segment died, re-posts the answer that started it.
+   * @param {{signal?: AbortSignal}} [options]
+   * @returns {Promise<Outcome>}
+   */
+  resume({ signal } = {}) {
+    return this.exclusive((all) => this.recover(all), signal);
+  }
+
+  /**
    * Stop: asks the server to end the live segment (or a running switch).
    * The call in flight then ends as `stopped` (or `paused`, for a switch).
    * @param {{signal?: AbortSignal}} [options]

@@ -81,3 +81,10 @@ test('the package names React only as an optional peer', () => {
   assert.deepEqual(Object.keys(pkg.dependencies).sort(), ['eventsource-parser', 'structured-headers']);
   assert.equal(pkg.peerDependenciesMeta.react.optional, true);
 });
+
+test('web/vendor/ holds what `npm run vendor` bundles from the locked dependencies', async () => {
+  const { vendor, VENDOR } = await import('../scripts/vendor.js');
+  for (const [name, text] of await vendor()) {
+    assert.equal(readFileSync(join(VENDOR, name), 'utf8'), text, `web/vendor/${name} is stale: run npm run vendor`);
+  }
+});
