@@ -46,6 +46,7 @@ export { StreamDropped, SILENCE_LIMIT_MS } from './sse.js';
  *   stopped: boolean,
  *   lastSeq: number,
  *   note: string | null,
+ *   busy: boolean,
  * }} ConversationState
  * @typedef {{type: 'frame', frame: Frame, receivedAt?: number, replay: boolean}
  *   | {type: 'turn', request: any, replay: boolean}
@@ -162,7 +163,7 @@ export class Conversation {
     this.http = client.http;
     this.conversationId = conversationId;
     /** @type {ConversationState} */
-    this.state = { conversationId, status: 'idle', pause: null, canvas: null, error: null, retry: null, stopped: false, lastSeq: 0, note: null };
+    this.state = { conversationId, status: 'idle', pause: null, canvas: null, error: null, retry: null, stopped: false, lastSeq: 0, note: null, busy: false };
     /** @type {Set<() => void>} */
     this.subscribers = new Set();
     /** @type {Set<(event: ConversationEvent) => void>} */
@@ -260,11 +261,12 @@ export class Conversation {
   async exclusive(work, signal) {
     if (this.busy) throw new Error('a call is already in flight on this conversation: wait for it, or stop() it');
     this.busy = true;
+    this.set({ busy: true });
     try {
       return await work(anySignal(signal, this.disposed.signal));
     } finally {
       this.busy = false;
-      if (!this.disposed.signal.aborted) this.set({});
+      this.set({ busy: false });
     }
   }
 

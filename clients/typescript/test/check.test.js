@@ -13,3 +13,9 @@ test('tsc --noEmit finds no type error in src/', () => {
   const run = spawnSync(process.execPath, [tsc, '--noEmit', '-p', PACKAGE], { encoding: 'utf8', cwd: PACKAGE });
   assert.equal(run.status, 0, `${run.stdout}${run.stderr}`);
 });
+
+test('a TypeScript app gets the package\'s types through its exports', () => {
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  const run = spawnSync(process.execPath, [tsc, '-p', join(PACKAGE, 'test', 'consumer')], { encoding: 'utf8', cwd: PACKAGE });
+  assert.equal(run.status, 0, `${run.stdout}${run.stderr}`);
+});

@@ -88,3 +88,18 @@ test('web/vendor/ holds what `npm run vendor` bundles from the locked dependenci
     assert.equal(readFileSync(join(VENDOR, name), 'utf8'), text, `web/vendor/${name} is stale: run npm run vendor`);
   }
 });
+
+test('types/ holds the declarations the sources give (run `npm run types` when this fails)', async () => {
+  const { emit, TYPES } = await import('../scripts/types.js');
+  const { mkdtempSync, readdirSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const fresh = mkdtempSync(join(tmpdir(), 'lw-types-'));
+  try {
+    emit(fresh);
+    const list = (/** @type {string} */ dir) => readdirSync(dir, { recursive: true }).map(String).filter((f) => f.endsWith('.d.ts')).sort();
+    assert.deepEqual(list(TYPES), list(fresh));
+    for (const file of list(fresh)) assert.equal(readFileSync(join(TYPES, file), 'utf8'), readFileSync(join(fresh, file), 'utf8'), file);
+  } finally {
+    rmSync(fresh, { recursive: true, force: true });
+  }
+});

@@ -442,6 +442,13 @@ export class StatewireClient {
     this.fin = null;
     this.error = null;
     const record = this.session();
+    // Ephemeral lanes end with their attach: what they still owed is lost.
+    for (const [name, lane] of this.ephemeral) {
+      for (const command of lane.commands) {
+        this.handles.get(`${name} ${command.seq}`)?.reject(new StatewireStopped(`the attach ended before ${name} answered #${command.seq}`));
+        this.handles.delete(`${name} ${command.seq}`);
+      }
+    }
     this.ephemeral.clear();
     for (const selected of selection.protocols) {
       if (selected.record === 'ephemeral') {
