@@ -260,3 +260,21 @@ describe('a server that exits mid-turn', () => {
     assert.ok(resumed.seq >= 1000, `the resumed segment starts past the dead one's seqs (${resumed.seq})`);
   });
 });
+
+describe('a busy conversation', () => {
+  test('a 409 on a live segment is waited out by its retry_after_seconds, then the turn runs', async (t) => {
+    const server = await serve(t, { data: scratch(t), args: [...['--agent', 'scenario', '--scenarios', SCENARIOS], '--lease-ttl', '2000', '--heartbeat', '200'] });
+    const id = conversationId('busy');
+    const first = client(server.base).conversation(id);
+    const second = client(server.base).conversation(id);
+    const notes = [];
+    second.on((e) => { if (e.type === 'note') notes.push(e.text); });
+    const asked = first.ask('scenario slow-plan');
+    await frameWhere(first, (f) => f.event === 'message.delta');
+    const started = Date.now();
+    assert.equal(await second.ask('scenario three-questions'), 'paused');
+    assert.ok(notes.some((n) => n.startsWith('The conversation is busy')), `waited: ${notes}`);
+    assert.ok(Date.now() - started >= 900, 'it waited before asking again');
+    assert.equal(await asked, 'paused');
+  });
+});
