@@ -1,14 +1,20 @@
 //! The web Studio: the page at `/` and its assets under `/web/`, compiled
-//! into the binary from the repository's `web/` folder, so `serve` alone
-//! serves a working page with no network and no other server.
+//! into the binary from the repository's `web/` folder (the page and its
+//! vendored modules) and from the TypeScript package's sources
+//! (`clients/typescript/src/`, served as they are under `/web/client/`),
+//! so `serve` alone serves a working page with no network, no build step
+//! and no other server.
 //!
 //! Owns: the list of embedded files, their content types, caching
 //! validators and the page's security headers (a content security policy
-//! that lets the page load only its own files and talk only to its own
-//! origin). Must never: read a file at run time, serve a file that is not
-//! in [`ASSETS`], or let the page load code from anywhere else.
+//! that lets the page load only its own files and its one import map, and
+//! talk only to its own origin). Must never: read a file at run time,
+//! serve a file that is not in [`ASSETS`], or let the page load code from
+//! anywhere else.
 
 use std::sync::OnceLock;
+
+use sha2::{Digest, Sha256};
 
 use axum::Router;
 use axum::extract::Path;
@@ -34,16 +40,34 @@ macro_rules! asset {
     };
 }
 
-const JS: &str = "text/javascript; charset=utf-8";
+/// A module of the TypeScript package, served as `client/<file>`.
+macro_rules! client {
+    ($file:literal) => {
+        Asset {
+            path: concat!("client/", $file),
+            content_type: JS,
+            body: include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/clients/typescript/src/",
+                $file
+            )),
+        }
+    };
+}
 
-/// Every file the page is made of. A test checks that this list and the
-/// `web/` folder name the same files.
+const JS: &str = "text/javascript; charset=utf-8";
+const TEXT: &str = "text/plain; charset=utf-8";
+
+/// Where the package's sources are served from (`/web/client/…`).
+pub const CLIENT_PREFIX: &str = "client/";
+
+/// Every file the page is made of. A test checks that this list names
+/// every file of `web/` and every module of `clients/typescript/src/`.
 pub const ASSETS: &[Asset] = &[
     asset!("index.html", "text/html; charset=utf-8"),
     asset!("studio.css", "text/css; charset=utf-8"),
     asset!("icon.svg", "image/svg+xml"),
     asset!("js/app.js", JS),
-    asset!("js/api.js", JS),
     asset!("js/audit.js", JS),
     asset!("js/canvas.js", JS),
     asset!("js/cards.js", JS),
@@ -53,19 +77,83 @@ pub const ASSETS: &[Asset] = &[
     asset!("js/elicit.js", JS),
     asset!("js/errors.js", JS),
     asset!("js/format.js", JS),
+    asset!("js/inspector.js", JS),
     asset!("js/markdown.js", JS),
     asset!("js/plan.js", JS),
-    asset!("js/restore.js", JS),
     asset!("js/session.js", JS),
-    asset!("js/sse.js", JS),
     asset!("js/store.js", JS),
+    asset!("vendor/eventsource-parser.js", JS),
+    asset!("vendor/eventsource-parser.LICENSE.txt", TEXT),
+    asset!("vendor/markdown-it.js", JS),
+    asset!("vendor/markdown-it.LICENSE.txt", TEXT),
+    asset!("vendor/structured-headers.js", JS),
+    asset!("vendor/structured-headers.LICENSE.txt", TEXT),
+    client!("harness.js"),
+    client!("http.js"),
+    client!("index.js"),
+    client!("react.js"),
+    client!("sse.js"),
+    client!("statewire.js"),
+    client!("statewire/client.js"),
+    client!("statewire/negotiation.js"),
+    client!("statewire/session.js"),
+    client!("statewire/statepatch.js"),
+    client!("statewire/transports.js"),
+    client!("studio.js"),
+    client!("timeline.js"),
 ];
 
-/// The page's content security policy: its own scripts, styles and images
-/// only, requests to its own origin only, no plugins, no framing.
-pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+/// The page's content security policy: its own scripts, styles and
+/// images only, requests to its own origin only, no plugins, no framing.
+/// `{IMPORT_MAP}` becomes the hash of the page's one inline script, its
+/// import map (an import map cannot be a file of its own).
+const CONTENT_SECURITY_POLICY_TEMPLATE: &str = "default-src 'none'; script-src 'self' {IMPORT_MAP}; \
      style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
      form-action 'none'; frame-ancestors 'none'";
+
+const IMPORT_MAP_OPEN: &str = "<script type=\"importmap\">";
+const SCRIPT_CLOSE: &str = "</script>";
+
+/// The text of `index.html`'s import map, between its tags.
+pub fn import_map() -> Option<&'static str> {
+    let html = std::str::from_utf8(asset("index.html")?.body).ok()?;
+    let start = html.find(IMPORT_MAP_OPEN)? + IMPORT_MAP_OPEN.len();
+    let end = start + html[start..].find(SCRIPT_CLOSE)?;
+    Some(&html[start..end])
+}
+
+/// The page's content security policy, with the import map's hash.
+pub fn content_security_policy() -> &'static str {
+    static POLICY: OnceLock<String> = OnceLock::new();
+    POLICY.get_or_init(|| {
+        let hash = import_map()
+            .map(|map| format!("'sha256-{}'", base64(&Sha256::digest(map.as_bytes()))))
+            .unwrap_or_default();
+        CONTENT_SECURITY_POLICY_TEMPLATE.replace("{IMPORT_MAP}", &hash)
+    })
+}
+
+/// Standard base64 with padding (a CSP hash source's alphabet).
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
 
 /// The routes of the page: `GET /` and `GET /web/{path}`.
 pub fn router() -> Router {
@@ -145,7 +233,7 @@ fn serve(path: &str, headers: &HeaderMap) -> Response {
     if asset.content_type.starts_with("text/html") {
         out.insert(
             header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+            HeaderValue::from_static(content_security_policy()),
         );
     }
     response

@@ -2,12 +2,15 @@
 // which view shows (a conversation's chat and canvas, or its audit).
 // Owns: wiring the modules together, one workspace (session, transcript,
 // canvas) per open conversation, kept streaming while another one shows,
-// and the routes of the address bar (`#/c/<id>`, `#/audit/<id>`).
-// Must never: talk to the server except through a Session, a Canvas or
-// the AuditView, or keep a conversation's content (the log has it).
+// and the routes of the address bar (`#/c/<id>`, `#/audit/<id>`,
+// `#/inspect/<id>`).
+// Must never: talk to the server except through the package's clients
+// (a Session, a Canvas, the AuditView, the InspectorView), or keep a
+// conversation's content (the log has it).
 
-import { Api } from './api.js';
+import { StudioClient } from '@ledgerwire/client/studio';
 import { AuditView } from './audit.js';
+import { InspectorView } from './inspector.js';
 import { Canvas } from './canvas.js';
 import { ChatView } from './chat.js';
 import { h, replace } from './dom.js';
@@ -25,6 +28,8 @@ const ui = {
   studio: $('studio'),
   audit: $('audit'),
   auditBody: $('audit-body'),
+  inspector: $('inspector'),
+  inspectorBody: $('inspector-body'),
   list: $('conversation-list'),
   newButton: $('new-conversation'),
   transcripts: $('transcripts'),
@@ -39,10 +44,12 @@ const ui = {
   scopeClear: $('scope-clear'),
   viewChat: $('view-chat'),
   viewAudit: $('view-audit'),
+  viewInspector: $('view-inspector'),
 };
 
-const api = new Api(() => store.token());
-const audit = new AuditView({ api, root: ui.auditBody });
+const studio = new StudioClient({ token: () => store.token() });
+const audit = new AuditView({ studio, root: ui.auditBody });
+const inspector = new InspectorView({ token: () => store.token(), root: ui.inspectorBody });
 const workspaces = new Map();
 let currentId = null;
 let scope = null;
@@ -77,7 +84,7 @@ function workspace(id) {
     workspaces.set(id, open);
     return open;
   }
-  const canvas = new Canvas({ api, conversationId: id, scope: setScope });
+  const canvas = new Canvas({ conversationId: id, scope: setScope });
   let session = null;
   const chat = new ChatView({
     conversationId: id,
@@ -91,7 +98,7 @@ function workspace(id) {
     },
   });
   session = new Session({
-    api, conversationId: id, chat, canvas, announce,
+    studio, conversationId: id, chat, canvas, announce,
     onBusy: (busy) => { if (currentId === id) showBusy(busy); },
   });
   const ws = { id, chat, canvas, session };
@@ -152,18 +159,30 @@ function renderList() {
   replace(ui.list, items);
 }
 
+/** Shows one of the three views (`chat`, `audit`, `inspector`) for `id`. */
+function showView(view, id) {
+  if (view !== 'inspector') inspector.hide();
+  ui.studio.hidden = view !== 'chat';
+  ui.audit.hidden = view !== 'audit';
+  ui.inspector.hidden = view !== 'inspector';
+  for (const [name, link] of [['chat', ui.viewChat], ['audit', ui.viewAudit], ['inspector', ui.viewInspector]]) {
+    if (name === view) link.setAttribute('aria-current', 'page');
+    else link.removeAttribute('aria-current');
+  }
+  if (id) {
+    ui.viewChat.href = `#/c/${encodeURIComponent(id)}`;
+    ui.viewAudit.href = `#/audit/${encodeURIComponent(id)}`;
+    ui.viewInspector.href = `#/inspect/${encodeURIComponent(id)}`;
+  }
+}
+
 function showConversation(id) {
   if (id !== currentId) ui.status.textContent = '';
   currentId = id;
   const token = store.token();
   store.remember(token, id);
   store.setCurrent(token, id);
-  ui.studio.hidden = false;
-  ui.audit.hidden = true;
-  ui.viewChat.setAttribute('aria-current', 'page');
-  ui.viewAudit.removeAttribute('aria-current');
-  ui.viewChat.href = `#/c/${encodeURIComponent(id)}`;
-  ui.viewAudit.href = `#/audit/${encodeURIComponent(id)}`;
+  showView('chat', id);
   const ws = workspace(id);
   replace(ui.transcripts, ws.chat.el);
   replace(ui.canvases, ws.canvas.el);
@@ -175,12 +194,14 @@ function showConversation(id) {
 
 function showAudit(id) {
   ui.status.textContent = '';
-  ui.studio.hidden = true;
-  ui.audit.hidden = false;
-  ui.viewAudit.setAttribute('aria-current', 'page');
-  ui.viewChat.removeAttribute('aria-current');
-  ui.viewChat.href = `#/c/${encodeURIComponent(id)}`;
+  showView('audit', id);
   audit.show(id);
+}
+
+function showInspector(id) {
+  ui.status.textContent = '';
+  showView('inspector', id);
+  inspector.show(id);
 }
 
 function newConversation() {
@@ -191,8 +212,7 @@ function newConversation() {
 
 function route() {
   if (!store.token()) {
-    ui.studio.hidden = false;
-    ui.audit.hidden = true;
+    showView('chat', null);
     announce('Enter the access token to start (any non-empty token when the server sets no STUDIO_API_TOKEN).');
     ui.tokenInput.focus();
     return;
@@ -201,10 +221,11 @@ function route() {
   const [view, ...rest] = hash.split('/');
   const named = rest.join('/');
   const fallback = () => store.current(store.token()) ?? store.conversations(store.token())[0]?.id;
-  if (view === 'audit') {
+  if (view === 'audit' || view === 'inspect') {
     const id = named || fallback();
-    if (id) showAudit(id);
-    else announce('Open a conversation first: the audit shows one conversation.');
+    if (id && view === 'audit') showAudit(id);
+    else if (id) showInspector(id);
+    else announce(`Open a conversation first: the ${view === 'audit' ? 'audit' : 'inspector'} shows one conversation.`);
     return;
   }
   const id = (view === 'c' && named) || fallback();

@@ -3,12 +3,11 @@
 // was sent with its seq and time, each answer, approval, lease change,
 // cancel and canvas change, and the replay check's verdict per segment.
 // Owns: reading the read-only routes (`…/timeline?raw=true`, `…/check`)
-// and laying them out. Must never: change the conversation, or show a
+// through the package's StudioClient, and laying them out. Must never: change the conversation, or show a
 // frame other than the bytes the log holds.
 
 import { h, replace } from './dom.js';
 import { clock, iso } from './format.js';
-import { readTimeline } from './restore.js';
 
 const VERDICTS = {
   same: 'replays the same',
@@ -98,8 +97,9 @@ class SegmentBlock {
 }
 
 export class AuditView {
-  constructor({ api, root }) {
-    this.api = api;
+  /** `studio`: the StudioClient; `root`: where the view goes. */
+  constructor({ studio, root }) {
+    this.studio = studio;
     this.root = root;
   }
 
@@ -109,9 +109,13 @@ export class AuditView {
     const refresh = h('button', { type: 'button', onclick: () => this.show(conversationId) }, 'Refresh');
     const back = h('a', { href: `#/c/${encodeURIComponent(conversationId)}` }, 'Back to the chat');
     replace(this.root, h('div', { class: 'audit-head' }, h('span', {}, 'Conversation ', h('code', {}, conversationId)), back, refresh), status);
+    const settle = (promise) => promise.then((body) => ({ ok: true, body, ...body }), (error) => {
+      if (error?.name !== 'StudioError') throw error;
+      return { ok: false, error: error.failure };
+    });
     const [read, check] = await Promise.all([
-      readTimeline(this.api, conversationId, { raw: true }),
-      this.api.check(conversationId),
+      settle(this.studio.timeline(conversationId, { raw: true })),
+      settle(this.studio.check(conversationId)),
     ]);
     if (!read.ok) {
       status.textContent = read.error.code === 'not_found' ? 'The server holds no such conversation for this token yet.' : read.error.detail;

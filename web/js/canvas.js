@@ -1,6 +1,7 @@
 // canvas.js — one conversation's canvas: the manifest the server last
 // sent, the components its cards are drawn from, and every change the
-// user makes, through `/api/studio/composition` with `expected_revision`.
+// user makes, through the package's Conversation (`/api/studio/composition`
+// with `expected_revision`).
 // Owns: rendering the manifest's blocks in its order (cards keyed by
 // component id), the "Add to canvas" chips of cards streamed with
 // auto-add off, re-rendering from the server's manifest on an
@@ -8,8 +9,8 @@
 // Must never: hold layout of its own (the manifest is the order, the
 // pins and the meta), or apply a change the server has not answered.
 
+import { StudioError } from '@ledgerwire/client/studio';
 import { h } from './dom.js';
-import { refusal } from './api.js';
 import { cardElement } from './cards.js';
 
 /** Components one canvas remembers (the frames their cards are drawn from). */
@@ -33,11 +34,11 @@ function painted() {
 
 export class Canvas {
   /**
-   * `api`: the Api; `conversationId`; `scope(ref, title)`: start a turn
-   * scoped to a card ("Edit card", "Ask follow up").
+   * `conversationId`; `scope(ref, title)`: start a turn scoped to a card
+   * ("Edit card", "Ask follow up"). The Session attaches its Conversation.
    */
-  constructor({ api, conversationId, scope }) {
-    this.api = api;
+  constructor({ conversationId, scope }) {
+    this.conversation = null;
     this.conversationId = conversationId;
     this.scope = scope;
     this.manifest = null;
@@ -51,6 +52,11 @@ export class Canvas {
     this.empty = h('p', { class: 'canvas-empty' }, 'Cards the assistant makes appear here.');
     this.el = h('div', { class: 'canvas-view', dataset: { conversationId } }, this.note, this.empty, this.cards);
     this.busy = false;
+  }
+
+  /** The Conversation changes go through. */
+  attach(conversation) {
+    this.conversation = conversation;
   }
 
   onCanvas(id) {
@@ -189,29 +195,23 @@ export class Canvas {
 
   /** Applies `ops` through the server; on a conflict, shows the canvas as it is. */
   async mutate(ops) {
-    if (this.busy) return false;
+    if (this.busy || !this.conversation) return false;
     this.busy = true;
-    const body = { kind: 'composition.mutate', conversation_id: this.conversationId, expected_revision: this.manifest?.revision ?? 0, ops };
-    if (this.manifest?.composition_id) body.composition_id = this.manifest.composition_id;
     try {
-      let response;
-      try {
-        response = await this.api.post('/api/studio/composition', body);
-      } catch {
-        this.note.textContent = 'The server could not be reached, so the canvas did not change.';
-        return false;
-      }
-      if (response.ok) {
-        this.note.textContent = '';
-        this.setManifest(await response.json(), { force: true });
-        return true;
-      }
-      const error = await refusal(response);
+      // The Conversation sends the revision of the manifest last drawn.
+      this.conversation.setCanvas(this.manifest, true);
+      this.setManifest(await this.conversation.mutate(ops), { force: true });
+      this.note.textContent = '';
+      return true;
+    } catch (error) {
+      if (!(error instanceof StudioError)) throw error;
       if (error.code === 'edit_conflict') {
-        await this.refresh();
+        this.setManifest(this.conversation.getSnapshot().canvas, { force: true });
         this.note.textContent = 'The canvas changed in the meantime; it is shown as it is now. Try again.';
+      } else if (error.failure.status === 0) {
+        this.note.textContent = 'The server could not be reached, so the canvas did not change.';
       } else {
-        this.note.textContent = `${error.detail}${error.fix ? ` (${error.fix})` : ''}`;
+        this.note.textContent = `${error.failure.detail}${error.failure.fix ? ` (${error.failure.fix})` : ''}`;
       }
       return false;
     } finally {
@@ -221,7 +221,10 @@ export class Canvas {
 
   /** Reads the manifest as it stands from the server and draws it. */
   async refresh() {
-    const result = await this.api.composition(this.conversationId);
-    if (result.ok) this.setManifest(result.body.composition, { force: true });
+    try {
+      this.setManifest(await this.conversation?.refreshCanvas(), { force: true });
+    } catch {
+      // Unreadable now: the canvas stays as drawn.
+    }
   }
 }

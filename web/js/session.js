@@ -1,76 +1,115 @@
-// session.js — one conversation's streams, as the contract runs them: the
-// reference client for its subtle parts.
-// Owns: posting a question (`/turn`) or an answer (`/interrupt`) and
-// reading the stream it opens until a closing frame (a pause closes the
-// stream; the answer opens a new one, and seq goes on across them);
-// Stop (`/cancel`); reconnecting after a drop through `/stream` with the
-// last seq seen (`Last-Event-ID`); after a segment died (a server restart,
-// a closed tab), retrying the identical answer once its lease lapsed, as
-// the contract says; and restoring the conversation from the log on a
-// reload, then resuming a live turn.
-// Must never: show a frame twice or out of order (frames at or below the
-// last seq are dropped), retry a stopped turn, or loop without bound
-// (every wait and retry is counted).
+// session.js — one conversation of the page, run by the package's
+// `/studio` client (@ledgerwire/client): the Conversation posts the
+// questions and answers, reads the streams, reconnects, re-posts a dead
+// segment's answer and restores from the log; this module shows what it
+// reports in the transcript and the canvas.
+// Owns: mapping the Conversation's events (turns, segments, frames,
+// notes, notices) onto the ChatView, the busy flag of the composer, and
+// the buttons a notice offers. Must never: talk to the server itself, or
+// show an event of another conversation (each Session has its own
+// Conversation, disposed with it).
 
-import { refusal, unreachable } from './api.js';
-import { delay } from './dom.js';
-import { events } from './sse.js';
-import { readTimeline, transcript } from './restore.js';
+import { StudioError, unreachable } from '@ledgerwire/client/studio';
 
-/** Reconnects to one turn's stream before giving up. */
-export const MAX_RECONNECTS = 30;
-/** Longest wait between two reconnects, in ms. */
-export const MAX_BACKOFF_MS = 3000;
-/** Times one turn's dead segment is resumed by retrying its answer. */
-export const MAX_RECOVERIES = 6;
-/** Times a retried answer waits out a live lease (`retry_after_seconds`). */
-export const MAX_LEASE_WAITS = 20;
-
-const ENDING = new Set(['plan.proposed', 'elicitation.request', 'error', 'done']);
-
-/**
- * Whether a reconnect's closing frame says its segment stopped without a
- * closing frame of its own: the error whose retry mode says post the same
- * answer again after the delay, or ask again.
- */
-const stoppedSegment = (frame) =>
-  frame.event === 'error' &&
-  frame.error?.code === 'transient_unavailable' &&
-  (frame.error.retry === 'retry_after_delay' || frame.error.retry === 'refresh_then_retry');
-
-const backoff = (attempt) => Math.min(MAX_BACKOFF_MS, 250 * 2 ** attempt);
+const isAbort = (error) => error?.name === 'AbortError';
 
 export class Session {
   /**
-   * `chat`: the ChatView, `canvas`: the Canvas, `onBusy(busy)`: a stream
-   * opened or closed, `announce(text)`: a line for the status region.
+   * `studio`: the StudioClient; `chat`: the ChatView; `canvas`: the
+   * Canvas; `onBusy(busy)`: a call started or ended; `announce(text)`: a
+   * line for the status region.
    */
-  constructor({ api, conversationId, chat, canvas, onBusy, announce }) {
-    this.api = api;
+  constructor({ studio, conversationId, chat, canvas, onBusy, announce }) {
+    this.conversation = studio.conversation(conversationId);
     this.conversationId = conversationId;
     this.chat = chat;
     this.canvas = canvas;
     this.onBusy = onBusy;
     this.announce = announce;
-    this.abort = new AbortController();
-    this.busy = false;
-    this.lastSeq = 0;
-    this.request = null;
-    this.answer = null;
-    this.stopped = false;
+    canvas.attach(this.conversation);
+    this.conversation.on((event) => this.show(event));
+  }
+
+  get busy() {
+    return this.conversation.busy;
   }
 
   dispose() {
-    this.abort.abort();
+    this.conversation.dispose();
   }
 
-  get signal() {
-    return this.abort.signal;
+  /** One event of the Conversation, into the transcript. */
+  show(event) {
+    const chat = this.chat;
+    chat.replaying = Boolean(event.replay);
+    try {
+      switch (event.type) {
+        case 'turn': chat.userTurn(event.request?.message ?? '', event.request); break;
+        case 'segment': chat.segmentStarted(); break;
+        case 'frame': chat.frame(event.frame, { receivedAt: event.receivedAt }); break;
+        case 'answered': if (event.replay) chat.answered(event.response); break;
+        case 'note': chat.status(event.text); break;
+        case 'notice': this.notice(event); break;
+        case 'restored':
+          if (!event.complete) chat.notice({ code: 'transient_unavailable', retry: 'do_not_retry', detail: 'This conversation is longer than the page reads back; its oldest part is shown.' });
+          this.canvas.setManifest(this.conversation.getSnapshot().canvas, { force: true });
+          this.canvas.render();
+          chat.scrolled();
+          break;
+        default: break;
+      }
+    } finally {
+      chat.replaying = false;
+    }
   }
 
-  setBusy(busy) {
-    this.busy = busy;
-    this.onBusy(busy);
+  /** A notice: a refusal, an unreachable server, a turn that cannot resume. */
+  notice({ kind, error, request }) {
+    const chat = this.chat;
+    const again = () => this.ask(this.conversation.request?.message ?? '', {
+      componentRef: this.conversation.request?.component_ref, autoAdd: this.conversation.request?.auto_add,
+    });
+    switch (kind) {
+      case 'refused':
+        if (request?.kind === 'interrupt.response') chat.pauseRefused(request.interrupt_id);
+        if (error.code === 'unauthorized') this.announce('The server refused the token: enter the right one above.');
+        chat.notice(error, { onRetry: () => (request?.kind === 'interrupt.response' ? this.respond(request) : again()) });
+        break;
+      case 'unreachable':
+        chat.notice(error, { onRetry: again });
+        break;
+      case 'lost':
+        chat.notice({ code: 'transient_unavailable', retry: 'do_not_retry', detail: 'This answer stopped before it finished (its connection was lost while the question was being read), and nothing can resume it.' });
+        chat.status('', 'failed');
+        if (request?.message) {
+          chat.notice({ code: 'transient_unavailable', retry: 'retry_after_delay', retry_after_seconds: 0, detail: 'Ask the question again to start over.' }, { onRetry: again });
+        }
+        break;
+      case 'gave-up':
+        chat.status('');
+        chat.notice(error, { onRetry: () => this.run(() => this.conversation.resume()) });
+        break;
+      case 'restore':
+        chat.notice(error, { onRefresh: () => chat.actions.refresh() });
+        break;
+      default:
+        chat.notice(error);
+    }
+  }
+
+  /** Runs one call of the Conversation with the busy flag shown. */
+  async run(call) {
+    this.onBusy(true);
+    try {
+      const outcome = await call();
+      if (outcome === 'stopped' && this.chat.current?.el.dataset.state !== 'stopped') this.chat.status('Stopped.', 'stopped');
+      return outcome;
+    } catch (error) {
+      if (!isAbort(error)) this.chat.notice(unreachable(`The answer could not be read: ${error?.message ?? error}.`));
+      return 'failed';
+    } finally {
+      this.onBusy(false);
+    }
   }
 
   /** Asks `message` as a new turn. */
@@ -79,14 +118,9 @@ export class Session {
       this.announce('Wait for this answer to finish, or stop it.');
       return false;
     }
-    const body = { kind: 'turn.request', conversation_id: this.conversationId, message, auto_add: autoAdd !== false };
+    const body = { message, auto_add: autoAdd !== false };
     if (componentRef) body.component_ref = componentRef;
-    this.chat.userTurn(message, body);
-    this.request = body;
-    this.answer = null;
-    this.lastSeq = 0;
-    this.stopped = false;
-    await this.guard(() => this.open('/api/studio/turn', body));
+    await this.run(() => this.conversation.ask(body));
     return true;
   }
 
@@ -97,249 +131,35 @@ export class Session {
       this.chat.pauseRefused(body.interrupt_id);
       return;
     }
-    this.answer = body;
-    this.stopped = false;
-    await this.guard(() => this.open('/api/studio/interrupt', body));
+    const { kind: _kind, conversation_id: _id, ...response } = body;
+    await this.run(() => this.conversation.respond(response));
   }
 
-  /** The Stop button: asks the server to stop the conversation's live segment. */
+  /** The Stop button. */
   async cancel() {
-    this.stopped = true;
     this.chat.status('Stopping…');
     try {
-      const response = await this.api.post('/api/studio/cancel', { kind: 'turn.cancel', conversation_id: this.conversationId });
-      if (!response.ok) this.chat.notice(await refusal(response));
-    } catch {
-      this.stopped = false;
-      this.announce('The stop request did not reach the server; press Stop again.');
-    }
-  }
-
-  /** Runs `work` with the busy flag set; an abort (page leaving) ends it quietly. */
-  async guard(work) {
-    this.setBusy(true);
-    try {
-      await work();
+      await this.conversation.stop();
     } catch (error) {
-      if (error?.name !== 'AbortError') this.chat.notice(unreachable(`The answer could not be read: ${error?.message ?? error}.`));
-    } finally {
-      this.setBusy(false);
+      if (isAbort(error)) return;
+      if (error instanceof StudioError && error.failure.status !== 0) this.chat.notice(error.failure);
+      else this.announce('The stop request did not reach the server; press Stop again.');
     }
-  }
-
-  async open(path, body) {
-    let response;
-    try {
-      response = await this.api.post(path, body, { signal: this.signal });
-    } catch (error) {
-      if (error?.name === 'AbortError') throw error;
-      // No answer at all. An answer is recorded before its stream starts,
-      // so retrying it is safe; a question is offered again.
-      if (body.kind === 'interrupt.response') {
-        await this.recover();
-      } else {
-        this.chat.notice(unreachable(), { onRetry: () => this.guard(() => this.open(path, body)) });
-      }
-      return;
-    }
-    if (!response.ok) {
-      await this.refused(await refusal(response), path, body);
-      return;
-    }
-    this.chat.segmentStarted();
-    this.chat.status('');
-    const outcome = await this.consume(response);
-    if (outcome !== 'ended') await this.recover();
-  }
-
-  async refused(error, path, body) {
-    if (body.kind === 'interrupt.response') this.chat.pauseRefused(body.interrupt_id);
-    if (error.code === 'unauthorized') this.announce('The server refused the token: enter the right one above.');
-    this.chat.notice(error, { onRetry: () => this.guard(() => this.open(path, body)) });
   }
 
   /**
-   * Reads frames from `response` until a closing frame (`ended`), the end
-   * of the stream without one (`closed`), or a drop (`dropped`). On a
-   * reconnect (`reconnect`), a closing frame already shown ends it as
-   * `ended`, and an error saying the segment stopped and what to do
-   * (post the answer again after the delay, or ask again) ends it as
-   * `dead`, for `recover` to act on rather than to show.
-   */
-  async consume(response, { reconnect = false } = {}) {
-    try {
-      for await (const event of events(response, this.signal)) {
-        if (!('data' in event)) continue;
-        let frame;
-        try {
-          frame = JSON.parse(event.data);
-        } catch {
-          continue;
-        }
-        const seq = Number(frame.seq ?? event.id);
-        if (Number.isFinite(seq)) {
-          if (seq <= this.lastSeq) {
-            // A reconnect always ends on the turn's closing frame, even
-            // one this page holds: the turn stands as shown.
-            if (reconnect && ENDING.has(frame.event)) {
-              this.chat.status('');
-              return 'ended';
-            }
-            continue;
-          }
-          this.lastSeq = seq;
-        }
-        if (reconnect && stoppedSegment(frame)) {
-          this.chat.status('');
-          return 'dead';
-        }
-        this.chat.frame(frame, { receivedAt: event.receivedAt });
-        if (ENDING.has(frame.event)) {
-          this.chat.status('');
-          return 'ended';
-        }
-      }
-      return 'closed';
-    } catch (error) {
-      if (error?.name === 'AbortError') throw error;
-      return 'dropped';
-    }
-  }
-
-  /** The stream stopped short: follow the turn, and resume it if its segment died. */
-  async recover() {
-    for (let round = 0; round < MAX_RECOVERIES; round += 1) {
-      const followed = await this.follow();
-      if (followed !== 'dead') return;
-      if (this.stopped) {
-        this.chat.status('Stopped.', 'stopped');
-        return;
-      }
-      if (!this.answer) {
-        const message = this.request?.message;
-        this.chat.notice({
-          code: 'transient_unavailable', retry: 'do_not_retry',
-          detail: 'This answer stopped before it finished (its connection was lost while the question was being read), and nothing can resume it.',
-        });
-        this.chat.status('', 'failed');
-        if (message) {
-          this.chat.notice({ code: 'transient_unavailable', retry: 'retry_after_delay', retry_after_seconds: 0, detail: 'Ask the question again to start over.' },
-            { onRetry: () => this.ask(message, { componentRef: this.request.component_ref, autoAdd: this.request.auto_add }) });
-        }
-        return;
-      }
-      if ((await this.retryAnswer()) === 'done') return;
-    }
-    this.chat.notice({ code: 'transient_unavailable', retry: 'refresh_then_retry', detail: `The answer could not be resumed after ${MAX_RECOVERIES} tries.` });
-  }
-
-  /**
-   * Reconnects through `/stream` after the last seq: `ended` (a closing
-   * frame came), `dead` (the stream ended with no segment left to
-   * stream the turn) or `gone` (given up, with a notice shown).
-   */
-  async follow() {
-    for (let attempt = 0; attempt < MAX_RECONNECTS; attempt += 1) {
-      this.chat.status(attempt === 0 ? 'Reconnecting…' : `Reconnecting (attempt ${attempt + 1})…`);
-      let response;
-      try {
-        response = await this.api.post('/api/studio/stream', { conversation_id: this.conversationId, after_seq: this.lastSeq },
-          { signal: this.signal, headers: { 'Last-Event-ID': String(this.lastSeq) } });
-      } catch (error) {
-        if (error?.name === 'AbortError') throw error;
-        await delay(backoff(attempt), this.signal);
-        continue;
-      }
-      if (!response.ok) {
-        const error = await refusal(response);
-        if (error.code === 'transient_unavailable' && attempt + 1 < MAX_RECONNECTS) {
-          await delay(Math.min(MAX_BACKOFF_MS, 1000 * (error.retry_after_seconds ?? 1)), this.signal);
-          continue;
-        }
-        this.chat.status('');
-        this.chat.notice(error);
-        return 'gone';
-      }
-      const outcome = await this.consume(response, { reconnect: true });
-      if (outcome === 'ended') return 'ended';
-      if (outcome === 'closed' || outcome === 'dead') return 'dead';
-      await delay(backoff(attempt), this.signal);
-    }
-    this.chat.status('');
-    this.chat.notice(unreachable('The server has not come back, so the answer could not be followed.'),
-      { onRetry: () => this.guard(() => this.recover()) });
-    return 'gone';
-  }
-
-  /** Retries the answer that started the dead segment: `done`, or `again` to follow once more. */
-  async retryAnswer() {
-    for (let attempt = 0; attempt < MAX_LEASE_WAITS; attempt += 1) {
-      this.chat.status('Resuming the answer where it stopped…');
-      let response;
-      try {
-        response = await this.api.post('/api/studio/interrupt', this.answer, { signal: this.signal });
-      } catch (error) {
-        if (error?.name === 'AbortError') throw error;
-        await delay(backoff(attempt), this.signal);
-        continue;
-      }
-      if (response.ok) {
-        this.chat.segmentStarted();
-        const outcome = await this.consume(response);
-        return outcome === 'ended' ? 'done' : 'again';
-      }
-      const error = await refusal(response);
-      if (error.code === 'transient_unavailable' && error.retry === 'retry_after_delay') {
-        const seconds = Math.max(1, Math.ceil(error.retry_after_seconds ?? 1));
-        this.chat.status(`The stopped attempt still holds the conversation; resuming in ${seconds} s.`);
-        await delay(seconds * 1000, this.signal);
-        continue;
-      }
-      // The answer was carried out and the turn moved on: read what it made.
-      if (error.code === 'edit_conflict') return 'again';
-      this.chat.status('');
-      this.chat.notice(error);
-      return 'done';
-    }
-    this.chat.status('');
-    this.chat.notice(unreachable('The conversation stayed busy, so the answer could not be resumed.'));
-    return 'done';
-  }
-
-  /**
-   * Reads the conversation back from the log (a reload, or opening it
-   * again) and resumes its latest turn if it is still streaming.
-   * Resolves to `new` when the server holds no such conversation yet.
+   * Reads the conversation back from the log and follows its latest turn
+   * if it is still streaming: `new`, `restored` or `failed`.
    */
   async restore() {
-    const read = await readTimeline(this.api, this.conversationId);
-    if (!read.ok) {
-      if (read.error.code === 'not_found') return 'new';
-      this.chat.notice(read.error, { onRefresh: () => this.chat.actions.refresh() });
-      return 'failed';
-    }
-    const { events: items, latest } = transcript(read.records);
-    this.chat.replaying = true;
+    this.onBusy(true);
     try {
-      for (const item of items) {
-        if (item.type === 'turn') this.chat.userTurn(item.request?.message ?? '', item.request);
-        else if (item.type === 'segment') this.chat.segmentStarted();
-        else if (item.type === 'frame') this.chat.frame(item.frame, {});
-        else if (item.type === 'answer') this.chat.answered(item.response);
-      }
+      return await this.conversation.restore();
+    } catch (error) {
+      if (!isAbort(error)) this.chat.notice(unreachable(`The conversation could not be read: ${error?.message ?? error}.`));
+      return 'failed';
     } finally {
-      this.chat.replaying = false;
+      this.onBusy(false);
     }
-    if (!read.complete) this.chat.notice({ code: 'transient_unavailable', retry: 'do_not_retry', detail: 'This conversation is longer than the page reads back; its oldest part is shown.' });
-    await this.canvas.refresh();
-    this.canvas.render();
-    this.chat.scrolled();
-    if (latest) {
-      this.request = latest.request;
-      this.answer = latest.answer;
-      this.lastSeq = latest.lastSeq;
-      if (latest.state === 'streaming') await this.guard(() => this.recover());
-    }
-    return 'restored';
   }
 }

@@ -6,6 +6,7 @@ mod access;
 mod audit;
 mod browser;
 mod chat;
+mod inspector;
 mod page;
 mod pauses;
 mod recovery;

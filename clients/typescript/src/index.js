@@ -1,0 +1,5 @@
+// index.js — `@ledgerwire/client`: every entry point but `/react` (which
+// needs React). Prefer the sub-paths in a browser bundle.
+export * from './studio.js';
+export * from './statewire.js';
+export { HarnessClient, HARNESS_PROTOCOL, HARNESS_VERSION, INTEREST_PROTOCOL, MESSAGE_NAMESPACE } from './harness.js';
