@@ -28,7 +28,9 @@ Environment:
   STUDIO_API_TOKEN        the bearer token both doors require (unset: any non-empty token, development only)
   LEDGERWIRE_ADMIN_TOKEN  the operator token of the audit API (/api/admin/…; unset: the API is off);
                           also what `log … --url` and `replay --url` send
-  RUST_LOG                log filter, e.g. `info` (the default), `ledgerwire=debug`
+  RUST_LOG                log filter, e.g. `info` (the default), `ledgerwire=debug`; the targets that
+                          log message bytes (tungstenite, reqwest, hyper, h2, axum::rejection) stay at
+                          info unless named, e.g. `trace,tungstenite=trace`
   LEDGERWIRE_*            each flag of `serve`, as its help shows";
 
 #[derive(Parser)]
@@ -300,8 +302,10 @@ fn main() -> ExitCode {
 
 fn init_logging(format: LogFormat) {
     use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Dependencies that log message bytes (a token travels in them) stay
+    // at info unless RUST_LOG names them (server::log_filter).
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let filter = ledgerwire::server::log_filter::env_filter(rust_log.as_deref());
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -25,6 +25,7 @@ use crate::studio::service::{Studio, StudioConfig};
 
 pub mod audit;
 pub mod health;
+pub mod log_filter;
 pub mod middleware;
 pub mod settings;
 

@@ -13,6 +13,7 @@ mod golden;
 mod harness_sdk;
 mod keyed;
 mod ledger;
+mod log_secrets;
 mod operating;
 mod power_loss;
 mod reads;
