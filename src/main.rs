@@ -158,7 +158,12 @@ enum Command {
         scenarios: PathBuf,
     },
     /// Print the JSON Schema (draft 2020-12) of the Studio wire.
-    Schema,
+    Schema {
+        /// Print instead the OpenAPI 3.1 document of every HTTP route (what
+        /// a server answers on GET /openapi.json).
+        #[arg(long)]
+        openapi: bool,
+    },
     /// The load generator: pause-and-resume conversations against a
     /// server on loopback; conversations/s, latency, server CPU time.
     Bench(ledgerwire::loadgen::BenchArgs),
@@ -534,9 +539,13 @@ fn run(command: Command) -> Result<(), ToolError> {
                 incomplete => Err(ToolError::Incomplete(incomplete)),
             }
         }
-        Command::Schema => {
+        Command::Schema { openapi: false } => {
             let schema = ledgerwire::wire::schema::schema_json();
             Ok(writeln!(out, "{schema:#}")?)
+        }
+        Command::Schema { openapi: true } => {
+            let document = ledgerwire::server::openapi::document();
+            Ok(writeln!(out, "{document:#}")?)
         }
         Command::Log(LogCommand::Probe {
             data,

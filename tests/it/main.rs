@@ -14,6 +14,7 @@ mod harness_sdk;
 mod keyed;
 mod ledger;
 mod log_secrets;
+mod openapi;
 mod operating;
 mod power_loss;
 mod reads;
