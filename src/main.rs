@@ -28,7 +28,9 @@ Environment:
   STUDIO_API_TOKEN        the bearer token both doors require (unset: any non-empty token, development only)
   LEDGERWIRE_ADMIN_TOKEN  the operator token of the audit API (/api/admin/…; unset: the API is off);
                           also what `log … --url` and `replay --url` send
-  RUST_LOG                log filter, e.g. `info` (the default), `ledgerwire=debug`
+  RUST_LOG                log filter, e.g. `info` (the default), `ledgerwire=debug`; the targets that
+                          log message bytes (tungstenite, reqwest, hyper, h2, axum::rejection) stay at
+                          info unless named, e.g. `trace,tungstenite=trace`
   LEDGERWIRE_*            each flag of `serve`, as its help shows";
 
 #[derive(Parser)]
@@ -156,7 +158,12 @@ enum Command {
         scenarios: PathBuf,
     },
     /// Print the JSON Schema (draft 2020-12) of the Studio wire.
-    Schema,
+    Schema {
+        /// Print instead the OpenAPI 3.1 document of every HTTP route (what
+        /// a server answers on GET /openapi.json).
+        #[arg(long)]
+        openapi: bool,
+    },
     /// The load generator: pause-and-resume conversations against a
     /// server on loopback; conversations/s, latency, server CPU time.
     Bench(ledgerwire::loadgen::BenchArgs),
@@ -300,8 +307,10 @@ fn main() -> ExitCode {
 
 fn init_logging(format: LogFormat) {
     use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Dependencies that log message bytes (a token travels in them) stay
+    // at info unless RUST_LOG names them (server::log_filter).
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let filter = ledgerwire::server::log_filter::env_filter(rust_log.as_deref());
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -533,9 +542,13 @@ fn run(command: Command) -> Result<(), ToolError> {
                 incomplete => Err(ToolError::Incomplete(incomplete)),
             }
         }
-        Command::Schema => {
+        Command::Schema { openapi: false } => {
             let schema = ledgerwire::wire::schema::schema_json();
             Ok(writeln!(out, "{schema:#}")?)
+        }
+        Command::Schema { openapi: true } => {
+            let document = ledgerwire::server::openapi::document();
+            Ok(writeln!(out, "{document:#}")?)
         }
         Command::Log(LogCommand::Probe {
             data,

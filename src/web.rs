@@ -16,11 +16,15 @@ use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 
+use aide::axum::ApiRouter;
+use aide::axum::routing::get_with;
 use axum::Router;
 use axum::extract::Path;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+
+use crate::api_docs;
+use crate::wire::WireError;
 
 /// One embedded file of `web/`.
 pub struct Asset {
@@ -156,10 +160,53 @@ fn base64(bytes: &[u8]) -> String {
 }
 
 /// The routes of the page: `GET /` and `GET /web/{path}`.
+/// The routes of the page, `GET /` and `GET /web/{path}`, described for
+/// the OpenAPI document.
+pub fn api() -> ApiRouter {
+    ApiRouter::new()
+        .api_route(
+            "/",
+            get_with(index, |op| page(op, "page", "The web Studio")),
+        )
+        .api_route(
+            "/web/{*path}",
+            get_with(file, |op| {
+                let op = page(op, "asset", "A file of the web Studio");
+                let path = api_docs::schema(serde_json::json!({"type": "string"}));
+                api_docs::path_parameter(op, "path", "The file's path under `web/`.", path)
+            }),
+        )
+}
+
+/// The routes of the page.
 pub fn router() -> Router {
-    Router::new()
-        .route("/", get(index))
-        .route("/web/{*path}", get(file))
+    api().into()
+}
+
+/// What a page route answers: the file, `304` when the client's copy is
+/// current, `404` (a `WireError`) for a file the page does not have.
+fn page<'t>(
+    op: aide::transform::TransformOperation<'t>,
+    id: &str,
+    summary: &str,
+) -> aide::transform::TransformOperation<'t> {
+    let op = op.id(id).summary(summary).tag("web");
+    let any = api_docs::schema(serde_json::json!({"type": "string"}));
+    let mut op = api_docs::header(
+        op,
+        "If-None-Match",
+        false,
+        "The validator of the copy the client holds.",
+        any.clone(),
+    );
+    let mut types: Vec<&str> = ASSETS.iter().map(|asset| asset.content_type).collect();
+    types.sort_unstable();
+    types.dedup();
+    for content_type in types {
+        op = api_docs::respond(op, 200, "The file.", Some((content_type, any.clone())));
+    }
+    let op = api_docs::respond(op, 304, "The client's copy is current.", None);
+    api_docs::json::<WireError>(op, 404, "`not_found`: no such file in the page.")
 }
 
 /// The embedded file at `path` under `web/`.
@@ -199,7 +246,7 @@ fn etags() -> &'static [String] {
 
 fn serve(path: &str, headers: &HeaderMap) -> Response {
     let Some(index) = ASSETS.iter().position(|asset| asset.path == path) else {
-        return (StatusCode::NOT_FOUND, "no such file in the web Studio\n").into_response();
+        return WireError::not_found("", "No such file in the web Studio.").into_response();
     };
     let asset = &ASSETS[index];
     let etag = etags().get(index).cloned().unwrap_or_default();

@@ -125,7 +125,7 @@ pub struct StoreCondition {
 
 /// What a store has done since it was opened, in a shape every engine
 /// fills; what only one engine counts goes in `engine`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct StoreStats {
     pub records_appended: u64,
     /// Syncs to stable storage (for the local store, `fdatasync`s of its
@@ -137,5 +137,5 @@ pub struct StoreStats {
     /// Time spent in those syncs, in microseconds.
     pub sync_micros: u64,
     /// Counters of this engine only, by name.
-    pub engine: BTreeMap<&'static str, u64>,
+    pub engine: BTreeMap<String, u64>,
 }

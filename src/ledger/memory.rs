@@ -212,7 +212,7 @@ impl LogStore for MemoryStore {
         let inner = self.lock();
         StoreStats {
             records_appended: inner.global.len() as u64,
-            engine: BTreeMap::from([("appends", inner.appends)]),
+            engine: BTreeMap::from([("appends".to_owned(), inner.appends)]),
             ..StoreStats::default()
         }
     }

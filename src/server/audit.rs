@@ -10,12 +10,14 @@
 
 use std::sync::Arc;
 
+use aide::axum::ApiRouter;
+use aide::axum::routing::get_with;
 use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
@@ -42,50 +44,89 @@ pub const MAX_LIST_PAGE: usize = 1_000;
 /// Bytes gathered into one chunk of a dump.
 const DUMP_CHUNK_BYTES: usize = 64 * 1024;
 
+/// What the audit routes read: the ledger, the agent a replay check
+/// runs, and the operator token (`None`: the API is off, and every route
+/// says how to turn it on).
 #[derive(Clone)]
-struct Audit {
+pub struct Audit {
     ledger: Ledger,
     agent: Arc<dyn Agent>,
-    token: Arc<str>,
+    token: Option<Arc<str>>,
 }
 
-/// The audit routes, guarded by `token`.
-pub fn router(ledger: Ledger, agent: Arc<dyn Agent>, token: String) -> Router {
-    Router::new()
-        .route("/api/admin/streams", get(streams))
-        .route("/api/admin/conversations", get(conversations))
-        .route("/api/admin/integrity", get(integrity))
-        .route("/api/admin/log/dump", get(dump))
-        .route("/api/admin/log/stats", get(stats))
-        .route("/api/admin/log/verify", get(verify))
-        .route("/api/admin/replay", get(replay))
-        .route("/api/admin/replay/check", get(replay_check))
-        .with_state(Audit {
+impl Audit {
+    pub fn new(ledger: Ledger, agent: Arc<dyn Agent>, token: Option<String>) -> Self {
+        Self {
             ledger,
             agent,
-            token: token.into(),
-        })
+            token: token.map(Into::into),
+        }
+    }
 }
 
-/// The audit routes when no operator token is set: each says how to turn
-/// the API on.
-pub fn off() -> Router {
-    Router::new().route(
-        "/api/admin/{*rest}",
-        axum::routing::any(|| async {
-            WireError::not_found(
-                "",
-                format!(
-                    "The audit API is off; start the server with {} set to turn it on.",
-                    super::settings::ADMIN_TOKEN_ENV
-                ),
-            )
-            .into_response()
-        }),
+/// The audit routes, each with its description for the OpenAPI document
+/// (`server::audit_docs`).
+pub fn api() -> ApiRouter<Audit> {
+    use super::audit_docs as docs;
+    ApiRouter::new()
+        .api_route("/api/admin/streams", get_with(streams, docs::streams))
+        .api_route(
+            "/api/admin/conversations",
+            get_with(conversations, docs::conversations),
+        )
+        .api_route("/api/admin/integrity", get_with(integrity, docs::integrity))
+        .api_route("/api/admin/log/dump", get_with(dump, docs::dump))
+        .api_route("/api/admin/log/stats", get_with(stats, docs::stats))
+        .api_route("/api/admin/log/verify", get_with(verify, docs::verify))
+        .api_route("/api/admin/replay", get_with(replay, docs::replay))
+        .api_route(
+            "/api/admin/replay/check",
+            get_with(replay_check, docs::replay_check),
+        )
+}
+
+/// The audit routes over `audit`.
+pub fn router(audit: Audit) -> Router {
+    api().with_state(audit).into()
+}
+
+/// The answer of every route while no operator token is set.
+fn off() -> WireError {
+    WireError::not_found(
+        "",
+        format!(
+            "The audit API is off; start the server with {} set to turn it on.",
+            super::settings::ADMIN_TOKEN_ENV
+        ),
     )
 }
 
+/// A query the route cannot read, in the error grammar.
+fn bad_query(rejection: QueryRejection) -> WireError {
+    WireError::malformed(
+        None,
+        format!(
+            "The query is not one this route reads: {}.",
+            rejection.body_text()
+        ),
+        "pass only the documented query parameters",
+    )
+}
+
+/// The operator check, then the query.
+fn admitted<T>(
+    audit: &Audit,
+    headers: &HeaderMap,
+    query: Result<Query<T>, QueryRejection>,
+) -> Result<T, WireError> {
+    check_operator(audit, headers)?;
+    query.map(|Query(query)| query).map_err(bad_query)
+}
+
 fn check_operator(audit: &Audit, headers: &HeaderMap) -> Result<(), WireError> {
+    let Some(token) = &audit.token else {
+        return Err(off());
+    };
     let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
@@ -98,7 +139,7 @@ fn check_operator(audit: &Audit, headers: &HeaderMap) -> Result<(), WireError> {
             fix: "send `Authorization: Bearer <the operator token>`".to_owned(),
         }));
     };
-    if bool::from(presented.as_bytes().ct_eq(audit.token.as_bytes())) {
+    if bool::from(presented.as_bytes().ct_eq(token.as_bytes())) {
         Ok(())
     } else {
         Err(unauthorized(Retry::DoNotRetry))
@@ -170,9 +211,12 @@ fn printed(text: Vec<u8>, outcome: Result<(), ToolError>) -> Response {
     response
 }
 
-#[derive(Deserialize)]
+/// A page of a listing: the entries after the stream `after`, at most
+/// `limit` of them.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Page {
+#[schemars(rename = "ListingPage")]
+pub struct Page {
     after: Option<String>,
     limit: Option<usize>,
 }
@@ -257,11 +301,11 @@ async fn list(
 async fn listing(
     audit: Audit,
     headers: HeaderMap,
-    page: Page,
+    page: Result<Query<Page>, QueryRejection>,
     keep: fn(&StreamKey) -> bool,
 ) -> Response {
     let result = async {
-        check_operator(&audit, &headers)?;
+        let page = admitted(&audit, &headers, page)?;
         list(&audit.ledger, &page, keep)
             .await
             .map_err(|error| tool_error(error.into()))
@@ -277,7 +321,7 @@ async fn listing(
 async fn streams(
     State(audit): State<Audit>,
     headers: HeaderMap,
-    Query(page): Query<Page>,
+    page: Result<Query<Page>, QueryRejection>,
 ) -> Response {
     listing(audit, headers, page, |_| true).await
 }
@@ -286,7 +330,7 @@ async fn streams(
 async fn conversations(
     State(audit): State<Audit>,
     headers: HeaderMap,
-    Query(page): Query<Page>,
+    page: Result<Query<Page>, QueryRejection>,
 ) -> Response {
     listing(audit, headers, page, |s| s.as_str().starts_with("studio/")).await
 }
@@ -298,26 +342,54 @@ async fn integrity(State(audit): State<Audit>, headers: HeaderMap) -> Response {
         return error.into_response();
     }
     let condition = audit.ledger.condition();
-    let refused: Vec<Value> = condition
+    let refused_streams = condition
         .damaged
-        .iter()
-        .map(|(stream, position)| json!({"stream": stream, "position": position}))
+        .into_iter()
+        .map(|(stream, position)| RefusedStream { stream, position })
         .collect();
-    axum::Json(json!({
-        "engine": audit.ledger.engine(),
-        "scan_finished": !condition.scanning,
-        "refused_streams": refused,
-        "damage_elsewhere": condition.damage_elsewhere,
-        "poisoned": condition.poisoned,
-        "unavailable": condition.unavailable,
-        "write_path": audit.ledger.stats(),
-    }))
+    axum::Json(Integrity {
+        engine: audit.ledger.engine().to_owned(),
+        scan_finished: !condition.scanning,
+        refused_streams,
+        damage_elsewhere: condition.damage_elsewhere,
+        poisoned: condition.poisoned,
+        unavailable: condition.unavailable,
+        write_path: audit.ledger.stats(),
+    })
     .into_response()
 }
 
-#[derive(Deserialize)]
+/// `GET /api/admin/integrity`'s answer.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct Integrity {
+    /// The store's engine: `local`, `postgres`.
+    engine: String,
+    /// Whether the check of every record that opening starts is done.
+    scan_finished: bool,
+    /// Streams refused because a record of theirs fails its checks.
+    refused_streams: Vec<RefusedStream>,
+    /// Damage the store found that names no stream.
+    damage_elsewhere: Vec<String>,
+    /// Why appends are refused until a restart, if they are.
+    poisoned: Option<String>,
+    /// Why the store cannot be reached now, if it cannot.
+    unavailable: Option<String>,
+    /// The store's counters since it was opened.
+    write_path: crate::ledger::StoreStats,
+}
+
+/// A stream refused, and its first position that fails its checks.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct RefusedStream {
+    stream: String,
+    position: u64,
+}
+
+/// Which records a dump prints: one stream's from position `from`, or
+/// every stream's in global order from global position `from`.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct DumpQuery {
+pub struct DumpQuery {
     stream: Option<String>,
     #[serde(default)]
     from: u64,
@@ -328,11 +400,12 @@ struct DumpQuery {
 async fn dump(
     State(audit): State<Audit>,
     headers: HeaderMap,
-    Query(query): Query<DumpQuery>,
+    query: Result<Query<DumpQuery>, QueryRejection>,
 ) -> Response {
-    if let Err(error) = check_operator(&audit, &headers) {
-        return error.into_response();
-    }
+    let query = match admitted(&audit, &headers, query) {
+        Ok(query) => query,
+        Err(error) => return error.into_response(),
+    };
     // A stream that does not exist is refused before the body starts.
     let lines =
         match log_commands::dump_lines(&audit.ledger, query.stream.as_deref(), query.from).await {
@@ -400,9 +473,11 @@ async fn verify(State(audit): State<Audit>, headers: HeaderMap) -> Response {
     printed(out, outcome)
 }
 
-#[derive(Deserialize)]
+/// The conversation a replay reads, and its principal when several hold
+/// one by that id.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ReplayQuery {
+pub struct ReplayQuery {
     conversation: String,
     principal: Option<String>,
 }
@@ -411,11 +486,12 @@ struct ReplayQuery {
 async fn replay(
     State(audit): State<Audit>,
     headers: HeaderMap,
-    Query(query): Query<ReplayQuery>,
+    query: Result<Query<ReplayQuery>, QueryRejection>,
 ) -> Response {
-    if let Err(error) = check_operator(&audit, &headers) {
-        return error.into_response();
-    }
+    let query = match admitted(&audit, &headers, query) {
+        Ok(query) => query,
+        Err(error) => return error.into_response(),
+    };
     let mut out = Vec::new();
     let outcome = log_commands::replay_ledger(
         &audit.ledger,
@@ -432,11 +508,12 @@ async fn replay(
 async fn replay_check(
     State(audit): State<Audit>,
     headers: HeaderMap,
-    Query(query): Query<ReplayQuery>,
+    query: Result<Query<ReplayQuery>, QueryRejection>,
 ) -> Response {
-    if let Err(error) = check_operator(&audit, &headers) {
-        return error.into_response();
-    }
+    let query = match admitted(&audit, &headers, query) {
+        Ok(query) => query,
+        Err(error) => return error.into_response(),
+    };
     let mut out = Vec::new();
     let outcome = log_commands::replay_check_ledger(
         &audit.ledger,

@@ -5,6 +5,9 @@
 //! Must never: answer `ok` while the ledger refuses writes or the
 //! integrity scan found damage, or do I/O beyond reading counters.
 
+use aide::axum::ApiRouter;
+use aide::axum::routing::get_with;
+use aide::transform::TransformOperation;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -14,6 +17,54 @@ use serde_json::json;
 use crate::ledger::Ledger;
 
 use crate::lifecycle::Lifecycle;
+
+/// `GET /healthz` and `GET /readyz`, described for the OpenAPI document.
+pub fn api() -> ApiRouter<HealthState> {
+    ApiRouter::new()
+        .api_route(
+            "/healthz",
+            get_with(healthz, |op| {
+                described(
+                    op,
+                    "healthz",
+                    "Liveness: 503 once the ledger refuses writes",
+                )
+            }),
+        )
+        .api_route(
+            "/readyz",
+            get_with(readyz, |op| {
+                described(op, "readyz", "Readiness: 503 while anything is wrong")
+            }),
+        )
+}
+
+/// Both routes answer the same body, 200 or 503.
+fn described<'t>(op: TransformOperation<'t>, id: &str, summary: &str) -> TransformOperation<'t> {
+    let body = crate::api_docs::schema(json!({
+        "type": "object",
+        "required": ["status", "reasons", "draining", "store", "ledger"],
+        "properties": {
+            "status": {"enum": ["ok", "degraded", "unavailable"]},
+            "reasons": {"type": "array", "items": {"type": "string"}},
+            "draining": {"type": "boolean"},
+            "store": {"enum": ["intact", "damaged"]},
+        },
+    }));
+    let op = op.id(id).summary(summary).tag("operations");
+    let op = crate::api_docs::respond(
+        op,
+        200,
+        "Serving (`ok`, or `degraded` with reasons).",
+        Some((crate::api_docs::JSON, body.clone())),
+    );
+    crate::api_docs::respond(
+        op,
+        503,
+        "Not serving: `unavailable`, with reasons.",
+        Some((crate::api_docs::JSON, body)),
+    )
+}
 
 /// What the health routes read.
 #[derive(Clone)]

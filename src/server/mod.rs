@@ -8,9 +8,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::http::header;
-use axum::response::IntoResponse;
-use axum::routing::get;
 use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
@@ -25,8 +22,12 @@ use crate::studio::auth::AuthPolicy;
 use crate::studio::service::{Studio, StudioConfig};
 
 pub mod audit;
+mod audit_docs;
 pub mod health;
+pub mod log_filter;
+pub mod metrics;
 pub mod middleware;
+pub mod openapi;
 pub mod settings;
 
 /// Default address of `ledgerwire serve`.
@@ -153,22 +154,22 @@ impl Parts {
             ledger: ledger.clone(),
             lifecycle: self.lifecycle,
         };
-        let audit = match self.operations.admin_token {
-            Some(token) => audit::router(ledger.clone(), self.agent, token),
-            None => audit::off(),
-        };
+        let audit = audit::Audit::new(ledger.clone(), self.agent, self.operations.admin_token);
+        let scrape = metrics::Scrape::new(self.operations.metrics, ledger.clone());
+        // The documented routes, every one: the document is built from the
+        // same list (`openapi::Routes`), whose descriptions are dropped here.
+        let routes = openapi::Routes::new();
         let mut router = Router::new()
-            .route("/healthz", get(health::healthz))
-            .route("/readyz", get(health::readyz))
-            .with_state(health)
-            .merge(metrics_route(self.operations.metrics, ledger.clone()))
-            .merge(audit)
-            .merge(crate::studio::reads::check_router(studio.clone()))
-            .merge(crate::studio::routes::router(studio))
-            .merge(crate::statewire::http::router(host))
-            .merge(crate::web::router())
+            .merge(Router::from(routes.health.with_state(health)))
+            .merge(Router::from(routes.metrics.with_state(scrape)))
+            .merge(Router::from(routes.audit.with_state(audit)))
+            .merge(Router::from(routes.studio.with_state(studio)))
+            .merge(Router::from(routes.statewire.with_state(host)))
+            .merge(Router::from(routes.web))
+            .merge(Router::from(routes.openapi))
             .fallback(middleware::no_route)
             .method_not_allowed_fallback(middleware::wrong_method);
+        aide::generate::reset_context();
         if self.operations.metrics {
             router = router.layer(axum::middleware::from_fn(middleware::count_requests));
         }
@@ -180,35 +181,6 @@ impl Parts {
         }
         Ok((router, statewire_host))
     }
-}
-
-/// `GET /metrics` in the Prometheus text format, or a 404 saying metrics
-/// are off. Gauges of the ledger's own state are sampled at the scrape.
-fn metrics_route(enabled: bool, ledger: Ledger) -> Router {
-    let handle = enabled.then(crate::telemetry::install).flatten();
-    Router::new().route(
-        "/metrics",
-        get(move || async move {
-            match &handle {
-                Some(handle) => {
-                    if let Some(&unindexed) = ledger.stats().engine.get("records_unindexed") {
-                        metrics::gauge!(crate::telemetry::LEDGER_RECORDS_UNINDEXED)
-                            .set(unindexed as f64);
-                    }
-                    (
-                        [(
-                            header::CONTENT_TYPE,
-                            "text/plain; version=0.0.4; charset=utf-8",
-                        )],
-                        handle.render(),
-                    )
-                        .into_response()
-                }
-                None => crate::wire::WireError::not_found("", "Metrics are off in this server.")
-                    .into_response(),
-            }
-        }),
-    )
 }
 
 /// A server bound to its address, ready to run.

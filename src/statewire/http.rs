@@ -8,13 +8,14 @@
 //! Must never: let negotiation fields on `/frames` change a lease's
 //! selection, or serve `/frames` to other credentials than the lease's.
 
+use aide::axum::ApiRouter;
+use aide::axum::routing::{get_with, post_with};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 
 use crate::statewire::host::{AttachRequest, Host};
 use crate::statewire::ids::{PrincipalId, ThreadId};
@@ -28,17 +29,32 @@ pub const LEASE_HEADER: &str = "statewire-lease";
 /// Interval of SSE keep-alive comments, in seconds.
 pub const SSE_KEEPALIVE_SECS: u64 = 15;
 
+/// The Statewire routes, each with its description for the OpenAPI
+/// document (`statewire::openapi`).
+pub fn api() -> ApiRouter<Host> {
+    use crate::statewire::openapi as docs;
+    ApiRouter::new()
+        .api_route(
+            "/threads/{thread}/stream",
+            get_with(get_stream, docs::get_stream).post_with(post_stream, docs::post_stream),
+        )
+        .api_route(
+            "/threads/{thread}/frames",
+            post_with(post_frames, docs::frames),
+        )
+        .api_route(
+            "/threads/{thread}/commands",
+            get_with(get_commands, docs::commands),
+        )
+        .api_route(
+            "/threads/{thread}/ws",
+            get_with(crate::statewire::ws::upgrade, docs::websocket),
+        )
+}
+
 /// The Statewire routes over `host`.
 pub fn router(host: Host) -> Router {
-    Router::new()
-        .route(
-            "/threads/{thread}/stream",
-            get(get_stream).post(post_stream),
-        )
-        .route("/threads/{thread}/frames", post(post_frames))
-        .route("/threads/{thread}/commands", get(get_commands))
-        .route("/threads/{thread}/ws", get(crate::statewire::ws::upgrade))
-        .with_state(host)
+    api().with_state(host).into()
 }
 
 /// A `fin` as a JSON response with its status.

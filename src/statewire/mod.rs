@@ -12,7 +12,8 @@
 //! - [`records`]: ledger records and the lane and document folds.
 //! - [`host`]: the Rust host API and the engine (admission, execution,
 //!   views, flushes). Its memory is caches of folds plus live attaches.
-//! - [`http`], [`ws`]: the SSE/HTTP and WebSocket transports.
+//! - [`http`], [`ws`]: the SSE/HTTP and WebSocket transports; `openapi`:
+//!   what their routes answer, for the OpenAPI document.
 //! - [`client`]: a Rust client (WebSocket) with per-lane outboxes.
 //! - [`example`]: the `acme-chat` application protocol.
 
@@ -22,6 +23,7 @@ pub mod host;
 pub mod http;
 pub mod ids;
 pub mod negotiation;
+mod openapi;
 pub mod packet;
 pub mod records;
 pub mod statepatch;

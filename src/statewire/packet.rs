@@ -157,7 +157,7 @@ pub struct Dur {
 }
 
 /// The closed vocabulary of `fin.code`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum FinCode {
     InvalidNegotiation,
@@ -184,7 +184,7 @@ pub enum FinCode {
 }
 
 /// `fin.reason`: the class of a `fin`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum FinReason {
     /// The peer broke the protocol; automatic reconnection stops (except
@@ -241,19 +241,24 @@ impl FinCode {
 }
 
 /// `fin.payload` of `unsupported-*`: what the host serves.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SupportedRanges {
+    #[schemars(with = "String")]
     pub version: Version,
+    #[schemars(with = "String")]
     pub min_version: Version,
     pub protocols: Vec<SupportedProtocol>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SupportedProtocol {
+    #[schemars(with = "String")]
     pub name: ProtocolName,
+    #[schemars(with = "String")]
     pub version: Version,
+    #[schemars(with = "String")]
     pub min_version: Version,
 }
 
@@ -276,7 +281,7 @@ impl SupportedRanges {
 }
 
 /// The `fin` member: why the attach ends (or why it never started).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Fin {
     pub reason: FinReason,
@@ -356,9 +361,11 @@ impl Packet {
 }
 
 /// A context statement.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "StatewireContext")]
 pub struct CtxEntry {
+    #[schemars(with = "String")]
     pub protocol: ProtocolName,
     pub value: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -366,10 +373,12 @@ pub struct CtxEntry {
 }
 
 /// A command statement.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "StatewireCommand")]
 pub struct Command {
     pub seq: u64,
+    #[schemars(with = "String")]
     pub protocol: ProtocolName,
     pub method: String,
     #[serde(default)]
@@ -377,8 +386,9 @@ pub struct Command {
 }
 
 /// A client frame: statements, context first.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "StatewireFrame")]
 pub struct Frame {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ctx: Vec<CtxEntry>,

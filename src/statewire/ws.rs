@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, header};
@@ -34,8 +35,22 @@ pub(crate) async fn upgrade(
     Path(thread): Path<String>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
-    upgrade: WebSocketUpgrade,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
+    // A request that is no WebSocket upgrade is refused in the door's own
+    // grammar (a `fin`), not with the framework's plain-text rejection.
+    let upgrade = match upgrade {
+        Ok(upgrade) => upgrade,
+        Err(rejection) => {
+            return fin_response(Fin::new(
+                FinCode::InvalidNegotiation,
+                format!(
+                    "this route is a WebSocket upgrade: {}",
+                    rejection.body_text()
+                ),
+            ));
+        }
+    };
     let offered = headers
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)
         .iter()

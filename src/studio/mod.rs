@@ -14,7 +14,8 @@
 //!   `service`).
 //! - [`seq`]: why a seq never repeats within a turn, across crashes.
 //! - [`follow`]: the reconnect extension, and what a reconnect ends with.
-//! - [`routes`]: the HTTP routes and SSE framing; [`reads`]: the
+//! - [`routes`]: the HTTP routes and SSE framing (`openapi`: what they
+//!   answer, for the OpenAPI document); [`reads`]: the
 //!   read-only routes (a conversation's canvas, its timeline and the
 //!   replay check of its segments).
 //! - [`rerun`]: recorded segments run through an agent again and compared
@@ -28,6 +29,7 @@ pub mod canvas;
 pub mod conversation;
 pub mod follow;
 mod keyed;
+mod openapi;
 pub mod reads;
 pub mod records;
 mod refusals;

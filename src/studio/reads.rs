@@ -11,10 +11,12 @@
 
 use std::time::Duration;
 
+use aide::axum::ApiRouter;
+use aide::axum::routing::get_with;
+use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -41,14 +43,22 @@ pub const CHECKS_AT_ONCE: usize = 2;
 
 static CHECKS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(CHECKS_AT_ONCE);
 
-/// The route of the replay check, mounted beside the Studio's routes.
-pub fn check_router(studio: Studio) -> Router {
-    Router::new()
-        .route(
-            "/api/studio/conversations/{conversation_id}/check",
-            axum::routing::get(check),
+/// The read routes, each with its description (`studio::openapi`).
+pub fn api() -> ApiRouter<Studio> {
+    use super::openapi as docs;
+    ApiRouter::new()
+        .api_route(
+            "/api/studio/conversations/{conversation_id}/composition",
+            get_with(composition, docs::read_composition),
         )
-        .with_state(studio)
+        .api_route(
+            "/api/studio/conversations/{conversation_id}/timeline",
+            get_with(timeline, docs::timeline),
+        )
+        .api_route(
+            "/api/studio/conversations/{conversation_id}/check",
+            get_with(check, docs::check),
+        )
 }
 
 fn conversation_id(id: String) -> Result<ConversationId, WireError> {
@@ -95,12 +105,15 @@ pub async fn composition(
 }
 
 /// The page a timeline request asks for.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "TimelinePage")]
 pub struct Page {
     #[serde(default)]
     from: u64,
+    /// Records in the page (200 when absent).
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_TIMELINE_RECORDS))]
     limit: Option<u64>,
     /// Keep JSON-text members (frames, requests, answers) as the exact
     /// text the log holds, byte for byte as a client received it, instead

@@ -1,17 +1,19 @@
 //! The Studio's HTTP routes: authentication, body limits, parsing, and the
 //! SSE framing of what the service streams.
 //!
-//! Owns: `POST /api/studio/{turn,interrupt,cancel,composition,stream}`.
+//! Owns: `POST /api/studio/{turn,interrupt,cancel,composition,stream}`
+//! (their descriptions for the OpenAPI document are `studio::openapi`).
 //! Must never: decide anything about a conversation (the service does),
 //! or answer an error outside the wire error grammar.
 
 use std::time::Duration;
 
+use aide::axum::ApiRouter;
+use aide::axum::routing::post_with;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use axum::{Json, Router};
 
 use super::auth::{self, AuthError, Principal};
@@ -28,23 +30,28 @@ impl IntoResponse for WireError {
     }
 }
 
+/// The Studio routes, each with its description for the OpenAPI
+/// document (`studio::openapi`), and the read routes (`studio::reads`).
+pub fn api() -> ApiRouter<Studio> {
+    use super::openapi as docs;
+    ApiRouter::new()
+        .api_route("/api/studio/turn", post_with(turn, docs::turn))
+        .api_route(
+            "/api/studio/interrupt",
+            post_with(interrupt, docs::interrupt),
+        )
+        .api_route("/api/studio/cancel", post_with(cancel, docs::cancel))
+        .api_route(
+            "/api/studio/composition",
+            post_with(composition, docs::composition),
+        )
+        .api_route("/api/studio/stream", post_with(reconnect, docs::reconnect))
+        .merge(super::reads::api())
+}
+
 /// The Studio routes over a service.
 pub fn router(studio: Studio) -> Router {
-    Router::new()
-        .route("/api/studio/turn", post(turn))
-        .route("/api/studio/interrupt", post(interrupt))
-        .route("/api/studio/cancel", post(cancel))
-        .route("/api/studio/composition", post(composition))
-        .route("/api/studio/stream", post(reconnect))
-        .route(
-            "/api/studio/conversations/{conversation_id}/composition",
-            axum::routing::get(super::reads::composition),
-        )
-        .route(
-            "/api/studio/conversations/{conversation_id}/timeline",
-            axum::routing::get(super::reads::timeline),
-        )
-        .with_state(studio)
+    api().with_state(studio).into()
 }
 
 pub(super) fn authenticate(studio: &Studio, headers: &HeaderMap) -> Result<Principal, WireError> {

@@ -194,31 +194,41 @@ async fn canvas_shows_the_servers_canvas_and_inputs_are_refused_with_why() {
     assert!(text.contains("`/oops` is not a command"));
 }
 
+/// `data` as one HTTP/1.1 chunk (`Transfer-Encoding: chunked`).
+fn http_chunk(data: &[u8]) -> Vec<u8> {
+    let mut chunk = format!("{:x}\r\n", data.len()).into_bytes();
+    chunk.extend_from_slice(data);
+    chunk.extend_from_slice(b"\r\n");
+    chunk
+}
+
 #[tokio::test]
 async fn the_chat_reads_sse_split_anywhere_and_framed_with_crlf() {
     // A server that writes its stream in awkward pieces: a character of
-    // UTF-8 split across two writes, and CRLF line ends.
+    // UTF-8 split across two pieces, and CRLF line ends.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         let (mut socket, _) = listener.accept().await.unwrap();
-        socket.set_nodelay(true).unwrap();
         let mut request = vec![0; 16 * 1024];
         let _ = socket.read(&mut request).await.unwrap();
         let first = "id: 1\r\ndata: {\"event\":\"message.complete\",\"seq\":1,\"text\":\"Caf\u{e9} \u{2615} ok\"}\r\n\r\n";
         let bytes = first.as_bytes();
         let split = first.find('\u{2615}').unwrap() + 1;
-        let head =
-            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
-        socket.write_all(head.as_bytes()).await.unwrap();
-        for piece in [&bytes[..split], &bytes[split..]] {
-            socket.write_all(piece).await.unwrap();
-            socket.flush().await.unwrap();
-            // Two network reads, not one.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
         let done = "id: 2\r\ndata: {\"event\":\"done\",\"seq\":2,\"trace_id\":\"t\",\"composition\":null}\r\n\r\n";
-        socket.write_all(done.as_bytes()).await.unwrap();
+        // Each piece is an HTTP chunk of its own, and the client's HTTP
+        // stack never hands over bytes of two chunks as one piece: the
+        // reader gets the split character in two reads (at least)
+        // however TCP delivers the bytes, with no timing to rely on.
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+            transfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+        let mut response = head.as_bytes().to_vec();
+        for piece in [&bytes[..split], &bytes[split..], done.as_bytes()] {
+            response.extend(http_chunk(piece));
+        }
+        response.extend_from_slice(b"0\r\n\r\n");
+        // One write: the split may not hide behind separate TCP segments.
+        socket.write_all(&response).await.unwrap();
         socket.shutdown().await.unwrap();
     });
     let screen = Screen::new();

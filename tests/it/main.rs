@@ -15,6 +15,8 @@ mod golden;
 mod harness_sdk;
 mod keyed;
 mod local_store;
+mod log_secrets;
+mod openapi;
 mod operating;
 mod power_loss;
 mod reads;

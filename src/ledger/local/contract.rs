@@ -7,8 +7,6 @@
 //! snapshots tree as a [`SnapshotStore`], its counters in the neutral
 //! shape. Must never: read sled or a file on the calling task.
 
-use std::collections::BTreeMap;
-
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 use tokio::sync::watch;
@@ -138,7 +136,7 @@ impl LogStore for LocalStore {
 
     fn stats(&self) -> StoreStats {
         let local = self.local_stats();
-        let engine = BTreeMap::from([
+        let engine = [
             ("rounds", local.rounds),
             ("led_rounds", local.led_rounds),
             ("index_batches", local.index_batches),
@@ -148,7 +146,10 @@ impl LogStore for LocalStore {
             ("index_idle_overruns", local.index_idle_overruns),
             ("index_idle_starved", local.index_idle_starved),
             ("records_unindexed", local.records_unindexed),
-        ]);
+        ]
+        .into_iter()
+        .map(|(name, count)| (name.to_owned(), count))
+        .collect();
         StoreStats {
             records_appended: local.records_appended,
             syncs: local.flushes,
