@@ -1,5 +1,8 @@
 //! ledgerwire: the Studio and Statewire server on one durable log.
 //!
+//! Owns: the module map below. Must never: let a module import one from a
+//! layer above its own.
+//!
 //! One module per concept, in layers that point down (ARCHITECTURE.md
 //! names the order; `tests/it/tidy.rs` checks it):
 //!

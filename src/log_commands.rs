@@ -4,6 +4,7 @@
 //! each works over any store through the neutral [`Ledger`]; only the
 //! local store's offline checks of its own files open it directly.
 //! Must never: repair or rewrite a store; they read it (probe only appends).
+//! Owns: what each command prints and the exit it implies ([`ToolError`]).
 
 use std::io::Write;
 use std::path::Path;

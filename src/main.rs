@@ -1,6 +1,9 @@
 //! The `ledgerwire` binary: parses the command line and runs the server or
 //! an operator command. Errors are printed as one line; the exit code is 2
 //! for an unusable store or bad arguments and 1 for a failed verification.
+//!
+//! Owns: the command line and the exit codes. Must never: do a command's
+//! work itself (each lives in the library).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -8,6 +8,7 @@
 //! no-op. Must never: label a metric with anything a client controls
 //! beyond a bounded vocabulary (a route pattern, a status, a fixed
 //! outcome name): never an id, a token or a path.
+//! Owns: the metric names and the recorder.
 
 use std::sync::OnceLock;
 

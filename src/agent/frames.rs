@@ -1,5 +1,8 @@
 //! Constructors of the frames every agent writes, with the placeholders
 //! the server replaces (`seq` 0, a fixed trace id).
+//!
+//! Owns: the shape of each frame an agent emits. Must never: mint a seq,
+//! pause id or trace id (the server does).
 
 use crate::wire::frame::{Done, Frame, MessageComplete, MessageDelta};
 use crate::wire::ids::TraceId;

@@ -8,6 +8,9 @@
 //! `clarify` asks one question, `two questions` asks two; `fail` makes the
 //! first step fail and succeed on a second try; `slow` makes each step
 //! take `slow_step_ms`; anything else plans.
+//!
+//! Owns: the scripted paths above. Must never: keep state between
+//! segments or read anything but its context.
 
 use std::time::Duration;
 

@@ -12,6 +12,7 @@
 //! `{"fault": "cut"}`, `{"fault": "stall", "stall_ms": N}` or
 //! `{"fault": "exit"}`. See `docs/agent.md`.
 //! Must never: read anything at run time but the scripts loaded at start.
+//! Owns: loading, checking and playing the scripts.
 
 use std::collections::BTreeMap;
 use std::path::Path;

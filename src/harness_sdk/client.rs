@@ -6,6 +6,7 @@
 //! Must never: build a Studio body the server would not validate the same
 //! way (bodies go as given, with `kind` and `conversation_id` filled in by
 //! the server), or read a document by any key but its own.
+//! Owns: the client side of the four commands and the documents' reads.
 
 use std::time::Duration;
 

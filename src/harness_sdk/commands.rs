@@ -9,6 +9,7 @@
 //! Must never: apply half a command, accept a body that names another
 //! conversation than its thread, or put a turn's frames in an answer
 //! (they arrive as document operations).
+//! Owns: turning each command into its Studio request and answer.
 
 use std::sync::Arc;
 

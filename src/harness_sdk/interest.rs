@@ -5,6 +5,7 @@
 //!
 //! Must never: accept an interest that names more documents than the
 //! bounds below.
+//! Owns: the interest document's shape, bounds and selection.
 
 use serde::Deserialize;
 use serde_json::Value;

@@ -18,6 +18,7 @@
 //! Must never: keep a document that is not a fold of the conversation, or
 //! let Statewire reach the conversation by any way but the Studio's
 //! decisions.
+//! Owns: the `harness-sdk` protocol's registration on the host.
 
 pub mod client;
 pub mod commands;

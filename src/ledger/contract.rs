@@ -40,7 +40,7 @@ use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
 ///   position it has passed.
 /// - **Readers see only whole, checked records.** Every record handed out
 ///   has passed its CRC32C and placement checks; a record that fails them
-///   makes its stream damaged ([`LedgerError::Corrupt`]), which is never
+///   makes its stream damaged ([`LedgerError::Corrupt`](crate::ledger::LedgerError::Corrupt)), which is never
 ///   retried into success.
 /// - **Reads after writes.** Once an append is acknowledged, a read of its
 ///   stream starting after the call sees it.
@@ -79,6 +79,13 @@ pub trait LogStore: Send + Sync + 'static {
     /// the horizon the scan fixes when it starts (every append
     /// acknowledged before the call is below it).
     fn scan_global(&self, from: u64) -> BoxStream<'static, Result<Record>>;
+
+    /// Whether every global position below the highest one belongs to a
+    /// record (a hole is then a lost record). A store that numbers
+    /// records some other way (by transaction) leaves holes and says so.
+    fn dense_global_positions(&self) -> bool {
+        true
+    }
 
     /// Up to `max` stream keys after `after`, in key order.
     async fn streams(&self, after: Option<&StreamKey>, max: usize) -> Result<Vec<StreamKey>>;

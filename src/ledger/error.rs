@@ -1,6 +1,9 @@
 //! Errors of the ledger, one variant per thing a caller can act on, the
 //! same for every store. Must never: name an engine's own error type
 //! (a store words its failures into these).
+//!
+//! Owns: [`LedgerError`] and [`Corruption`], their sentences and which
+//! are transient.
 
 /// What is wrong with one stored record.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -297,7 +297,7 @@ impl Ledger {
     /// Checks every record below the horizon the scan fixes when it
     /// starts: checksums, each stream's positions and global order.
     pub async fn verify(&self) -> Result<VerifyReport> {
-        verify::check_global_order(self.scan_global(0)).await
+        verify::check_global_order(self.scan_global(0), self.store.dense_global_positions()).await
     }
 }
 

@@ -2,6 +2,7 @@
 //! the fold that checks them. Written by `ledgerwire log probe` for crash
 //! tests and benchmarks, and folded by the golden-log test.
 //! Must never: appear in Studio or Statewire streams.
+//! Owns: the probe payload, its kind and [`ProbeFold`].
 
 use std::collections::BTreeSet;
 

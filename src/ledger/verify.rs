@@ -62,35 +62,6 @@ impl VerifyReport {
     }
 }
 
-/// Global positions seen so far, one bit each.
-#[derive(Default)]
-pub(crate) struct GlobalSet {
-    words: Vec<u64>,
-}
-
-impl GlobalSet {
-    /// Marks `global`; false if it was already marked.
-    pub(crate) fn insert(&mut self, global: u64) -> bool {
-        let word = (global / 64) as usize;
-        if word >= self.words.len() {
-            self.words.resize(word + 1, 0);
-        }
-        let bit = 1u64 << (global % 64);
-        let fresh = self.words[word] & bit == 0;
-        self.words[word] |= bit;
-        fresh
-    }
-
-    pub(crate) fn first_missing_below(&self, end: u64) -> Option<u64> {
-        (0..end).find(|&global| {
-            let word = (global / 64) as usize;
-            self.words
-                .get(word)
-                .is_none_or(|w| w & (1u64 << (global % 64)) == 0)
-        })
-    }
-}
-
 pub(crate) fn problem(
     stream: Option<&str>,
     position: Option<u64>,
@@ -115,14 +86,18 @@ struct StreamCheck {
 /// Checks a global-order scan: every record's checksum (done as the
 /// store hands it out: a record that fails is an error of the scan,
 /// reported here as damage), positions 0, 1, 2, … in each stream,
-/// global positions unique and increasing, and none missing below the
-/// last one seen.
+/// global positions unique and increasing, and (when the store's are
+/// `dense`) none missing below the last one seen.
 pub async fn check_global_order(
     mut records: BoxStream<'static, Result<Record>>,
+    dense: bool,
 ) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
     let mut streams: HashMap<String, StreamCheck> = HashMap::new();
-    let mut globals = GlobalSet::default();
+    // The scan is in global order, so the record before tells whether a
+    // global position is repeated or (in a dense store) skipped.
+    let mut previous: Option<u64> = None;
+    let mut first_hole = None;
     let mut end = 0;
     while let Some(record) = records.next().await {
         let record = match record {
@@ -139,13 +114,24 @@ pub async fn check_global_order(
             }
             Err(error) => return Err(error),
         };
-        judge(&mut report, &mut streams, &mut globals, &record);
-        end = end.max(record.global_position() + 1);
+        let global = record.global_position();
+        let expected = previous.map_or(0, |previous| previous + 1);
+        if first_hole.is_none() && global > expected {
+            first_hole = Some(expected);
+        }
+        judge(&mut report, &mut streams, previous, &record);
+        previous = Some(previous.map_or(global, |previous| previous.max(global)));
+        end = end.max(global + 1);
     }
     report.streams = streams.len() as u64;
     report.next_global = end;
-    if report.problems.is_empty()
-        && let Some(global) = globals.first_missing_below(end)
+    // Every global position below the end belongs to one record of a
+    // dense store; a hole is a record gone from a stream nobody can name.
+    // A damaged stream loses its later records' positions too, so look
+    // only when nothing else was found.
+    if dense
+        && report.problems.is_empty()
+        && let Some(global) = first_hole
     {
         let corruption = Corruption::GlobalMissing { global };
         report.problems.push(problem(None, None, corruption));
@@ -157,7 +143,7 @@ pub async fn check_global_order(
 fn judge(
     report: &mut VerifyReport,
     streams: &mut HashMap<String, StreamCheck>,
-    globals: &mut GlobalSet,
+    previous_in_scan: Option<u64>,
     record: &Record,
 ) {
     report.records += 1;
@@ -173,12 +159,13 @@ fn judge(
             broken: false,
         });
     let global = record.global_position();
-    let fresh = globals.insert(global);
     if check.broken {
         return;
     }
-    let found = if !fresh {
+    let found = if previous_in_scan == Some(global) {
         Some(Corruption::GlobalDuplicate { global })
+    } else if let Some(previous) = previous_in_scan.filter(|&previous| global < previous) {
+        Some(Corruption::GlobalOrder { global, previous })
     } else if record.position() != check.next_position {
         Some(Corruption::Gap {
             expected: check.next_position,

@@ -10,6 +10,7 @@
 //! the colour, answering `{painted}`.
 //!
 //! Must never: keep state outside the host's documents.
+//! Owns: the example protocols' definitions, handlers and adapters.
 
 use serde_json::{Value, json};
 

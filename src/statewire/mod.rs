@@ -16,6 +16,9 @@
 //!   what their routes answer, for the OpenAPI document.
 //! - [`client`]: a Rust client (WebSocket) with per-lane outboxes.
 //! - [`example`]: the `acme-chat` application protocol.
+//!
+//! Owns: the Statewire door. Must never: reach the Studio's internals
+//! (`harness-sdk` does that, a layer above).
 
 pub mod client;
 pub mod example;

@@ -4,6 +4,7 @@
 //! so both always compute the same manifest.
 //! Must never: touch the ledger or a clock; refuse anything half-applied
 //! (a mutation applies whole or not at all).
+//! Owns: the manifest's operations and their checks.
 
 use super::conversation::Conversation;
 use crate::wire::WireError;

@@ -23,6 +23,7 @@
 //!
 //! Must never: keep a conversation's state anywhere but in the ledger
 //! (memory holds fold caches only).
+//! Owns: the Studio door over the ledger.
 
 pub mod auth;
 pub mod canvas;

@@ -4,6 +4,7 @@
 //!
 //! Must never: append after losing its lease, or send a pausing or
 //! closing frame before it is durable.
+//! Owns: a segment's numbering, its lease and its listener.
 
 use std::sync::Arc;
 use std::time::Duration;

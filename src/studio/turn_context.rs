@@ -5,6 +5,7 @@
 //!
 //! Must never: read anything but the fold (and, for recall, the fold again
 //! when the agent calls it), so a replay sees what the live segment saw.
+//! Owns: building the agent's context from a conversation.
 
 use crate::agent::{
     AnsweredPause, DIGEST_MAX_BYTES, DIGEST_TURNS, PastCard, PastTurn, Recall, RecallStore,

@@ -3,6 +3,9 @@
 //! The server owns the canvas layout; a client renders whatever manifest it
 //! last received and changes it only through the seven operations here,
 //! each mutation guarded by `expected_revision`.
+//!
+//! Owns: the manifest's and the mutation's JSON and their bounds. Must
+//! never: hold a canvas or apply an operation (the Studio does).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

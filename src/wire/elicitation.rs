@@ -8,6 +8,9 @@
 //! pending pause, so the route folds it from conversation state into a
 //! [`PendingInterrupt`] and calls [`PendingInterrupt::validate`]. These
 //! functions are pure: no state, no I/O.
+//!
+//! Owns: the pause's questions and the answers' checks. Must never: do
+//! I/O or keep state.
 
 use std::collections::BTreeMap;
 

@@ -4,6 +4,9 @@
 //! stream-fatal `error` frame carries. Its JSON is flat: `code`, `retry`,
 //! then `fix` only with `correct_and_retry` and `retry_after_seconds` only
 //! with `retry_after_delay`, then `detail` and an optional `pointer`.
+//!
+//! Owns: the codes, the retry modes and each code's HTTP status. Must
+//! never: make damage retryable or hide the sentence saying what to fix.
 
 use std::borrow::Cow;
 

@@ -5,6 +5,9 @@
 //! not accepted, so reading one ignores members it does not know (the
 //! reader side of forward compatibility), and writing one omits every
 //! optional member that is absent (the writer side).
+//!
+//! Owns: each frame's JSON. Must never: refuse a frame for a member it
+//! does not know.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -4,6 +4,9 @@
 //! Each gets its own type so that a question id cannot be passed where an
 //! interrupt id is expected, and each is bounded because a client can send
 //! any of them back to us.
+//!
+//! Owns: the id newtypes and their bounds. Must never: accept an id past
+//! its bound.
 
 use std::borrow::Cow;
 use std::fmt;

@@ -3,6 +3,8 @@
 //! Each constant says where its figure comes from: the contract when it
 //! gives one, otherwise our own choice and the reason for it. The seed
 //! bounds of delta 18 live beside the seed types in [`super::seed`].
+//!
+//! Owns: the bounds. Must never: change a bound the contract fixes.
 
 use super::seed::{MAX_SEED_SPEC_BYTES, MAX_SEEDS};
 

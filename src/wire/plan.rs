@@ -4,6 +4,9 @@
 //! replacement; `plan.approved` (delta 22) records what was approved. Every
 //! member added after v1 is optional and omitted when absent, so a client
 //! built against an earlier delta reads these frames unchanged.
+//!
+//! Owns: the plan's JSON and its answers' shapes. Must never: drop a
+//! member an earlier delta's client reads.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -6,6 +6,9 @@
 //! `Option` so that a body re-serialises exactly as it was posted; the
 //! accessors ([`TurnRequest::surface`], [`TurnRequest::auto_add`]) apply
 //! the defaults.
+//!
+//! Owns: the requests' JSON. Must never: accept a member the contract
+//! does not name.
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,7 @@
 //! The JSON Schema (draft 2020-12) of every request and frame.
+//!
+//! Owns: the schema `ledgerwire schema` prints and the clients generate
+//! their types from. Must never: describe a shape the parsers refuse.
 
 use serde_json::{Value, json};
 

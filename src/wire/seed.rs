@@ -6,6 +6,9 @@
 //! A bad item never refuses the turn: [`read_seed`] reads one item when the
 //! turn's seed step runs, and a seed it refuses fails its own step while
 //! the others go on. Nothing here talks to Search.
+//!
+//! Owns: the seed types and their bounds. Must never: refuse a turn for
+//! one bad seed.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -6,6 +6,9 @@
 //! controls. A refusal's `pointer` names the offending member (RFC 6901)
 //! and its `detail` is one sentence. Checks that need the paused frame live
 //! in [`super::elicitation`].
+//!
+//! Owns: the parse functions. Must never: half-accept a body (a refusal
+//! leaves nothing applied).
 
 use std::collections::BTreeSet;
 

@@ -33,4 +33,5 @@ mod studio_crash;
 mod studio_wire;
 mod support;
 mod switches;
+mod tidy;
 mod web;

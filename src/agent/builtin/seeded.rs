@@ -4,6 +4,7 @@
 //!
 //! Must never: fetch data or decide which seeds are kept (the `seeds`
 //! node does); it reports and applies that node's outcome.
+//! Owns: the seed node's frames and the question the kept seeds settle.
 
 use super::*;
 

@@ -1,6 +1,9 @@
 //! Opening a data directory: the LEDGERWIRE marker, format checks and the
 //! sled lock. Must never write into a directory it has not recognised as a
 //! store (or created itself, empty).
+//!
+//! Owns: the marker file, the store format number and waiting for the
+//! lock of a store closed a moment ago.
 
 use std::fs;
 use std::io::Write;

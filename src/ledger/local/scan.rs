@@ -16,7 +16,36 @@ use crate::ledger::local::journal::JournalFiles;
 use crate::ledger::local::keys::RECORD_KEY_TAG;
 use crate::ledger::local::{LocalStore, keys};
 use crate::ledger::record::{Record, StreamKey};
-use crate::ledger::verify::{GlobalSet, Problem, VerifyReport, problem};
+use crate::ledger::verify::{Problem, VerifyReport, problem};
+
+/// Global positions seen so far, one bit each.
+#[derive(Default)]
+struct GlobalSet {
+    words: Vec<u64>,
+}
+
+impl GlobalSet {
+    /// Marks `global`; false if it was already marked.
+    fn insert(&mut self, global: u64) -> bool {
+        let word = (global / 64) as usize;
+        if word >= self.words.len() {
+            self.words.resize(word + 1, 0);
+        }
+        let bit = 1u64 << (global % 64);
+        let fresh = self.words[word] & bit == 0;
+        self.words[word] |= bit;
+        fresh
+    }
+
+    fn first_missing_below(&self, end: u64) -> Option<u64> {
+        (0..end).find(|&global| {
+            let word = (global / 64) as usize;
+            self.words
+                .get(word)
+                .is_none_or(|w| w & (1u64 << (global % 64)) == 0)
+        })
+    }
+}
 
 /// The per-stream part of the scan.
 struct StreamScan {

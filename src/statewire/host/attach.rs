@@ -1,5 +1,9 @@
 //! Attaching: negotiation, lease context, the hello, and ending an
 //! attach.
+//!
+//! Owns: an attach's life from negotiation to its `fin`. Must never: send
+//! a packet before the hello, or let an attach read a thread of another
+//! principal.
 
 use super::views::ThreadDocuments;
 use super::*;

@@ -1,5 +1,8 @@
 //! Registration: protocol definitions and the builder that validates
 //! them into a [`Host`].
+//!
+//! Owns: the rules a protocol definition must meet. Must never: start a
+//! host whose definitions contradict each other (refused at build).
 
 use super::*;
 

@@ -1,5 +1,9 @@
 //! Statements: admission on durable and ephemeral lanes, execution,
 //! durable document commits, answers and crash recovery.
+//!
+//! Owns: the lanes' admission order and the execution of each command.
+//! Must never: dispatch before the admission is durable, or send an answer
+//! before it is recorded.
 
 use super::*;
 

@@ -1,5 +1,8 @@
 //! What a command handler sees: its caller, its protocol's documents
 //! (staged until the command succeeds) and the admitting attach.
+//!
+//! Owns: the handler's view of one command. Must never: let a handler's
+//! changes be seen before its command succeeds.
 
 use super::*;
 

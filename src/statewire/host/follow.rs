@@ -5,6 +5,7 @@
 //! Must never: flush once per record when records arrive faster than a
 //! flush (a batch already there is one flush), or outlive the last attach
 //! that selects its protocol.
+//! Owns: one follower task per thread and derived protocol.
 
 use futures_util::{FutureExt, StreamExt};
 

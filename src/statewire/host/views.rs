@@ -2,6 +2,10 @@
 //! diffs. A flush reads the thread's documents once (the host's documents
 //! fold and each derived protocol's snapshot) and diffs every attach's
 //! table against the view it selects from them.
+//!
+//! Owns: reading a thread once per flush and each attach's diff. Must
+//! never: read the store while an attach's lock is held, or send an
+//! attach a document its selection does not include.
 
 use super::*;
 
