@@ -7,9 +7,8 @@
 //! names the order; `tests/it/tidy.rs` checks it):
 //!
 //! 1. Foundations: [`telemetry`] (metric names and export),
-//!    [`encode_buffer`] (one allocation per encoded value), [`lifecycle`]
-//!    (the shutdown phases every door follows), [`api_docs`] (how a door
-//!    describes its routes to the OpenAPI document).
+//!    [`lifecycle`] (the shutdown phases every door follows), [`api_docs`]
+//!    (how a door describes its routes to the OpenAPI document).
 //! 2. [`ledger`]: the checksummed append log and its folds. Knows no door.
 //! 3. [`wire`]: the Studio contract's types, bounds and edge validation.
 //! 4. [`agent`]: the agent behind the Studio (trait and built-in agents).
@@ -27,7 +26,6 @@ pub mod api_docs;
 pub mod audit_client;
 pub mod chat;
 pub mod crashtest;
-pub mod encode_buffer;
 pub mod harness_sdk;
 pub mod ledger;
 pub mod lifecycle;

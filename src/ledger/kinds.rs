@@ -41,9 +41,7 @@ pub trait Payload: Serialize + DeserializeOwned {
         NewRecord {
             kind: Self::KIND.code,
             // Serialising plain data into a Vec cannot fail.
-            payload: crate::encode_buffer::encode_exact(|buffer| {
-                let _ = postcard::to_io(self, buffer);
-            }),
+            payload: postcard::to_allocvec(self).unwrap_or_default(),
         }
     }
 

@@ -114,10 +114,7 @@ pub(crate) fn now_ms() -> u64 {
 pub(super) fn json<T: serde::Serialize>(value: &T) -> String {
     // Wire types serialise infallibly (no maps with non-string keys), and
     // serde_json writes UTF-8 only.
-    let bytes = crate::encode_buffer::encode_exact(|buffer| {
-        let _ = serde_json::to_writer(buffer, value);
-    });
-    String::from_utf8(bytes).unwrap_or_default()
+    serde_json::to_string(value).unwrap_or_default()
 }
 
 /// What a decision started: a segment of a turn.

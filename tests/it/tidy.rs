@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 /// only modules of a lower layer (ARCHITECTURE.md, "Layers").
 const LAYERS: &[(&str, u32)] = &[
     ("api_docs", 0),
-    ("encode_buffer", 0),
     ("telemetry", 0),
     ("lifecycle", 1),
     ("ledger", 2),
