@@ -45,19 +45,6 @@ use crate::ledger::record::{Record, StreamKey};
 /// records' own bound.
 pub const MAX_UNINDEXED_BYTES: usize = 32 * 1024 * 1024;
 
-/// Shortest time between the starts of two batches, in microseconds:
-/// after a batch the indexer rests out the rest of it, busy or not, so
-/// the rounds arriving meanwhile make one batch, whose runs of a stream
-/// join into one entry ([`Batch`]). sled's CPU per record halves from
-/// one record an insert to four, and 64 writers' rounds interleave
-/// their streams: resting 500 µs after a batch that emptied the queue
-/// (and never while busy), their inserts held about two records each;
-/// with this, about seven. It is also about the longest a round waits
-/// for sled beyond its commit; readers find what the indexer has not
-/// applied among the recent records, and the backlog stays bounded by
-/// [`MAX_UNINDEXED_BYTES`].
-pub const INDEX_BATCH_INTERVAL_US: u64 = 5_000;
-
 /// Largest batch whose inserts run at idle CPU priority
 /// (`ledger::idle_priority`), in bytes of records: a larger one means the
 /// indexer fell behind (starved of CPU, or outpaced), and it catches up at
@@ -374,17 +361,14 @@ impl IndexQueue {
         }
     }
 
-    /// The indexer is done with `rounds` rounds holding `bytes`; whether
-    /// the writer closed the queue (the indexer no longer rests: what is
-    /// left is the last batch).
-    fn applied(&self, rounds: u64, bytes: usize) -> bool {
+    /// The indexer is done with `rounds` rounds holding `bytes`.
+    fn applied(&self, rounds: u64, bytes: usize) {
         let mut state = self.lock();
         state.applied += rounds;
         state.bytes -= bytes;
         if state.progress_waiters > 0 {
             self.progress.notify_all();
         }
-        state.closed
     }
 
     /// TEST-ONLY: holds the indexer back (rounds queue up) or lets it go.
@@ -427,9 +411,7 @@ pub(crate) fn run_indexer(
     let queue = &shared.index_queue;
     let _gone = GoneOnExit(&shared);
     let mut batch = Batch::default();
-    let interval = std::time::Duration::from_micros(INDEX_BATCH_INTERVAL_US);
     while let Some(items) = queue.take() {
-        let started = std::time::Instant::now();
         let (mut rounds, mut bytes) = (0, 0);
         for item in items {
             match item {
@@ -446,12 +428,7 @@ pub(crate) fn run_indexer(
         }
         batch.apply_and_publish(&shared);
         shared.stats.index_batches.fetch_add(1, Ordering::Relaxed);
-        let closed = queue.applied(rounds, bytes);
-        if let Some(rest) = interval.checked_sub(started.elapsed())
-            && !closed
-        {
-            std::thread::sleep(rest);
-        }
+        queue.applied(rounds, bytes);
     }
 }
 
