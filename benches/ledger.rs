@@ -195,8 +195,7 @@ fn durable_many_writers(c: &mut Criterion) {
     eprintln!(
         "64 writers: {} durable appends in {} flushes, {} writer rounds and {} index batches: \
          {:.1} appends per flush, {:.1} per round, {:.1} rounds per index batch, \
-         {:.1} records per sled insert; a sync took {:.0} us on average; {} index batches \
-         at idle CPU priority, {} of them finished at normal priority",
+         {:.1} records per sled insert; a sync took {:.0} us on average",
         stats.flushed_waiters,
         stats.flushes,
         stats.rounds,
@@ -206,8 +205,6 @@ fn durable_many_writers(c: &mut Criterion) {
         stats.rounds as f64 / stats.index_batches.max(1) as f64,
         stats.records_appended as f64 / stats.index_entries.max(1) as f64,
         stats.sync_micros as f64 / stats.flushes.max(1) as f64,
-        stats.index_idle_batches,
-        stats.index_idle_overruns,
     );
 }
 

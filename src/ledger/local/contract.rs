@@ -142,9 +142,6 @@ impl LogStore for LocalStore {
             ("index_batches", local.index_batches),
             ("index_syncs", local.index_syncs),
             ("index_entries", local.index_entries),
-            ("index_idle_batches", local.index_idle_batches),
-            ("index_idle_overruns", local.index_idle_overruns),
-            ("index_idle_starved", local.index_idle_starved),
             ("records_unindexed", local.records_unindexed),
         ]
         .into_iter()

@@ -34,7 +34,6 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::ledger::local::Shared;
 use crate::ledger::local::entry::{self, Extent, Run};
-use crate::ledger::local::idle_priority::IdleSection;
 use crate::ledger::local::journal::JournalEnd;
 use crate::ledger::local::keys::{JOURNAL_END_KEY, NEXT_GLOBAL_KEY};
 use crate::ledger::record::{Record, StreamKey};
@@ -44,22 +43,6 @@ use crate::ledger::record::{Record, StreamKey};
 /// alone). It bounds the memory the backlog holds beyond the recent
 /// records' own bound.
 pub const MAX_UNINDEXED_BYTES: usize = 32 * 1024 * 1024;
-
-/// Largest batch whose inserts run at idle CPU priority
-/// (`ledger::idle_priority`), in bytes of records: a larger one means the
-/// indexer fell behind (starved of CPU, or outpaced), and it catches up at
-/// normal priority before the writer has to wait for it.
-pub const IDLE_PRIORITY_MAX_BATCH_BYTES: usize = MAX_UNINDEXED_BYTES / 8;
-
-/// Batches the indexer runs at normal priority after one whose time at
-/// idle priority ran out: the CPUs were busy throughout, so idle priority
-/// would only hold the next ones back by as long (a saturated server's
-/// requests do not gain from it).
-pub const IDLE_PRIORITY_BACKOFF_BATCHES: u32 = 8;
-
-/// sled inserts between two looks at how long an idle-priority batch has
-/// run (a look is a clock read).
-const INSERTS_BETWEEN_PRIORITY_CHECKS: u64 = 32;
 
 /// Longest the indexer waits for a commit to sync the rounds it holds,
 /// in milliseconds, before it syncs the journal itself. A round with a
@@ -453,13 +436,8 @@ struct Batch {
     /// journal entry ends.
     end: Option<u64>,
     journal_end: Option<JournalEnd>,
-    /// Bytes of the rounds joined.
-    bytes: usize,
     /// Records the recent records let go with the rounds joined.
     retired: Vec<Vec<Record>>,
-    /// Applications left to run at normal priority after an overrun
-    /// ([`IDLE_PRIORITY_BACKOFF_BATCHES`]).
-    normal_priority_left: u32,
 }
 
 impl Batch {
@@ -470,7 +448,6 @@ impl Batch {
         if !round.retired.is_empty() {
             self.retired.push(round.retired);
         }
-        self.bytes += round.bytes;
         for ((stream, records), extent) in round.written.into_iter().zip(round.extents) {
             match self.runs.last_mut() {
                 Some(last) if last.stream == stream => {
@@ -518,53 +495,17 @@ impl Batch {
                 let _ = shared.sync_journal();
             });
         }
-        // Nobody waits for what follows (readers find the rounds among the
-        // recent records until they are published), so it runs at idle
-        // priority, for a bounded time, unless the indexer is behind or
-        // the CPUs were found busy throughout a recent batch. Known cost:
-        // sled's LRU queue makes a reader spin until a slot the indexer
-        // reserved is filled, so an indexer preempted there stalls that
-        // reader until it runs again (the watchdog bounds it). Measured
-        // with the indexer at normal priority, the server was no faster
-        // (docs/performance.md, 2026-12-07, third session).
-        let yield_cpu = end.is_some()
-            && self.bytes < IDLE_PRIORITY_MAX_BATCH_BYTES
-            && self.normal_priority_left == 0;
-        if end.is_some() {
-            self.normal_priority_left = self.normal_priority_left.saturating_sub(1);
-        }
-        let mut section = yield_cpu.then(IdleSection::enter).flatten();
-        if section.is_some() {
-            shared
-                .stats
-                .index_idle_batches
-                .fetch_add(1, Ordering::Relaxed);
-        }
         if end.is_some() && shared.poisoned().is_none() {
             self.join_streams();
-            match insert_records(shared, &self.runs, &mut section) {
+            match insert_records(shared, &self.runs) {
                 Ok(()) => publish(shared, end, journal_end),
                 Err(error) => shared.poison(format!("sled insert failed: {error}")),
             }
         }
         self.runs.clear();
         self.retired.clear();
-        self.bytes = 0;
         if end.is_some() {
             free_sled_garbage();
-        }
-        if section.as_ref().is_some_and(|section| !section.is_idle()) {
-            self.normal_priority_left = IDLE_PRIORITY_BACKOFF_BATCHES;
-            shared
-                .stats
-                .index_idle_overruns
-                .fetch_add(1, Ordering::Relaxed);
-        }
-        if section.as_ref().is_some_and(IdleSection::was_starved) {
-            shared
-                .stats
-                .index_idle_starved
-                .fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -579,8 +520,7 @@ pub const EPOCH_FLUSHES_PER_BATCH: usize = 4;
 /// for the 128th time runs a collection: otherwise mostly the runtime's
 /// workers, whose every append records a histogram sample (the metrics
 /// exporter's buckets are epoch-managed too). That put sled's frees on
-/// the commit's critical path, at normal priority; here they run on the
-/// indexer, in its idle section when the batch had one.
+/// the commit's critical path; here they run on the indexer.
 fn free_sled_garbage() {
     for _ in 0..EPOCH_FLUSHES_PER_BATCH {
         crossbeam_epoch::pin().flush();
@@ -627,20 +567,11 @@ fn publish(shared: &Shared, end: Option<u64>, journal_end: Option<JournalEnd>) {
 /// it is applied (a crash replays it on open, idempotent by global
 /// position, over whatever part of it sled kept), and readers see no
 /// record at or past the published end.
-fn insert_records(
-    shared: &Shared,
-    runs: &[Run],
-    section: &mut Option<IdleSection>,
-) -> sled::Result<()> {
+fn insert_records(shared: &Shared, runs: &[Run]) -> sled::Result<()> {
     let mut inserted = 0;
     for entry in entry::cut(runs) {
         shared.log.insert(entry.key, entry.value)?;
         inserted += 1;
-        if inserted % INSERTS_BETWEEN_PRIORITY_CHECKS == 0
-            && let Some(section) = section
-        {
-            section.check();
-        }
     }
     shared
         .stats
@@ -812,50 +743,5 @@ mod tests {
         assert_eq!(entries(&ledger, &durable), vec![(0, 1)]);
         let stats = ledger.local_stats();
         assert_eq!((stats.index_syncs, stats.flushes), (0, 1), "{stats:?}");
-    }
-
-    /// A batch of the usual size is inserted at idle CPU priority (where
-    /// the process may use it); one past `IDLE_PRIORITY_MAX_BATCH_BYTES`,
-    /// an indexer that fell behind, at normal priority.
-    #[test]
-    fn only_a_batch_within_its_bound_is_inserted_at_idle_priority() {
-        let (_dir, ledger) = new_ledger();
-        let stream = StreamKey::new("idle/a").expect("a key");
-        let idle = u64::from(crate::ledger::local::idle_priority::way_back_allowed());
-        append(&ledger, &stream, 1);
-        ledger.shared.index_queue.wait_until_applied();
-        let small = ledger.local_stats();
-        assert_eq!(small.index_idle_batches, idle, "{small:?}");
-        // A backlog past the bound, taken as one batch.
-        ledger.shared.index_queue.pause(true);
-        let payload = vec![7u8; 256 * 1024];
-        let mut queued = 0;
-        while queued <= super::IDLE_PRIORITY_MAX_BATCH_BYTES {
-            let record = NewRecord {
-                kind: 1,
-                payload: payload.clone(),
-            };
-            ledger
-                .append_blocking(
-                    &stream,
-                    ExpectedPosition::Any,
-                    vec![record],
-                    Durability::Durable,
-                )
-                .expect("append");
-            queued += payload.len();
-        }
-        ledger.shared.index_queue.pause(false);
-        ledger.shared.index_queue.wait_until_applied();
-        let large = ledger.local_stats();
-        assert_eq!(large.index_batches, small.index_batches + 1, "{large:?}");
-        assert_eq!(
-            large.index_idle_batches, small.index_idle_batches,
-            "{large:?}"
-        );
-        assert_eq!(
-            ledger.head_blocking(&stream).expect("head"),
-            1 + (queued / payload.len()) as u64
-        );
     }
 }

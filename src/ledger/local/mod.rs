@@ -17,7 +17,6 @@ pub mod damage;
 mod entry;
 mod error;
 mod group_commit;
-mod idle_priority;
 mod indexer;
 pub(crate) mod journal;
 mod keys;
@@ -184,7 +183,7 @@ impl SyncGate {
 impl Shared {
     /// The scrubber: a full integrity scan that marks corrupt streams.
     fn scrub(&self) {
-        idle_priority::lower_this_threads_priority();
+        lower_this_threads_priority();
         let started = std::time::Instant::now();
         let report = match scan::verify_live(&self.log, &self.journal_files, &self.stopping) {
             Ok(Some(report)) => report,
@@ -611,9 +610,6 @@ impl LocalStore {
             led_rounds: counters.led_rounds.load(Ordering::Relaxed),
             index_syncs: counters.index_syncs.load(Ordering::Relaxed),
             index_entries: counters.index_entries.load(Ordering::Relaxed),
-            index_idle_batches: counters.index_idle_batches.load(Ordering::Relaxed),
-            index_idle_overruns: counters.index_idle_overruns.load(Ordering::Relaxed),
-            index_idle_starved: counters.index_idle_starved.load(Ordering::Relaxed),
             records_unindexed: self
                 .shared
                 .journaled_next_global
@@ -791,6 +787,27 @@ impl LocalStore {
             &self.shared.journal_files,
             self.shared.applied_next_global(),
         )
+    }
+}
+
+/// The scrubber's CPU priority (`nice`): the lowest. `serve` opens with
+/// the scan running beside the first requests (`open_scrubbing`); a full
+/// scan of a large store takes a core for seconds, so it gets only the
+/// CPU the requests leave. A nice value: the scan is long and must not
+/// starve, and raising the nice value needs no privilege.
+pub const SCRUBBER_NICE: libc::c_int = 19;
+
+/// Lowers the calling thread's CPU priority to [`SCRUBBER_NICE`] (on
+/// Linux a thread has its own nice value). Best effort: a failure leaves
+/// the scan at normal priority.
+fn lower_this_threads_priority() {
+    // SAFETY: plain system calls on the calling thread's own id.
+    let result = unsafe {
+        let thread = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, thread, SCRUBBER_NICE)
+    };
+    if result != 0 {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "the scrubber runs at normal priority");
     }
 }
 

@@ -17,9 +17,6 @@ pub(crate) struct Counters {
     pub led_rounds: AtomicU64,
     pub index_syncs: AtomicU64,
     pub index_entries: AtomicU64,
-    pub index_idle_batches: AtomicU64,
-    pub index_idle_overruns: AtomicU64,
-    pub index_idle_starved: AtomicU64,
 }
 
 /// How the write path has behaved since open.
@@ -50,22 +47,6 @@ pub struct LedgerStats {
     /// of one stream); `records_appended` divided by it is how many
     /// records an insert carries.
     pub index_entries: u64,
-    /// Applications of queued rounds to sled (one a batch, two when a
-    /// checkpoint splits it) whose inserts began at idle CPU priority
-    /// (`ledger::idle_priority`); the rest ran at normal priority (the
-    /// indexer was behind, the CPUs were busy, or the process may not
-    /// use idle priority).
-    pub index_idle_batches: u64,
-    /// Of those, the ones that ran out their time at idle priority and
-    /// finished at normal priority: the CPUs were busy with other work
-    /// throughout (the next `IDLE_PRIORITY_BACKOFF_BATCHES` then run at
-    /// normal priority).
-    pub index_idle_overruns: u64,
-    /// Of those, the ones whose thread was still at idle priority after
-    /// `MAX_STARVED_SECTION_MS` (200 ms), when the watchdog brought it
-    /// back (`ledger::idle_priority`): other work kept the CPUs busy for
-    /// that long.
-    pub index_idle_starved: u64,
     /// Records journaled that the indexer has not yet applied to sled
     /// (its backlog, at most `MAX_UNINDEXED_BYTES` of records): read from
     /// the recent records until then. 0 once the write path is idle.
