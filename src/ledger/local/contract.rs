@@ -138,7 +138,6 @@ impl LogStore for LocalStore {
         let local = self.local_stats();
         let engine = [
             ("rounds", local.rounds),
-            ("led_rounds", local.led_rounds),
             ("index_batches", local.index_batches),
             ("index_syncs", local.index_syncs),
             ("index_entries", local.index_entries),

@@ -71,8 +71,8 @@ pub(crate) struct FlushQueue {
 struct FlushQueueState {
     /// Handed to the flusher.
     waiters: Vec<Waiter>,
-    /// Held by the writer for a fuller group; whoever settles next (the
-    /// writer or a leading caller) takes them with its own. Only ever
+    /// Held by the writer for a fuller group; its next settle takes them
+    /// with the round's own. Only ever
     /// held while no commit is under way and nothing is handed to the
     /// flusher: every other decision hands them over too.
     held: Vec<Waiter>,
@@ -110,8 +110,7 @@ impl FlushQueueState {
 impl FlushQueue {
     /// Decides, after a round, how its durable `waiters` (with any the
     /// writer holds) get synced. `nothing_waiting`: no command waits to
-    /// be written. `may_hold`: the caller can wait for more commands (the
-    /// writer thread can; a leading caller cannot).
+    /// be written.
     ///
     /// A group is synced on the caller's thread (no hand-off) when no
     /// commit is under way, nothing else waits to be written and it is at
@@ -120,12 +119,7 @@ impl FlushQueue {
     /// likely between their acknowledgement and their next append; and
     /// handed to the flusher when a commit is under way (it follows that
     /// one) or commands wait (the writer goes on with them meanwhile).
-    pub(crate) fn settle(
-        &self,
-        waiters: Vec<Waiter>,
-        nothing_waiting: bool,
-        may_hold: bool,
-    ) -> Settled {
+    pub(crate) fn settle(&self, waiters: Vec<Waiter>, nothing_waiting: bool) -> Settled {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if state.held.is_empty() {
             // Moved, not copied: a lone writer's group allocates nothing.
@@ -142,7 +136,7 @@ impl FlushQueue {
         if flusher_idle && nothing_waiting && group * 2 >= state.previous_group {
             return Settled::CommitNow(state.take_for_inline_commit());
         }
-        if flusher_idle && may_hold && !full {
+        if flusher_idle && !full {
             return Settled::Held;
         }
         state.hand_to_flusher(&self.ready);
@@ -366,10 +360,7 @@ mod tests {
         std::thread::scope(|scope| {
             let taker = scope.spawn(|| queue.take().map(|group| group.len()));
             // Commands wait: the group goes to the flusher.
-            assert_eq!(
-                decided(queue.settle(waiters(1), false, false)),
-                ("queued", 0)
-            );
+            assert_eq!(decided(queue.settle(waiters(1), false)), ("queued", 0));
             assert_eq!(taker.join().unwrap(), Some(1));
         });
     }
@@ -377,9 +368,8 @@ mod tests {
     /// One step of a scripted write path, with the decision it expects.
     enum Step {
         /// A round's durable waiters: how many, whether nothing else
-        /// waits to be written, whether the caller may hold; then the
-        /// decision expected.
-        Settle(usize, bool, bool, (&'static str, usize)),
+        /// waits to be written; then the decision expected.
+        Settle(usize, bool, (&'static str, usize)),
         /// The writer's linger ends; the decision expected.
         Release((&'static str, usize)),
         /// The commit on the caller's thread ends.
@@ -389,8 +379,8 @@ mod tests {
     fn play(queue: &FlushQueue, steps: &[Step]) {
         for (index, step) in steps.iter().enumerate() {
             let (got, expected) = match *step {
-                Step::Settle(count, nothing_waiting, may_hold, expected) => (
-                    decided(queue.settle(waiters(count), nothing_waiting, may_hold)),
+                Step::Settle(count, nothing_waiting, expected) => (
+                    decided(queue.settle(waiters(count), nothing_waiting)),
                     expected,
                 ),
                 Step::Release(expected) => (decided(queue.release_held()), expected),
@@ -409,40 +399,37 @@ mod tests {
         play(
             &FlushQueue::default(),
             &[
-                Settle(8, true, true, ("commit now", 8)),
+                Settle(8, true, ("commit now", 8)),
                 CommitEnds,
                 // Two of the eight are back: held, not synced.
-                Settle(2, true, true, ("held", 0)),
+                Settle(2, true, ("held", 0)),
                 // Five more while commands still wait: still held (the
                 // writer takes the commands first).
-                Settle(5, false, true, ("held", 0)),
-                Settle(1, true, true, ("commit now", 8)),
+                Settle(5, false, ("held", 0)),
+                Settle(1, true, ("commit now", 8)),
                 CommitEnds,
                 // A whole group while commands wait goes to the flusher,
                 // and the writer goes on with the commands.
-                Settle(8, false, true, ("queued", 0)),
+                Settle(8, false, ("queued", 0)),
             ],
         );
     }
 
     #[test]
-    fn a_commit_under_way_sends_the_next_group_to_the_flusher_with_what_was_held() {
+    fn a_commit_under_way_sends_the_next_groups_to_the_flusher() {
         use Step::*;
         let queue = FlushQueue::default();
         play(
             &queue,
             &[
-                Settle(4, true, true, ("commit now", 4)),
-                CommitEnds,
-                Settle(1, true, true, ("held", 0)),
-                // A leader commits what it wrote and what the writer held.
-                Settle(1, true, false, ("commit now", 2)),
-                // Meanwhile the writer's next group follows that commit.
-                Settle(4, true, true, ("queued", 0)),
+                Settle(4, true, ("commit now", 4)),
+                // Meanwhile the writer's next groups follow that commit.
+                Settle(1, true, ("queued", 0)),
+                Settle(2, true, ("queued", 0)),
                 CommitEnds,
             ],
         );
-        assert_eq!(queue.take().map(|group| group.len()), Some(4));
+        assert_eq!(queue.take().map(|group| group.len()), Some(3));
     }
 
     #[test]
@@ -453,13 +440,13 @@ mod tests {
             &queue,
             &[
                 Release(("nothing", 0)),
-                Settle(6, true, true, ("commit now", 6)),
+                Settle(6, true, ("commit now", 6)),
                 CommitEnds,
-                Settle(2, true, true, ("held", 0)),
+                Settle(2, true, ("held", 0)),
                 Release(("commit now", 2)),
                 CommitEnds,
                 // Below the last group (now 2) while commands wait: held.
-                Settle(1, false, true, ("held", 0)),
+                Settle(1, false, ("held", 0)),
             ],
         );
         // Closing hands what is held to the flusher, which drains it.
@@ -482,7 +469,7 @@ mod tests {
             let mut state = queue.state.lock().unwrap();
             state.waiters.push(waiter());
             drop(state);
-            queue.settle(waiters(2), false, false);
+            queue.settle(waiters(2), false);
             let (gathered, waited) = gatherer.join().unwrap();
             assert_eq!(gathered, 4);
             assert!(

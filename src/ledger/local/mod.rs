@@ -362,8 +362,6 @@ impl Watchers {
 struct Threads {
     shared: Arc<Shared>,
     commands: Option<mpsc::Sender<Command>>,
-    /// The writer's state, for appends that lead.
-    write_path: Arc<WritePath>,
     handles: Vec<JoinHandle<()>>,
 }
 
@@ -516,10 +514,10 @@ impl LocalStore {
     fn start(shared: Arc<Shared>, journal: journal::JournalWriter, scrub: bool) -> Result<Self> {
         let (commands, receiver) = mpsc::channel(MAX_PENDING_APPENDS);
         let queue = Arc::new(FlushQueue::default());
-        let write_path = Arc::new(WritePath::new(&shared, journal, queue.clone()));
+        let write_path = WritePath::new(&shared, journal, queue.clone());
         let (checkpoints, checkpoint_requests) = std::sync::mpsc::channel();
         let writer = {
-            let (shared, write_path) = (shared.clone(), write_path.clone());
+            let shared = shared.clone();
             std::thread::Builder::new()
                 .name("ledger-writer".into())
                 .spawn(move || writer::run_writer(shared, receiver, write_path))?
@@ -554,7 +552,6 @@ impl LocalStore {
         let threads = Arc::new(Threads {
             shared: shared.clone(),
             commands: Some(commands),
-            write_path,
             handles,
         });
         let snapshots = contract::LocalSnapshots {
@@ -607,7 +604,6 @@ impl LocalStore {
             flushed_waiters: counters.flushed_waiters.load(Ordering::Relaxed),
             sync_micros: counters.sync_micros.load(Ordering::Relaxed),
             index_batches: counters.index_batches.load(Ordering::Relaxed),
-            led_rounds: counters.led_rounds.load(Ordering::Relaxed),
             index_syncs: counters.index_syncs.load(Ordering::Relaxed),
             index_entries: counters.index_entries.load(Ordering::Relaxed),
             records_unindexed: self
@@ -678,16 +674,9 @@ impl LocalStore {
         durability: Durability,
     ) -> Result<AppendOutcome> {
         let (command, receiver) = self.request(stream, expected, records, durability)?;
-        let commands = self.commands()?;
-        if let Err(command) = self
-            .threads
-            .write_path
-            .try_lead(&self.shared, command, commands)
-        {
-            commands
-                .blocking_send(command)
-                .map_err(|_| LedgerError::Closed)?;
-        }
+        self.commands()?
+            .blocking_send(command)
+            .map_err(|_| LedgerError::Closed)?;
         receiver.blocking_recv().map_err(|_| LedgerError::Closed)?
     }
 

@@ -14,7 +14,6 @@ pub(crate) struct Counters {
     pub flushed_waiters: AtomicU64,
     pub sync_micros: AtomicU64,
     pub index_batches: AtomicU64,
-    pub led_rounds: AtomicU64,
     pub index_syncs: AtomicU64,
     pub index_entries: AtomicU64,
 }
@@ -36,10 +35,6 @@ pub struct LedgerStats {
     /// Batches of rounds the indexer applied to sled (each stores the
     /// next global position once).
     pub index_batches: u64,
-    /// Rounds a blocking caller took itself, finding the writer idle
-    /// (the leader path), refused appends included; the writer thread
-    /// took the rest.
-    pub led_rounds: u64,
     /// Journal syncs the indexer made itself, for rounds no commit would
     /// sync (buffered appends only), before applying them to sled.
     pub index_syncs: u64,

@@ -6,10 +6,9 @@
 //! handing each round's durable appends to `group_commit`, which decides
 //! who syncs them (this thread, after holding a small group for the rest
 //! of its writers, or the flusher). All appends of the
-//! process pass through one writer (the writer thread, or a blocking
-//! caller leading while the thread is idle, both under the writer's
-//! lock), so the head check and the write are one step; two writers can
-//! never both extend the same position.
+//! process pass through the one writer thread, so the head check and the
+//! write are one step; two writers can never both extend the same
+//! position.
 //! The checkpointer makes sled durable when the writer starts a new
 //! journal file (once the indexer has applied every round before it), so
 //! that an open replays only the files since.
@@ -18,8 +17,8 @@
 //! failed (the process must restart, since what sled holds in memory may
 //! no longer match the disk).
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{mpsc, oneshot};
@@ -64,81 +63,43 @@ pub(crate) struct AppendRequest {
 /// at the command that passes it (so one journal entry stays bounded).
 pub const MAX_ROUND_BYTES: usize = 64 * 1024 * 1024;
 
-/// The writer's state and the flush queue, shared by the writer thread
-/// and by callers that lead (see [`WritePath::try_lead`]). Whoever holds
-/// `writer` is the one writer: the head check, the journal write and the
-/// hand-off to the indexer of a round happen under it, so two rounds can
-/// never both extend the same position.
+/// The writer's state and the flush queue, owned by the writer thread:
+/// the head check, the journal write and the hand-off to the indexer of
+/// a round happen on it, so two rounds can never both extend the same
+/// position.
 pub(crate) struct WritePath {
-    writer: Mutex<Writer>,
+    writer: Writer,
     queue: Arc<FlushQueue>,
 }
 
 impl WritePath {
     pub(crate) fn new(shared: &Shared, journal: JournalWriter, queue: Arc<FlushQueue>) -> Self {
         Self {
-            writer: Mutex::new(Writer {
+            writer: Writer {
                 heads: StreamMap::default(),
                 next_global: shared.next_global_on_open,
                 journal,
                 scratch: Vec::new(),
-            }),
+            },
             queue,
         }
     }
 
-    /// The leader path: a blocking caller whose append finds the writer
-    /// idle (nobody holds it and no command waits in `commands`) writes
-    /// the append itself, and syncs it itself when the flusher is idle
-    /// too, instead of handing it to the writer thread and waiting to be
-    /// woken (two thread hand-offs, about a third of a lone durable
-    /// append here). As PostgreSQL's backends flush the WAL they wrote.
-    /// Gives the command back when it may not lead: it then goes through
-    /// `commands`, behind those already there.
-    pub(crate) fn try_lead(
-        &self,
-        shared: &Shared,
-        command: Command,
-        commands: &mpsc::Sender<Command>,
-    ) -> std::result::Result<(), Command> {
-        let idle = || commands.capacity() == commands.max_capacity();
-        if !idle() {
-            return Err(command);
-        }
-        let mut writer = match self.writer.try_lock() {
-            Ok(writer) => writer,
-            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return Err(command),
-        };
-        shared.stats.led_rounds.fetch_add(1, Ordering::Relaxed);
-        self.write_round(&mut writer, shared, vec![command], idle, false);
-        Ok(())
-    }
-
     /// Writes one round and sees its durable appends committed (see
-    /// [`FlushQueue::settle`]): synced here, held for a fuller group
-    /// (only the writer thread, `may_hold`, holds) or handed to the
-    /// flusher, which syncs while the writer goes on with the next round.
-    /// Returns whether the writer holds waiters.
-    fn write_round(
-        &self,
-        writer: &mut Writer,
-        shared: &Shared,
-        round: Vec<Command>,
-        nothing_waiting: impl Fn() -> bool,
-        may_hold: bool,
-    ) -> bool {
-        let waiters = writer.apply_round(shared, round);
-        let settled = self.queue.settle(waiters, nothing_waiting(), may_hold);
+    /// [`FlushQueue::settle`]): synced here, held for a fuller group or
+    /// handed to the flusher, which syncs while the writer goes on with
+    /// the next round. Returns whether the writer holds waiters.
+    fn write_round(&mut self, shared: &Shared, round: Vec<Command>, nothing_waiting: bool) -> bool {
+        let waiters = self.writer.apply_round(shared, round);
+        let settled = self.queue.settle(waiters, nothing_waiting);
         let held = matches!(settled, Settled::Held);
         self.finish(shared, settled);
-        writer.maybe_rotate(shared);
+        self.writer.maybe_rotate(shared);
         held
     }
 
     /// Ends the writer thread's hold: its waiters are synced now.
     fn release_held(&self, shared: &Shared) {
-        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         self.finish(shared, self.queue.release_held());
     }
 
@@ -158,7 +119,7 @@ impl WritePath {
 pub(crate) fn run_writer(
     shared: Arc<Shared>,
     mut commands: mpsc::Receiver<Command>,
-    path: Arc<WritePath>,
+    mut path: WritePath,
 ) {
     let waker = std::task::Waker::from(Arc::new(ThreadWaker(std::thread::current())));
     let mut linger_ends: Option<Instant> = None;
@@ -177,8 +138,7 @@ pub(crate) fn run_writer(
         };
         let Some(first) = first else { break };
         let round = take_round(first, &mut commands);
-        let mut writer = path.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let holds = path.write_round(&mut writer, &shared, round, || commands.is_empty(), true);
+        let holds = path.write_round(&shared, round, commands.is_empty());
         linger_ends = match (holds, linger_ends) {
             (false, _) => None,
             (true, Some(deadline)) => Some(deadline),
@@ -520,60 +480,4 @@ fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|elapsed| elapsed.as_millis() as u64)
         .unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A blocking append that finds the writer idle writes and syncs its
-    /// round itself; an async append goes through the writer thread.
-    #[test]
-    fn a_blocking_append_to_an_idle_writer_leads_and_an_async_one_does_not() {
-        use crate::ledger::local::{LocalStore, OpenMode};
-        let dir = tempfile::tempdir().expect("a scratch directory");
-        let (ledger, _) = LocalStore::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
-        let stream = StreamKey::new("lead/one").expect("a key");
-        let record = || NewRecord {
-            kind: 1,
-            payload: vec![7],
-        };
-        let outcome = ledger
-            .append_blocking(
-                &stream,
-                ExpectedPosition::Exactly(0),
-                vec![record()],
-                Durability::Durable,
-            )
-            .expect("append");
-        assert_eq!(outcome.next_position, 1);
-        let stats = ledger.local_stats();
-        assert_eq!((stats.rounds, stats.led_rounds), (1, 1));
-        assert_eq!(stats.flushes, 1, "the leader synced its own round");
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .expect("a runtime");
-        runtime
-            .block_on(ledger.append(
-                &stream,
-                ExpectedPosition::Exactly(1),
-                vec![record()],
-                Durability::Durable,
-            ))
-            .expect("append");
-        let stats = ledger.local_stats();
-        assert_eq!((stats.rounds, stats.led_rounds), (2, 1));
-        // A leader's conflict is refused as the writer thread refuses it.
-        let conflict = ledger.append_blocking(
-            &stream,
-            ExpectedPosition::Exactly(1),
-            vec![record()],
-            Durability::Durable,
-        );
-        assert!(matches!(
-            conflict,
-            Err(LocalError::Ledger(LedgerError::Conflict { actual: 2, .. }))
-        ));
-        assert_eq!(ledger.head_blocking(&stream).expect("head"), 2);
-    }
 }
