@@ -52,10 +52,6 @@ const LONG_FILES: &[(&str, &str)] = &[
         "the local store's handle, its shared state and its threads' start and stop",
     ),
     (
-        "src/ledger/local/indexer.rs",
-        "the indexer's queue and batches, and the tests of its ordering rules",
-    ),
-    (
         "src/ledger/local/journal/mod.rs",
         "the journal's entry layout, writer and replay, and their tests",
     ),
