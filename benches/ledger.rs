@@ -1,11 +1,11 @@
 //! Ledger benchmarks, each against a baseline measured in the same run:
-//! (a) one writer, durable appends of 300-byte records, against a raw
-//!     `write` + `fdatasync` loop on the same disk, appending and into a
-//!     preallocated file;
-//! (b) 64 concurrent durable writers (group commit), as threads and as
-//!     tasks on a two-worker runtime (how the server's requests append),
-//!     printing for the tasks the process's CPU and the bytes it handed
-//!     to `write` calls per append;
+//! (a) one writer, durable appends of 300-byte records through the store
+//!     contract, against a raw `write` + `fdatasync` loop on the same
+//!     disk, appending and into a preallocated file;
+//! (b) 64 concurrent durable writers (group commit) as tasks on a
+//!     two-worker runtime (how the server's requests append), printing
+//!     the process's CPU and the bytes it handed to `write` calls per
+//!     append;
 //! (c) fold throughput over a 1M-record stream;
 //! (d) cold open + fold of a 1M-record store, with and without snapshots.
 //! Stores live under Cargo's target tmpdir, on the disk the data would use.
@@ -21,6 +21,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use ledgerwire::ledger::LogStore;
 use ledgerwire::ledger::local::{LocalStore, OpenMode};
 use ledgerwire::ledger::probe::{Probe, ProbeFold};
 use ledgerwire::ledger::{
@@ -125,34 +126,6 @@ fn durable_many_writers(c: &mut Criterion) {
     let dir = scratch_dir();
     let ledger = open(dir.path());
     let (keys, payloads) = concurrent_writers();
-    group.bench_function("ledger_durable_append", |b| {
-        b.iter_custom(|iters| {
-            let per_writer = iters.div_ceil(CONCURRENT_WRITERS);
-            let start = Instant::now();
-            std::thread::scope(|scope| {
-                for (key, payload) in keys.iter().zip(&payloads) {
-                    let ledger = &ledger;
-                    scope.spawn(move || {
-                        for _ in 0..per_writer {
-                            let record = payload.clone();
-                            ledger
-                                .append_blocking(
-                                    key,
-                                    ExpectedPosition::Any,
-                                    vec![record],
-                                    Durability::Durable,
-                                )
-                                .expect("append");
-                        }
-                    });
-                }
-            });
-            // Report time per record actually written.
-            start
-                .elapsed()
-                .mul_f64(iters as f64 / (per_writer * CONCURRENT_WRITERS) as f64)
-        })
-    });
     // The same load as the server makes it: 64 tasks on a runtime with
     // one worker per core, each awaiting its append.
     let runtime = two_worker_runtime();
@@ -247,11 +220,13 @@ impl PreallocatedLoop {
     }
 }
 
-/// One blocking writer appending probe records to its own stream, each
-/// durable before the next.
+/// One writer appending probe records to its own stream through the
+/// store contract, as every caller of the ledger does, each durable
+/// before the next.
 struct LoneWriter {
     key: StreamKey,
     position: Option<u64>,
+    runtime: tokio::runtime::Runtime,
 }
 
 impl LoneWriter {
@@ -259,6 +234,10 @@ impl LoneWriter {
         Self {
             key: stream("bench/one"),
             position: None,
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime"),
         }
     }
 
@@ -268,13 +247,15 @@ impl LoneWriter {
             None => ledger.head_blocking(&self.key).expect("head"),
         };
         let record = Probe::new(0, position, FILLER_BYTES).to_record();
-        let outcome = ledger
-            .append_blocking(
+        let outcome = self
+            .runtime
+            .block_on(LogStore::append(
+                ledger,
                 &self.key,
                 ExpectedPosition::Exactly(position),
                 vec![record],
                 Durability::Durable,
-            )
+            ))
             .expect("append");
         self.position = Some(outcome.next_position);
     }
