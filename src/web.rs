@@ -14,6 +14,8 @@
 
 use std::sync::OnceLock;
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use sha2::{Digest, Sha256};
 
 use aide::axum::ApiRouter;
@@ -131,35 +133,17 @@ pub fn content_security_policy() -> &'static str {
     static POLICY: OnceLock<String> = OnceLock::new();
     POLICY.get_or_init(|| {
         let hash = import_map()
-            .map(|map| format!("'sha256-{}'", base64(&Sha256::digest(map.as_bytes()))))
+            .map(|map| {
+                format!(
+                    "'sha256-{}'",
+                    STANDARD.encode(Sha256::digest(map.as_bytes()))
+                )
+            })
             .unwrap_or_default();
         CONTENT_SECURITY_POLICY_TEMPLATE.replace("{IMPORT_MAP}", &hash)
     })
 }
 
-/// Standard base64 with padding (a CSP hash source's alphabet).
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// The routes of the page: `GET /` and `GET /web/{path}`.
 /// The routes of the page, `GET /` and `GET /web/{path}`, described for
 /// the OpenAPI document.
 pub fn api() -> ApiRouter {

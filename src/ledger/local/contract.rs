@@ -11,7 +11,10 @@ use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 use tokio::sync::watch;
 
-use super::{LocalStore, Result as LocalResult, recent, scan};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::{LocalStore, Result as LocalResult, Shared, recent, scan};
 use crate::ledger::contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
 use crate::ledger::error::{LedgerError, Result};
 use crate::ledger::record::{NewRecord, Record, StreamKey};
@@ -24,8 +27,10 @@ pub const SCAN_PAGE_RECORDS: usize = 16;
 
 /// Runs `work` on the runtime's blocking threads and returns its result.
 async fn blocking<T: Send + 'static>(
+    shared: &Shared,
     work: impl FnOnce() -> LocalResult<T> + Send + 'static,
 ) -> Result<T> {
+    shared.stats.blocking_calls.fetch_add(1, Ordering::Relaxed);
     match tokio::task::spawn_blocking(work).await {
         Ok(result) => result.map_err(LedgerError::from),
         Err(_) => Err(LedgerError::Closed),
@@ -59,7 +64,7 @@ impl LogStore for LocalStore {
         }
         let store = self.clone();
         let stream = stream.clone();
-        blocking(move || store.head_blocking(&stream)).await
+        blocking(&self.shared, move || store.head_blocking(&stream)).await
     }
 
     async fn read(&self, stream: &StreamKey, from: u64, max_records: usize) -> Result<Vec<Record>> {
@@ -69,7 +74,7 @@ impl LogStore for LocalStore {
         }
         let store = self.clone();
         let stream = stream.clone();
-        blocking(move || {
+        blocking(&self.shared, move || {
             store
                 .read_blocking(&stream, from)?
                 .take(max_records)
@@ -104,7 +109,7 @@ impl LogStore for LocalStore {
     async fn streams(&self, after: Option<&StreamKey>, max: usize) -> Result<Vec<StreamKey>> {
         let store = self.clone();
         let after = after.cloned();
-        blocking(move || {
+        blocking(&self.shared, move || {
             store
                 .streams_blocking(after.as_ref())
                 .take(max)
@@ -136,7 +141,9 @@ impl LogStore for LocalStore {
 
     fn stats(&self) -> StoreStats {
         let local = self.local_stats();
+        let blocking_calls = self.shared.stats.blocking_calls.load(Ordering::Relaxed);
         let engine = [
+            ("blocking_calls", blocking_calls),
             ("rounds", local.rounds),
             ("index_batches", local.index_batches),
             ("index_syncs", local.index_syncs),
@@ -159,24 +166,27 @@ impl LogStore for LocalStore {
 /// The `snapshots` tree of the store's sled database.
 #[derive(Clone)]
 pub(crate) struct LocalSnapshots {
-    pub(crate) tree: sled::Tree,
+    pub(crate) shared: Arc<Shared>,
 }
 
 #[async_trait]
 impl SnapshotStore for LocalSnapshots {
     async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let tree = self.tree.clone();
+        let tree = self.shared.snapshots.clone();
         let key = key.to_vec();
-        blocking(move || Ok(tree.get(key)?.map(|value| value.to_vec()))).await
+        blocking(&self.shared, move || {
+            Ok(tree.get(key)?.map(|value| value.to_vec()))
+        })
+        .await
     }
 
     async fn put(&self, key: &[u8], value: Vec<u8>) -> Result<()> {
         // Not flushed on purpose: a snapshot is derivable, and sled
         // persists writes in order, so a snapshot on disk never outruns
         // the records it was taken after.
-        let tree = self.tree.clone();
+        let tree = self.shared.snapshots.clone();
         let key = key.to_vec();
-        blocking(move || {
+        blocking(&self.shared, move || {
             tree.insert(key, value)?;
             Ok(())
         })
@@ -184,7 +194,7 @@ impl SnapshotStore for LocalSnapshots {
     }
 
     async fn clear(&self) -> Result<()> {
-        let tree = self.tree.clone();
-        blocking(move || Ok(tree.clear()?)).await
+        let tree = self.shared.snapshots.clone();
+        blocking(&self.shared, move || Ok(tree.clear()?)).await
     }
 }

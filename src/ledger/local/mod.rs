@@ -555,7 +555,7 @@ impl LocalStore {
             handles,
         });
         let snapshots = contract::LocalSnapshots {
-            tree: shared.snapshots.clone(),
+            shared: shared.clone(),
         };
         Ok(Self {
             shared,
