@@ -34,7 +34,8 @@ use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
 ///   appends, only as a suffix of their stream, never one behind a
 ///   durable append that survived.
 /// - **Orders.** Positions within a stream are 0, 1, 2, … with no gap.
-///   Global positions are unique and increase along every stream; a
+///   Global positions are unique and increase along every stream (dense
+///   from 0 unless [`LogStore::dense_global_positions`] says not); a
 ///   global-order scan yields every record below its horizon exactly once,
 ///   in global order, and never skips one that commits later below a
 ///   position it has passed.
@@ -48,6 +49,15 @@ use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
 pub trait LogStore: Send + Sync + 'static {
     /// The engine's name for reports: `local`, `postgres`, `memory`.
     fn engine(&self) -> &'static str;
+
+    /// Whether every global position below the last one belongs to a
+    /// record (the local and memory stores number them 0, 1, 2, …). A
+    /// store whose global positions are unique and increasing but leave
+    /// gaps (PostgreSQL's, built from transaction ids) says false, and
+    /// `verify` then does not take a gap for a lost record.
+    fn dense_global_positions(&self) -> bool {
+        true
+    }
 
     /// Appends `records` to `stream` atomically at `expected`.
     async fn append(
