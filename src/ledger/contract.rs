@@ -59,6 +59,14 @@ pub trait LogStore: Send + Sync + 'static {
         true
     }
 
+    /// Whether other processes append to this store (several instances on
+    /// one database): a watch then also learns of their appends, and a
+    /// reader that must see them follows the streams it serves rather
+    /// than trust its own process's appends alone.
+    fn shared_by_processes(&self) -> bool {
+        false
+    }
+
     /// Appends `records` to `stream` atomically at `expected`.
     async fn append(
         &self,

@@ -23,7 +23,7 @@ use super::Shared;
 use super::error::PostgresError;
 use super::read::head;
 use crate::ledger::error::{LedgerError, Result};
-use crate::ledger::record::{self, FORMAT_VERSION, Header, NewRecord, StreamKey};
+use crate::ledger::record::{self, FORMAT_VERSION, Header, NewRecord, Record, StreamKey};
 use crate::ledger::{
     AppendOutcome, Durability, ExpectedPosition, MAX_RECORDS_PER_APPEND, check_append,
 };
@@ -84,32 +84,58 @@ pub(super) async fn append(
 ) -> Result<AppendOutcome> {
     check_append(&records)?;
     shared.check_not_damaged(stream)?;
-    let at = match expected {
+    let timestamp_ms = now_ms();
+    let encode = |at: u64| {
+        let records = records
+            .iter()
+            .map(|new| (new.kind, &new.payload[..], timestamp_ms));
+        envelopes(stream, at, records)
+    };
+    let mut at = match expected {
         ExpectedPosition::Exactly(at) => {
-            return append_at(shared, stream, at, &records, durability).await;
+            return append_at(shared, stream, at, encode(at), durability).await;
         }
         ExpectedPosition::Any => head(shared, stream).await?,
     };
     // Any position: the head as read, again while others move it.
-    let mut at = at;
     for _ in 1..MAX_ANY_ATTEMPTS {
-        match append_at(shared, stream, at, &records, durability).await {
+        match append_at(shared, stream, at, encode(at), durability).await {
             Err(LedgerError::Conflict { actual, .. }) => at = actual,
             outcome => return outcome,
         }
     }
-    append_at(shared, stream, at, &records, durability).await
+    append_at(shared, stream, at, encode(at), durability).await
+}
+
+/// Appends copies of `records` (another store's, `log copy`) at `at`,
+/// buffered, each keeping its kind, payload and timestamp.
+pub(super) async fn append_copied(
+    shared: &Shared,
+    stream: &StreamKey,
+    at: u64,
+    records: &[Record],
+) -> Result<AppendOutcome> {
+    if records.is_empty() || records.len() > MAX_RECORDS_PER_APPEND {
+        return Err(LedgerError::BatchSize {
+            len: records.len(),
+            max: MAX_RECORDS_PER_APPEND,
+        });
+    }
+    let copied = records
+        .iter()
+        .map(|record| (record.kind(), record.payload(), record.timestamp_ms()));
+    let envelopes = envelopes(stream, at, copied);
+    append_at(shared, stream, at, envelopes, Durability::Buffered).await
 }
 
 async fn append_at(
     shared: &Shared,
     stream: &StreamKey,
     at: u64,
-    records: &[NewRecord],
+    envelopes: Vec<Vec<u8>>,
     durability: Durability,
 ) -> Result<AppendOutcome> {
-    let envelopes = envelopes(stream, at, records);
-    let count = records.len() as u64;
+    let count = envelopes.len() as u64;
     let pool = match durability {
         Durability::Durable => &shared.durable,
         Durability::Buffered => &shared.buffered,
@@ -141,20 +167,22 @@ async fn append_at(
 /// The records' envelopes as stored: the local store's bytes with global
 /// position 0 (a record's global position is known only once its
 /// statement runs; reads put it in and checksum the envelope again).
-fn envelopes(stream: &StreamKey, at: u64, records: &[NewRecord]) -> Vec<Vec<u8>> {
-    let timestamp_ms = now_ms();
+fn envelopes<'a>(
+    stream: &StreamKey,
+    at: u64,
+    records: impl Iterator<Item = (u16, &'a [u8], u64)>,
+) -> Vec<Vec<u8>> {
     records
-        .iter()
         .zip(at..)
-        .map(|(new, position)| {
+        .map(|((kind, payload, timestamp_ms), position)| {
             let header = Header {
                 format_version: FORMAT_VERSION,
-                kind: new.kind,
+                kind,
                 position,
                 global_position: 0,
                 timestamp_ms,
             };
-            record::encode(&header, stream, &new.payload)
+            record::encode(&header, stream, payload)
         })
         .collect()
 }

@@ -216,6 +216,18 @@ impl PostgresStore {
         Ok(Ledger::new(Arc::new(Self::open(settings).await?)))
     }
 
+    /// Appends copies of another store's `records` to `stream` at `at`
+    /// (buffered; [`LogStore::flush`] makes them durable), each keeping
+    /// its kind, payload and timestamp: what `log copy` writes.
+    pub async fn append_copied(
+        &self,
+        stream: &StreamKey,
+        at: u64,
+        records: &[Record],
+    ) -> Result<AppendOutcome> {
+        append::append_copied(&self.shared, stream, at, records).await
+    }
+
     /// The database, for logs (never a password).
     pub fn description(&self) -> &str {
         &self.description
@@ -230,6 +242,10 @@ impl LogStore for PostgresStore {
 
     fn dense_global_positions(&self) -> bool {
         false
+    }
+
+    fn shared_by_processes(&self) -> bool {
+        true
     }
 
     async fn append(

@@ -6,6 +6,7 @@
 //! database, the tools.
 
 pub mod cluster;
+mod instances;
 mod store;
 
 use ledgerwire::ledger::StreamKey;
