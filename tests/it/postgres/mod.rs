@@ -8,6 +8,7 @@
 pub mod cluster;
 mod instances;
 mod store;
+mod tools;
 
 use ledgerwire::ledger::StreamKey;
 
