@@ -294,6 +294,9 @@ enum LogCommand {
         /// The store (created if missing; refused if it holds other streams).
         #[arg(long, default_value = DEFAULT_DATA_DIR)]
         data: PathBuf,
+        /// A PostgreSQL store instead (postgres://…).
+        #[arg(long, conflicts_with = "data")]
+        store: Option<String>,
         /// Concurrent writers (at most 256), each on its own stream.
         #[arg(long, default_value_t = 1)]
         writers: u32,
@@ -646,6 +649,7 @@ fn run(command: Command) -> Result<(), ToolError> {
         }
         Command::Log(LogCommand::Probe {
             data,
+            store,
             writers,
             count,
             filler_bytes,
@@ -657,15 +661,16 @@ fn run(command: Command) -> Result<(), ToolError> {
             } else {
                 Durability::Durable
             };
-            runtime()?.block_on(log_commands::probe(
-                &data,
-                &ProbeConfig {
-                    writers,
-                    count,
-                    filler_bytes,
-                    durability,
-                },
-            ))
+            let config = ProbeConfig {
+                writers,
+                count,
+                filler_bytes,
+                durability,
+            };
+            match store {
+                Some(url) => runtime()?.block_on(log_commands::postgres_probe(&url, &config)),
+                None => runtime()?.block_on(log_commands::probe(&data, &config)),
+            }
         }
     }
 }

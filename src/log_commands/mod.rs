@@ -13,8 +13,8 @@ mod stores;
 
 pub use copy::{CopyReport, copy};
 pub use stores::{
-    open_postgres, postgres_dump, postgres_replay, postgres_replay_check, postgres_stats,
-    postgres_verify,
+    open_postgres, postgres_dump, postgres_probe, postgres_replay, postgres_replay_check,
+    postgres_stats, postgres_verify,
 };
 
 use std::io::Write;

@@ -3,15 +3,16 @@
 //! neutral ledger.
 //!
 //! Must never: write into the database (opening creates the tables of
-//! an empty one, as `serve` would, and nothing else).
+//! an empty one, as `serve` would, and nothing else), but for `log
+//! probe`'s records.
 
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
 use super::{
-    ToolError, dump_ledger, print_stats, print_verify, replay_check_ledger,
-    replay_check_recorded_ledger, replay_ledger,
+    ProbeConfig, ToolError, dump_ledger, print_stats, print_verify, probe_ledger,
+    replay_check_ledger, replay_check_recorded_ledger, replay_ledger,
 };
 use crate::ledger::postgres::{PostgresSettings, PostgresStore};
 use crate::ledger::{Ledger, VerifyReport};
@@ -76,4 +77,14 @@ pub async fn postgres_replay_check(
             replay_check_recorded_ledger(&ledger, conversation, principal, scenarios, out).await
         }
     }
+}
+
+/// `log probe --store URL`: probe records appended to a database that
+/// holds only probe streams.
+pub async fn postgres_probe(url: &str, config: &ProbeConfig) -> Result<(), ToolError> {
+    let (store, ledger) = open_postgres(url).await?;
+    let place = Path::new(store.description());
+    let result = probe_ledger(&ledger, config, place).await;
+    ledger.flush().await?;
+    result
 }
