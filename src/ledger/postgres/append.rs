@@ -18,6 +18,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use deadpool_postgres::Pool;
+use tokio_postgres::types::ToSql;
 
 use super::Shared;
 use super::error::PostgresError;
@@ -69,6 +70,29 @@ WITH moved AS (
     RETURNING global
 )
 SELECT min(global) FROM inserted";
+
+/// [`APPEND_AT`] for one record (`$4` one envelope), the common case:
+/// no array to build and unnest. No row when the head was elsewhere.
+const APPEND_ONE_AT: &str = "
+WITH moved AS (
+    UPDATE ledgerwire_streams SET head = $2::int8 + $3::int8
+    WHERE stream = $1 AND head = $2::int8
+    RETURNING head
+)
+INSERT INTO ledgerwire_records (stream, position, global, envelope)
+SELECT $1, $2::int8, pg_current_xact_id()::text::int8 << 10, $4::bytea FROM moved
+RETURNING global";
+
+/// [`APPEND_NEW`] for one record.
+const APPEND_ONE_NEW: &str = "
+WITH moved AS (
+    INSERT INTO ledgerwire_streams (stream, head) VALUES ($1, $2::int8 + $3::int8)
+    ON CONFLICT (stream) DO NOTHING
+    RETURNING head
+)
+INSERT INTO ledgerwire_records (stream, position, global, envelope)
+SELECT $1, $2::int8, pg_current_xact_id()::text::int8 << 10, $4::bytea FROM moved
+RETURNING global";
 
 /// A commit that writes WAL (an update of a row of ours) in a session
 /// with `synchronous_commit = on`: PostgreSQL flushes the WAL up to its
@@ -197,20 +221,36 @@ async fn run(
     envelopes: &Vec<Vec<u8>>,
 ) -> Result<Option<u64>, PostgresError> {
     let doing = "append";
+    let failed = |e: tokio_postgres::Error| PostgresError::statement(doing, &e);
     let client = pool.get().await?;
-    let sql = if at == 0 { APPEND_NEW } else { APPEND_AT };
-    let statement = client
-        .prepare_cached(sql)
-        .await
-        .map_err(|e| PostgresError::statement(doing, &e))?;
-    let row = client
-        .query_one(
-            &statement,
-            &[&stream.as_str(), &(at as i64), &(count as i64), envelopes],
-        )
-        .await
-        .map_err(|e| PostgresError::statement(doing, &e))?;
-    Ok(row.get::<_, Option<i64>>(0).map(|global| global as u64))
+    let (stream, position, count) = (stream.as_str(), at as i64, count as i64);
+    let first_global: Option<i64> = match envelopes.as_slice() {
+        [envelope] => {
+            let sql = if at == 0 {
+                APPEND_ONE_NEW
+            } else {
+                APPEND_ONE_AT
+            };
+            let statement = client.prepare_cached(sql).await.map_err(failed)?;
+            let params: [&(dyn ToSql + Sync); 4] = [&stream, &position, &count, envelope];
+            let row = client
+                .query_opt(&statement, &params)
+                .await
+                .map_err(failed)?;
+            row.map(|row| row.get(0))
+        }
+        _ => {
+            let sql = if at == 0 { APPEND_NEW } else { APPEND_AT };
+            let statement = client.prepare_cached(sql).await.map_err(failed)?;
+            let params: [&(dyn ToSql + Sync); 4] = [&stream, &position, &count, envelopes];
+            let row = client
+                .query_one(&statement, &params)
+                .await
+                .map_err(failed)?;
+            row.get(0)
+        }
+    };
+    Ok(first_global.map(|global| global as u64))
 }
 
 /// Makes every append acknowledged before the call durable.
