@@ -142,6 +142,26 @@ async fn serve_answers_retryably_while_the_database_is_down_and_recovers_by_itse
         refusal["retry_after_seconds"].as_u64().is_some(),
         "{refusal}"
     );
+    // A Statewire attach is ended with a fin saying to retry.
+    let attach = ledgerwire::statewire::client::Connection::connect(
+        crate::statewire::chat_client(server.addr, "down"),
+        ledgerwire::statewire::client::Session::new(
+            ledgerwire::statewire::ids::ClientId::new("down").unwrap(),
+        ),
+    )
+    .await;
+    match attach {
+        Err(ledgerwire::statewire::client::ClientError::Refused(fin))
+        | Err(ledgerwire::statewire::client::ClientError::Ended(Some(fin))) => {
+            assert_eq!(
+                fin.reason,
+                ledgerwire::statewire::packet::FinReason::Unavailable,
+                "{fin:?}"
+            );
+            assert!(fin.message.contains("retry"), "{fin:?}");
+        }
+        other => panic!("expected a fin saying to retry, got {:?}", other.err()),
+    }
     let (status, body) = ready(http.clone()).await;
     assert_eq!(status, 503, "{body}");
     let reasons = body["reasons"].to_string();
