@@ -14,7 +14,7 @@ use ledgerwire::ledger::Durability;
 use ledgerwire::log_commands::{self, ProbeConfig, ToolError};
 use ledgerwire::server::{
     BoundServer, DEFAULT_ADDR, DEFAULT_DATA_DIR, Operations, ServerConfig, StatewireOptions,
-    settings,
+    StoreChoice, settings,
 };
 use ledgerwire::studio::auth::AuthPolicy;
 use ledgerwire::studio::service::StudioConfig;
@@ -68,6 +68,10 @@ enum Command {
         /// Data directory (created if missing, once the address is bound).
         #[arg(long, env = "LEDGERWIRE_DATA", default_value = DEFAULT_DATA_DIR)]
         data: PathBuf,
+        /// The store: a postgres://… URL (several instances may share the
+        /// database) or a directory; unset, DATABASE_URL, else --data.
+        #[arg(long, env = "LEDGERWIRE_STORE")]
+        store: Option<String>,
         /// Segment lease, in milliseconds: at least two heartbeats.
         #[arg(long, env = "LEDGERWIRE_LEASE_TTL_MS", default_value_t = ledgerwire::studio::service::LEASE_TTL_MS)]
         lease_ttl: u64,
@@ -142,6 +146,9 @@ enum Command {
         /// LEDGERWIRE_ADMIN_TOKEN); `--check` then runs the server's agent.
         #[arg(long, conflicts_with = "data")]
         url: Option<String>,
+        /// A PostgreSQL store instead (postgres://…).
+        #[arg(long, conflicts_with_all = ["data", "url"])]
+        store: Option<String>,
         /// The conversation id.
         #[arg(long)]
         conversation: String,
@@ -178,8 +185,11 @@ enum Command {
     Crashtest {
         /// The store to crash (created if missing; test conversations are
         /// written into it).
-        #[arg(long)]
-        data: PathBuf,
+        #[arg(long, required_unless_present = "store")]
+        data: Option<PathBuf>,
+        /// A PostgreSQL store to run the servers on instead (postgres://…).
+        #[arg(long, conflicts_with = "data")]
+        store: Option<String>,
         /// Kills (rounds).
         #[arg(long, default_value_t = 20)]
         kills: u32,
@@ -237,6 +247,9 @@ enum LogCommand {
         /// LEDGERWIRE_ADMIN_TOKEN).
         #[arg(long, conflicts_with = "data")]
         url: Option<String>,
+        /// A PostgreSQL store instead (postgres://…).
+        #[arg(long, conflicts_with_all = ["data", "url"])]
+        store: Option<String>,
     },
     /// Print records as JSON lines (payload decoded, JSON members nested).
     Dump {
@@ -247,6 +260,9 @@ enum LogCommand {
         /// LEDGERWIRE_ADMIN_TOKEN).
         #[arg(long, conflicts_with = "data")]
         url: Option<String>,
+        /// A PostgreSQL store instead (postgres://…).
+        #[arg(long, conflicts_with_all = ["data", "url"])]
+        store: Option<String>,
         /// Only this stream (from position --from); otherwise every stream
         /// in global order (from global position --from).
         #[arg(long)]
@@ -263,6 +279,17 @@ enum LogCommand {
         /// LEDGERWIRE_ADMIN_TOKEN).
         #[arg(long, conflicts_with = "data")]
         url: Option<String>,
+        /// A PostgreSQL store instead (postgres://…).
+        #[arg(long, conflicts_with_all = ["data", "url"])]
+        store: Option<String>,
+    },
+    /// Copy a store into an empty one, record for record, and check the
+    /// copy (each a directory or a postgres://… URL).
+    Copy {
+        #[arg(long)]
+        from: String,
+        #[arg(long)]
+        to: String,
     },
     /// Append diagnostic records and print each acknowledged position
     /// (crash tests, benchmarks).
@@ -270,6 +297,9 @@ enum LogCommand {
         /// The store (created if missing; refused if it holds other streams).
         #[arg(long, default_value = DEFAULT_DATA_DIR)]
         data: PathBuf,
+        /// A PostgreSQL store instead (postgres://…).
+        #[arg(long, conflicts_with = "data")]
+        store: Option<String>,
         /// Concurrent writers (at most 256), each on its own stream.
         #[arg(long, default_value_t = 1)]
         writers: u32,
@@ -350,6 +380,7 @@ fn run(command: Command) -> Result<(), ToolError> {
         Command::Serve {
             addr,
             data,
+            store,
             lease_ttl,
             heartbeat,
             drain_timeout,
@@ -368,10 +399,11 @@ fn run(command: Command) -> Result<(), ToolError> {
                 .map_err(refuse)?;
             let addr = settings::resolve_addr(&addr).map_err(refuse)?;
             let agent = load_agent(agent, &scenarios, agent_step_ms)?;
+            let store = store.or_else(|| std::env::var("DATABASE_URL").ok());
             serve(
                 ServerConfig {
                     addr,
-                    data_dir: data,
+                    store: StoreChoice::new(data, store.as_deref()).map_err(refuse)?,
                     studio: StudioConfig {
                         lease_ttl_ms: lease_ttl,
                         heartbeat_ms: heartbeat,
@@ -415,7 +447,12 @@ fn run(command: Command) -> Result<(), ToolError> {
         Command::Log(LogCommand::Verify { url: Some(url), .. }) => {
             remote(&url, "/api/admin/log/verify", &[], &mut out)
         }
-        Command::Log(LogCommand::Verify { data, url: None }) => {
+        Command::Log(LogCommand::Verify {
+            store: Some(store), ..
+        }) => runtime()?
+            .block_on(log_commands::postgres_verify(&store, &mut out))
+            .map(drop),
+        Command::Log(LogCommand::Verify { data, .. }) => {
             log_commands::verify(&data, &mut out).map(drop)
         }
         Command::Log(LogCommand::Dump {
@@ -429,15 +466,29 @@ fn run(command: Command) -> Result<(), ToolError> {
             remote(&url, "/api/admin/log/dump", &query, &mut out)
         }
         Command::Log(LogCommand::Dump {
-            data,
-            url: None,
+            store: Some(store),
             stream,
             from,
+            ..
+        }) => runtime()?.block_on(log_commands::postgres_dump(
+            &store,
+            stream.as_deref(),
+            from,
+            &mut out,
+        )),
+        Command::Log(LogCommand::Dump {
+            data, stream, from, ..
         }) => runtime()?.block_on(log_commands::dump(&data, stream.as_deref(), from, &mut out)),
         Command::Log(LogCommand::Stats { url: Some(url), .. }) => {
             remote(&url, "/api/admin/log/stats", &[], &mut out)
         }
-        Command::Log(LogCommand::Stats { data, url: None }) => log_commands::stats(&data, &mut out),
+        Command::Log(LogCommand::Stats {
+            store: Some(store), ..
+        }) => runtime()?.block_on(log_commands::postgres_stats(&store, &mut out)),
+        Command::Log(LogCommand::Stats { data, .. }) => log_commands::stats(&data, &mut out),
+        Command::Log(LogCommand::Copy { from, to }) => runtime()?
+            .block_on(log_commands::copy(&from, &to, &mut out))
+            .map(drop),
         Command::Replay {
             url: Some(url),
             conversation,
@@ -453,6 +504,42 @@ fn run(command: Command) -> Result<(), ToolError> {
                 "/api/admin/replay"
             };
             remote(&url, path, &query, &mut out)
+        }
+        Command::Replay {
+            store: Some(store),
+            conversation,
+            principal,
+            check,
+            agent,
+            scenarios,
+            ..
+        } => {
+            let agent = match agent {
+                CheckAgent::Recorded => None,
+                CheckAgent::Builtin => Some(AgentChoice::Builtin),
+                CheckAgent::Minimal => Some(AgentChoice::Minimal),
+                CheckAgent::Scenario => Some(AgentChoice::Scenario),
+            };
+            let agent = agent
+                .map(|chosen| load_agent(chosen, &scenarios, None))
+                .transpose()?;
+            let principal = principal.as_deref();
+            runtime()?.block_on(async {
+                if check {
+                    let agent = agent.as_deref();
+                    log_commands::postgres_replay_check(
+                        &store,
+                        &conversation,
+                        principal,
+                        agent,
+                        &scenarios,
+                        &mut out,
+                    )
+                    .await
+                } else {
+                    log_commands::postgres_replay(&store, &conversation, principal, &mut out).await
+                }
+            })
         }
         Command::Replay {
             data,
@@ -475,6 +562,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             check: true,
             agent,
             scenarios,
+            ..
         } => {
             let runtime = runtime()?;
             let principal = principal.as_deref();
@@ -503,6 +591,7 @@ fn run(command: Command) -> Result<(), ToolError> {
         }
         Command::Crashtest {
             data,
+            store,
             kills,
             conversations,
             threads,
@@ -514,7 +603,15 @@ fn run(command: Command) -> Result<(), ToolError> {
         } => {
             let config = ledgerwire::crashtest::CrashtestConfig {
                 binary: std::env::current_exe()?,
-                data,
+                store: match (store, data) {
+                    (Some(url), _) => ledgerwire::crashtest::CrashStore::Postgres(url),
+                    (None, Some(data)) => ledgerwire::crashtest::CrashStore::Local(data),
+                    (None, None) => {
+                        return Err(ToolError::Failed(
+                            "crashtest needs --data or --store".into(),
+                        ));
+                    }
+                },
                 kills,
                 conversations,
                 threads,
@@ -555,6 +652,7 @@ fn run(command: Command) -> Result<(), ToolError> {
         }
         Command::Log(LogCommand::Probe {
             data,
+            store,
             writers,
             count,
             filler_bytes,
@@ -566,15 +664,16 @@ fn run(command: Command) -> Result<(), ToolError> {
             } else {
                 Durability::Durable
             };
-            runtime()?.block_on(log_commands::probe(
-                &data,
-                &ProbeConfig {
-                    writers,
-                    count,
-                    filler_bytes,
-                    durability,
-                },
-            ))
+            let config = ProbeConfig {
+                writers,
+                count,
+                filler_bytes,
+                durability,
+            };
+            match store {
+                Some(url) => runtime()?.block_on(log_commands::postgres_probe(&url, &config)),
+                None => runtime()?.block_on(log_commands::probe(&data, &config)),
+            }
         }
     }
 }

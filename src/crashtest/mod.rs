@@ -1,7 +1,8 @@
 //! `ledgerwire crashtest`: the kill-anywhere campaign, built in, against
 //! the real binary on a directory the operator names (their own disk and
 //! filesystem). Each round starts `ledgerwire serve` on the directory,
-//! drives Studio conversations and Statewire threads against it, SIGKILLs
+//! (or on a PostgreSQL database, `--store`) drives Studio conversations
+//! and Statewire threads against it, SIGKILLs
 //! it at a random moment, and checks the store alone: `log verify` clean,
 //! every acknowledged item in the log with the content acknowledged, no
 //! seq received twice in a turn, and (in the next round) every paused turn
@@ -42,12 +43,35 @@ pub const MAX_CLIENTS: u32 = 256;
 /// Bytes of a server's standard error kept to explain a failed start.
 const STDERR_KEPT_BYTES: usize = 8 * 1024;
 
+/// The store the servers of a campaign run on.
+#[derive(Clone, Debug)]
+pub enum CrashStore {
+    /// A local store in this directory.
+    Local(PathBuf),
+    /// A PostgreSQL database (its URL).
+    Postgres(String),
+}
+
+impl std::fmt::Display for CrashStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CrashStore::Local(directory) => write!(f, "{}", directory.display()),
+            CrashStore::Postgres(url) => {
+                match crate::ledger::postgres::PostgresSettings::from_url(url) {
+                    Ok(settings) => f.write_str(&settings.describe()),
+                    Err(_) => f.write_str("a PostgreSQL database"),
+                }
+            }
+        }
+    }
+}
+
 /// What a campaign runs.
 #[derive(Clone, Debug)]
 pub struct CrashtestConfig {
     /// The `ledgerwire` binary to run (`serve`).
     pub binary: PathBuf,
-    pub data: PathBuf,
+    pub store: CrashStore,
     pub kills: u32,
     /// Studio conversations driven over SSE at once.
     pub conversations: u32,
@@ -140,10 +164,13 @@ struct Server {
 
 impl Server {
     fn start(config: &CrashtestConfig) -> Result<Self, CrashtestError> {
-        let mut child = Command::new(&config.binary)
-            .args(["serve", "--addr", "127.0.0.1:0", "--agent", "minimal"])
-            .arg("--data")
-            .arg(&config.data)
+        let mut command = Command::new(&config.binary);
+        command.args(["serve", "--addr", "127.0.0.1:0", "--agent", "minimal"]);
+        match &config.store {
+            CrashStore::Local(directory) => command.arg("--data").arg(directory),
+            CrashStore::Postgres(url) => command.arg("--store").arg(url),
+        };
+        let mut child = command
             .args(["--heartbeat", &config.heartbeat_ms.to_string()])
             .args(["--lease-ttl", &config.lease_ttl_ms.to_string()])
             .env("RUST_LOG", "warn")
@@ -308,11 +335,7 @@ pub async fn run(
     writeln!(
         out,
         "crashtest: {} kills of `ledgerwire serve` on {}, {} conversation(s) and {} thread(s), seed {}",
-        config.kills,
-        config.data.display(),
-        config.conversations,
-        config.threads,
-        config.seed
+        config.kills, config.store, config.conversations, config.threads, config.seed
     )?;
     let acks = Arc::new(Mutex::new(Acks::default()));
     let mut rng = Rng::new(config.seed);
@@ -404,7 +427,11 @@ pub async fn run(
 
 /// Opens the store after a kill: whether it verifies, and every loss.
 async fn check_store(config: &CrashtestConfig, acks: &Acks) -> (bool, Vec<String>) {
-    match LocalStore::open(&config.data, OpenMode::MustExist) {
+    let directory = match &config.store {
+        CrashStore::Local(directory) => directory,
+        CrashStore::Postgres(url) => return check_postgres(url, acks).await,
+    };
+    match LocalStore::open(directory, OpenMode::MustExist) {
         Ok((store, report)) => {
             let ledger = Ledger::new(std::sync::Arc::new(store));
             let mut losses: Vec<String> = report
@@ -417,6 +444,33 @@ async fn check_store(config: &CrashtestConfig, acks: &Acks) -> (bool, Vec<String
         }
         Err(error) => (false, vec![format!("the store does not open: {error}")]),
     }
+}
+
+/// [`check_store`] on a PostgreSQL database: its global order verified
+/// (the records of a server killed mid-statement were committed whole or
+/// not at all), then every acknowledged item.
+async fn check_postgres(url: &str, acks: &Acks) -> (bool, Vec<String>) {
+    let settings = match crate::ledger::postgres::PostgresSettings::from_url(url) {
+        Ok(settings) => settings,
+        Err(error) => return (false, vec![error.to_string()]),
+    };
+    let ledger = match crate::ledger::postgres::PostgresStore::open_ledger(&settings).await {
+        Ok(ledger) => ledger,
+        Err(error) => return (false, vec![format!("the store does not open: {error}")]),
+    };
+    let (clean, mut losses) = match ledger.verify().await {
+        Ok(report) => (
+            report.is_clean(),
+            report
+                .problems
+                .iter()
+                .map(|p| format!("log verify: {}", p.problem))
+                .collect(),
+        ),
+        Err(error) => (false, vec![format!("log verify: {error}")]),
+    };
+    losses.extend(check::check(&ledger, acks, CRASHTEST_TOKEN).await);
+    (clean, losses)
 }
 
 fn print_summary(

@@ -34,7 +34,8 @@ use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
 ///   appends, only as a suffix of their stream, never one behind a
 ///   durable append that survived.
 /// - **Orders.** Positions within a stream are 0, 1, 2, … with no gap.
-///   Global positions are unique and increase along every stream; a
+///   Global positions are unique and increase along every stream (dense
+///   from 0 unless [`LogStore::dense_global_positions`] says not); a
 ///   global-order scan yields every record below its horizon exactly once,
 ///   in global order, and never skips one that commits later below a
 ///   position it has passed.
@@ -48,6 +49,23 @@ use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
 pub trait LogStore: Send + Sync + 'static {
     /// The engine's name for reports: `local`, `postgres`, `memory`.
     fn engine(&self) -> &'static str;
+
+    /// Whether every global position below the last one belongs to a
+    /// record (the local and memory stores number them 0, 1, 2, …). A
+    /// store whose global positions are unique and increasing but leave
+    /// gaps (PostgreSQL's, built from transaction ids) says false, and
+    /// `verify` then does not take a gap for a lost record.
+    fn dense_global_positions(&self) -> bool {
+        true
+    }
+
+    /// Whether other processes append to this store (several instances on
+    /// one database): a watch then also learns of their appends, and a
+    /// reader that must see them follows the streams it serves rather
+    /// than trust its own process's appends alone.
+    fn shared_by_processes(&self) -> bool {
+        false
+    }
 
     /// Appends `records` to `stream` atomically at `expected`.
     async fn append(
@@ -79,13 +97,6 @@ pub trait LogStore: Send + Sync + 'static {
     /// the horizon the scan fixes when it starts (every append
     /// acknowledged before the call is below it).
     fn scan_global(&self, from: u64) -> BoxStream<'static, Result<Record>>;
-
-    /// Whether every global position below the highest one belongs to a
-    /// record (a hole is then a lost record). A store that numbers
-    /// records some other way (by transaction) leaves holes and says so.
-    fn dense_global_positions(&self) -> bool {
-        true
-    }
 
     /// Up to `max` stream keys after `after`, in key order.
     async fn streams(&self, after: Option<&StreamKey>, max: usize) -> Result<Vec<StreamKey>>;

@@ -6,7 +6,8 @@
 //! every store writes (`record`), record kinds and their registry
 //! (`kinds`), folds and their snapshots (`fold`), the engine-neutral
 //! integrity check (`verify`), and the stores: [`local`] (a journal and a
-//! sled index in a directory, the default) and [`memory`] (for tests).
+//! sled index in a directory, the default), [`postgres`] (one database
+//! several instances share) and [`memory`] (for tests).
 //! Must never: name a door or its record types, hand out a record whose
 //! checksum or position does not check, acknowledge a durable append
 //! before it is on stable storage, or let two appends extend the same
@@ -18,6 +19,7 @@ pub mod fold;
 pub mod kinds;
 pub mod local;
 pub mod memory;
+pub mod postgres;
 pub mod probe;
 pub mod record;
 pub mod verify;

@@ -41,6 +41,10 @@ pub struct BenchArgs {
     /// directory, removed after the run.
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
+    /// With --spawn: run the server on this PostgreSQL store
+    /// (postgres://…) instead of a directory.
+    #[arg(long, value_name = "URL", conflicts_with = "data")]
+    pub store: Option<String>,
     /// Conversations measured (after the warm-up: two per worker).
     #[arg(long, default_value_t = DEFAULT_CONVERSATIONS)]
     pub conversations: u64,
@@ -96,6 +100,7 @@ pub fn main(args: BenchArgs, out: &mut impl Write) -> Result<u64, LoadError> {
             Target::Spawn {
                 binary: binary.to_owned(),
                 data: args.data.clone(),
+                store: args.store.clone(),
                 count_instructions: args.instructions,
             }
         } else {
@@ -158,6 +163,7 @@ fn check_series(args: &BenchArgs) -> Result<(), LoadError> {
     // false) as given.
     let about_a_started_server = [
         (args.data.is_some(), "--data"),
+        (args.store.is_some(), "--store"),
         (args.baseline.is_some(), "--baseline"),
         (args.instructions, "--instructions"),
     ];

@@ -75,6 +75,8 @@ pub enum Target {
     Spawn {
         binary: PathBuf,
         data: Option<PathBuf>,
+        /// A PostgreSQL store (its URL) in place of a directory.
+        store: Option<String>,
         count_instructions: bool,
     },
 }
@@ -225,10 +227,15 @@ pub async fn run(config: LoadConfig) -> Result<Report, LoadError> {
         Target::Spawn {
             binary,
             data,
+            store,
             count_instructions,
         } => {
             let callgrind = count_instructions.then(Callgrind::new).transpose()?;
-            let process = ServerProcess::start(binary, data.as_deref(), callgrind.as_ref())
+            let place = match store {
+                Some(url) => server::Place::Postgres(url),
+                None => server::Place::Directory(data.as_deref()),
+            };
+            let process = ServerProcess::start(binary, place, callgrind.as_ref())
                 .map_err(LoadError::Server)?;
             (
                 format!("http://{}", process.addr),

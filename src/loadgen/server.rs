@@ -59,6 +59,14 @@ pub struct ServerProcess {
     scratch: Option<PathBuf>,
 }
 
+/// Where a started server keeps its ledger.
+pub enum Place<'a> {
+    /// This directory, or (`None`) a scratch one removed after the run.
+    Directory(Option<&'a Path>),
+    /// A PostgreSQL store, by URL.
+    Postgres(&'a str),
+}
+
 impl ServerProcess {
     /// Starts `binary serve` over `data` (or a new scratch directory) with
     /// `--agent minimal --agent-step-ms 0` on 127.0.0.1 and waits for its
@@ -67,18 +75,21 @@ impl ServerProcess {
     /// `STARTUP_UNDER_CALLGRIND_TIMEOUT_MS` to start).
     pub fn start(
         binary: &Path,
-        data: Option<&Path>,
+        place: Place<'_>,
         callgrind: Option<&super::Callgrind>,
     ) -> Result<Self, String> {
-        let (data, scratch) = match data {
-            Some(data) => (data.to_owned(), None),
-            None => {
+        let (store, scratch) = match place {
+            Place::Postgres(url) => (vec!["--store".into(), url.into()], None),
+            Place::Directory(Some(data)) => {
+                (vec!["--data".into(), data.as_os_str().to_owned()], None)
+            }
+            Place::Directory(None) => {
                 let nanos = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |elapsed| elapsed.as_nanos());
                 let dir = std::env::temp_dir()
                     .join(format!("ledgerwire-bench-{}-{nanos:x}", std::process::id()));
-                (dir.clone(), Some(dir))
+                (vec!["--data".into(), dir.as_os_str().to_owned()], Some(dir))
             }
         };
         let mut command = match callgrind {
@@ -88,8 +99,7 @@ impl ServerProcess {
         let spawned = command
             .args(["serve", "--addr", "127.0.0.1:0", "--agent", "minimal"])
             .args(["--agent-step-ms", "0"])
-            .arg("--data")
-            .arg(&data)
+            .args(&store)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -132,9 +142,13 @@ impl ServerProcess {
             .unwrap_or_default();
         let Some(addr) = line.trim().strip_prefix("listening on ") else {
             return Err(format!(
-                "it did not say where it listens within {startup_ms} ms (said {line:?}); run `{} serve --data {}` to see why",
+                "it did not say where it listens within {startup_ms} ms (said {line:?}); run `{} serve {}` to see why",
                 binary.display(),
-                data.display()
+                store
+                    .iter()
+                    .map(|arg| arg.to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join(" ")
             ));
         };
         process.addr = addr.to_owned();

@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 use crate::agent::Agent;
 use crate::agent::builtin::BuiltinAgent;
 use crate::ledger::local::{LocalError, LocalStore, OpenMode};
+use crate::ledger::postgres::{PostgresError, PostgresSettings, PostgresStore, is_postgres_url};
 use crate::ledger::{Ledger, LedgerError};
 use crate::lifecycle::Lifecycle;
 use crate::statewire::host::Host;
@@ -36,11 +37,51 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
 /// Default data directory of `ledgerwire serve`.
 pub const DEFAULT_DATA_DIR: &str = "./ledgerwire-data";
 
+/// Where `serve` keeps its ledger.
+#[derive(Clone, Debug)]
+pub enum StoreChoice {
+    /// The local store in this directory (the default; one process).
+    Local(PathBuf),
+    /// A PostgreSQL database, which several instances may share.
+    Postgres(Box<PostgresSettings>),
+}
+
+impl StoreChoice {
+    /// `--store` when given (a `postgres://` URL or a directory), else
+    /// the local store in `data`.
+    pub fn new(data: PathBuf, store: Option<&str>) -> Result<Self, settings::SettingsError> {
+        match store {
+            Some(url) if is_postgres_url(url) => PostgresSettings::from_url(url)
+                .map(|settings| StoreChoice::Postgres(Box::new(settings)))
+                .map_err(|error| settings::SettingsError::Store(error.to_string())),
+            Some("") => Err(settings::SettingsError::Store("empty".to_owned())),
+            Some(directory) => Ok(StoreChoice::Local(PathBuf::from(directory))),
+            None => Ok(StoreChoice::Local(data)),
+        }
+    }
+
+    /// Opens the store (creating a missing one) as a [`Ledger`].
+    async fn open(&self) -> Result<Ledger, ServeError> {
+        match self {
+            StoreChoice::Local(directory) => {
+                let store = LocalStore::open_scrubbing(directory, OpenMode::CreateIfMissing)?;
+                tracing::info!(path = %directory.display(), "ledger open");
+                Ok(Ledger::new(Arc::new(store)))
+            }
+            StoreChoice::Postgres(settings) => {
+                let ledger = PostgresStore::open_ledger(settings).await?;
+                tracing::info!(database = %settings.describe(), "ledger open (PostgreSQL)");
+                Ok(ledger)
+            }
+        }
+    }
+}
+
 /// What `serve` needs to start.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
     pub addr: SocketAddr,
-    pub data_dir: PathBuf,
+    pub store: StoreChoice,
     pub studio: StudioConfig,
     pub statewire: StatewireOptions,
     pub operations: Operations,
@@ -88,6 +129,8 @@ pub enum ServeError {
     Ledger(#[from] LedgerError),
     #[error(transparent)]
     Store(#[from] LocalError),
+    #[error(transparent)]
+    Postgres(#[from] PostgresError),
     #[error("cannot listen on {addr}: {source}; choose another --addr")]
     Bind {
         addr: SocketAddr,
@@ -202,10 +245,10 @@ async fn listen(addr: SocketAddr) -> Result<TcpListener, ServeError> {
 
 impl BoundServer {
     /// Binds the address, then opens the store (creating it if missing):
-    /// a server that cannot listen leaves no store behind. The integrity
-    /// scan runs in the background (see [`LocalStore::open_scrubbing`]); it
-    /// logs every problem it finds. The Studio answers with the built-in
-    /// data agent.
+    /// a server that cannot listen leaves no store behind. A local store's
+    /// integrity scan runs in the background (see
+    /// [`LocalStore::open_scrubbing`]); it logs every problem it finds.
+    /// The Studio answers with the built-in data agent.
     pub async fn bind(config: &ServerConfig) -> Result<Self, ServeError> {
         Self::bind_agent(config, Arc::new(BuiltinAgent::default())).await
     }
@@ -216,9 +259,7 @@ impl BoundServer {
         agent: Arc<dyn Agent>,
     ) -> Result<Self, ServeError> {
         let listener = listen(config.addr).await?;
-        let store = LocalStore::open_scrubbing(&config.data_dir, OpenMode::CreateIfMissing)?;
-        let ledger = Ledger::new(Arc::new(store));
-        tracing::info!(path = %config.data_dir.display(), "ledger open");
+        let ledger = config.store.open().await?;
         Self::serve_on(
             listener,
             ledger,

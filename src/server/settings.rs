@@ -68,6 +68,10 @@ pub enum SettingsError {
         "--addr {addr:?} (LEDGERWIRE_ADDR): {reason}; write host:port, e.g. 127.0.0.1:8080 or localhost:8080"
     )]
     Addr { addr: String, reason: String },
+    #[error(
+        "--store (LEDGERWIRE_STORE or DATABASE_URL): {0}; write postgres://user@host:port/database, or a directory"
+    )]
+    Store(String),
 }
 
 /// Checks the heartbeat and the lease against each other.

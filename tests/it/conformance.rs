@@ -93,6 +93,36 @@ impl Local {
     }
 }
 
+/// The PostgreSQL store on a database of its own in the test cluster.
+pub struct Postgres {
+    url: String,
+    ledger: Option<Ledger>,
+}
+
+#[async_trait::async_trait]
+impl StoreUnderTest for Postgres {
+    async fn fresh() -> Self {
+        let (url, ledger) = crate::postgres::cluster::fresh_store().await;
+        Postgres {
+            url,
+            ledger: Some(ledger),
+        }
+    }
+    fn ledger(&self) -> Ledger {
+        self.ledger.clone().expect("an open store")
+    }
+    async fn damage(&mut self, stream: &StreamKey, position: u64) {
+        crate::postgres::flip_stored_byte(&self.url, stream, position).await;
+        self.reopen().await;
+    }
+    async fn reopen(&mut self) {
+        if let Some(ledger) = self.ledger.take() {
+            ledger.flush().await.expect("flush");
+        }
+        self.ledger = Some(crate::postgres::cluster::open_ledger(&self.url).await);
+    }
+}
+
 /// Instantiates every behaviour of the suite for one store.
 macro_rules! conformance {
     ($module:ident, $store:ty, [$($extra:ident),*]) => {
@@ -128,6 +158,11 @@ conformance!(memory, super::Memory, []);
 conformance!(
     local,
     super::Local,
+    [a_reopened_store_keeps_every_record_and_continues_global_positions]
+);
+conformance!(
+    postgres,
+    super::Postgres,
     [a_reopened_store_keeps_every_record_and_continues_global_positions]
 );
 

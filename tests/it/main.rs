@@ -18,6 +18,7 @@ mod local_store;
 mod log_secrets;
 mod openapi;
 mod operating;
+mod postgres;
 mod power_loss;
 mod reads;
 mod recovery;

@@ -1,6 +1,10 @@
 //! Followers: while a thread has attaches selecting a derived protocol, a
 //! task tails that protocol's source stream and flushes the thread's
-//! views as records land, whichever door appended them. Nothing polls.
+//! views as records land, whichever door appended them. On a store other
+//! processes append to (several instances on one database), a task also
+//! tails the thread's own documents stream while it has attaches, so a
+//! command another instance commits reaches this instance's attaches.
+//! Nothing polls.
 //!
 //! Must never: flush once per record when records arrive faster than a
 //! flush (a batch already there is one flush), or outlive the last attach
@@ -35,6 +39,19 @@ impl Host {
                 self.follow(thread, &selected.name, source);
             }
         }
+        if self.inner.ledger.store().shared_by_processes() {
+            self.follow_documents(thread);
+        }
+    }
+
+    /// Starts the thread's documents follower unless one runs.
+    fn follow_documents(&self, thread: &Arc<Thread>) {
+        let attaches = lock(&thread.attaches);
+        if attaches.is_empty() || thread.follows_documents.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        drop(attaches);
+        tokio::spawn(follow_documents(self.clone(), thread.clone()));
     }
 
     fn follow(
@@ -74,6 +91,63 @@ impl Host {
         }
         lock(&thread.followers).remove(protocol);
         true
+    }
+}
+
+/// Flushes the thread's attaches whenever its documents stream grows
+/// (another instance's commits among them), until its last attach ends.
+async fn follow_documents(host: Host, thread: Arc<Thread>) {
+    let ledger = host.inner.ledger.clone();
+    let stopped = |thread: &Thread| {
+        let attaches = lock(&thread.attaches);
+        let idle = attaches.is_empty();
+        if idle {
+            thread.follows_documents.store(false, Ordering::SeqCst);
+        }
+        idle
+    };
+    let from = match ledger.head(&thread.documents).await {
+        Ok(head) => head,
+        Err(error) => {
+            tracing::error!(thread = ?thread.scope, %error, "cannot follow a thread's documents");
+            thread.follows_documents.store(false, Ordering::SeqCst);
+            return;
+        }
+    };
+    let mut records = Box::pin(ledger.tail(&thread.documents, from));
+    let mut attached = thread.attached.subscribe();
+    loop {
+        tokio::select! {
+            record = records.next() => match record {
+                Some(Ok(_)) => {
+                    let mut taken = 1;
+                    while taken < MAX_RECORDS_PER_FLUSH
+                        && matches!(records.next().now_or_never(), Some(Some(Ok(_))))
+                    {
+                        taken += 1;
+                    }
+                    host.flush_thread(&thread, None).await;
+                }
+                Some(Err(error)) => {
+                    tracing::error!(thread = ?thread.scope, %error, "a thread's documents stream failed");
+                    thread.follows_documents.store(false, Ordering::SeqCst);
+                    return;
+                }
+                None => {
+                    thread.follows_documents.store(false, Ordering::SeqCst);
+                    return;
+                }
+            },
+            changed = attached.changed() => {
+                if changed.is_err() {
+                    thread.follows_documents.store(false, Ordering::SeqCst);
+                    return;
+                }
+            }
+        }
+        if stopped(&thread) {
+            return;
+        }
     }
 }
 

@@ -213,6 +213,10 @@ struct Thread {
     attached: tokio::sync::watch::Sender<usize>,
     /// Derived protocols whose source stream a task follows.
     followers: Mutex<BTreeSet<ProtocolName>>,
+    /// Whether a task follows the thread's own documents stream (only on
+    /// a store other processes append to; set and cleared under
+    /// `attaches`' lock).
+    follows_documents: std::sync::atomic::AtomicBool,
     /// Live compatibility views and what depends on them.
     views: Mutex<BTreeMap<ViewKey, projection::LiveView>>,
     /// Per durable lane: serialises admission and execution.
@@ -364,6 +368,13 @@ fn server_fin(error: impl Failure) -> Fin {
                 ),
             )
         }
+        Some(LedgerError::Unavailable { .. }) => {
+            tracing::warn!(%error, "the store is unavailable to a statewire thread");
+            Fin::new(
+                FinCode::ServerError,
+                "the store cannot be reached now and nothing was recorded; attach again and retry shortly",
+            )
+        }
         _ => {
             tracing::error!(%error, "statewire host failure");
             Fin::new(
@@ -472,6 +483,7 @@ impl Host {
             attaches: Mutex::new(BTreeMap::new()),
             attached: tokio::sync::watch::Sender::new(0),
             followers: Mutex::new(BTreeSet::new()),
+            follows_documents: std::sync::atomic::AtomicBool::new(false),
             views: Mutex::new(BTreeMap::new()),
             lanes: Mutex::new(HashMap::new()),
         });

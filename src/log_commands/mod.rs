@@ -3,8 +3,20 @@
 //! to the writer it is given, so tests run them without a process, and
 //! each works over any store through the neutral [`Ledger`]; only the
 //! local store's offline checks of its own files open it directly.
-//! Must never: repair or rewrite a store; they read it (probe only appends).
+//! `stores` opens a PostgreSQL store for the same commands (`--store
+//! URL`); `copy` copies a store into another (`log copy`).
 //! Owns: what each command prints and the exit it implies ([`ToolError`]).
+//! Must never: repair or rewrite a store; they read it (probe appends,
+//! and copy writes only into an empty destination).
+
+mod copy;
+mod stores;
+
+pub use copy::{CopyReport, copy};
+pub use stores::{
+    open_postgres, postgres_dump, postgres_probe, postgres_replay, postgres_replay_check,
+    postgres_stats, postgres_verify,
+};
 
 use std::io::Write;
 use std::path::Path;
@@ -28,6 +40,8 @@ pub enum ToolError {
     Ledger(#[from] LedgerError),
     #[error(transparent)]
     Store(#[from] LocalError),
+    #[error(transparent)]
+    Postgres(#[from] crate::ledger::postgres::PostgresError),
     #[error("cannot write output: {0}")]
     Output(#[from] std::io::Error),
     #[error("the store has {0} problem(s); see the lines above")]
@@ -451,7 +465,18 @@ pub async fn replay_check_recorded(
     out: &mut impl Write,
 ) -> Result<(), ToolError> {
     let (ledger, _report) = open_existing(data)?;
-    let stream = find_conversation(&ledger, conversation, principal).await?;
+    replay_check_recorded_ledger(&ledger, conversation, principal, scenarios, out).await
+}
+
+/// [`replay_check_recorded`] over an open ledger, any store.
+pub async fn replay_check_recorded_ledger(
+    ledger: &Ledger,
+    conversation: &str,
+    principal: Option<&str>,
+    scenarios: &Path,
+    out: &mut impl Write,
+) -> Result<(), ToolError> {
+    let stream = find_conversation(ledger, conversation, principal).await?;
     let records = ledger.read_to_end(&stream, 0).await?;
     let recorded = recorded_agents(&records);
     let name = match recorded.as_slice() {

@@ -1,0 +1,230 @@
+//! `ledgerwire log copy --from SRC --to DST`: a store copied into an empty
+//! one of either kind (a directory or a `postgres://` URL), record for
+//! record, then checked against the source.
+//!
+//! Owns: the copy and its check. Each stream is copied in order, up to
+//! [`MAX_RECORDS_PER_APPEND`] records an append, at the source's
+//! positions, with each record's kind and payload; into PostgreSQL each
+//! record also keeps its timestamp (the local store stamps the records it
+//! writes with the time of the write). Global positions are the
+//! destination's own. The check reads every stream of both stores again
+//! and compares every record (stream, position, kind, payload and, where
+//! kept, timestamp), compares the counts, and verifies the destination.
+//! Must never: write into a store that holds a stream, or change the
+//! source.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+
+use super::{ToolError, open_postgres, print_verify};
+use crate::ledger::local::{LocalStore, OpenMode};
+use crate::ledger::postgres::{PostgresStore, is_postgres_url};
+use crate::ledger::{
+    Durability, ExpectedPosition, Ledger, MAX_RECORDS_PER_APPEND, NewRecord, Record, StreamKey,
+};
+
+/// What a copy wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CopyReport {
+    pub streams: u64,
+    pub records: u64,
+    pub bytes: u64,
+}
+
+/// A store to copy into.
+enum Destination {
+    Local(Ledger),
+    Postgres(Arc<PostgresStore>, Ledger),
+}
+
+impl Destination {
+    fn ledger(&self) -> &Ledger {
+        match self {
+            Destination::Local(ledger) | Destination::Postgres(_, ledger) => ledger,
+        }
+    }
+
+    fn keeps_timestamps(&self) -> bool {
+        matches!(self, Destination::Postgres(..))
+    }
+
+    async fn append(
+        &self,
+        stream: &StreamKey,
+        at: u64,
+        records: &[Record],
+    ) -> Result<(), ToolError> {
+        match self {
+            Destination::Postgres(store, _) => {
+                store.append_copied(stream, at, records).await?;
+            }
+            Destination::Local(ledger) => {
+                let copies = records
+                    .iter()
+                    .map(|record| NewRecord {
+                        kind: record.kind(),
+                        payload: record.payload().to_vec(),
+                    })
+                    .collect();
+                ledger
+                    .append(
+                        stream,
+                        ExpectedPosition::Exactly(at),
+                        copies,
+                        Durability::Buffered,
+                    )
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A location as an operator may print it (never a password).
+fn describe(location: &str) -> String {
+    if is_postgres_url(location) {
+        crate::ledger::postgres::PostgresSettings::from_url(location)
+            .map_or_else(|_| "a PostgreSQL database".to_owned(), |s| s.describe())
+    } else {
+        location.to_owned()
+    }
+}
+
+/// Opens the source: a local store checked whole, or a database.
+async fn open_source(from: &str, out: &mut impl Write) -> Result<Ledger, ToolError> {
+    if is_postgres_url(from) {
+        return Ok(open_postgres(from).await?.1);
+    }
+    let (store, report) = LocalStore::open(Path::new(from), OpenMode::MustExist)?;
+    if !report.is_clean() {
+        writeln!(out, "the source {from} is damaged; nothing was copied:")?;
+        print_verify(report, out)?;
+    }
+    Ok(Ledger::new(Arc::new(store)))
+}
+
+/// Opens the destination, refusing one that holds any stream.
+async fn open_destination(to: &str) -> Result<Destination, ToolError> {
+    let destination = if is_postgres_url(to) {
+        let (store, ledger) = open_postgres(to).await?;
+        Destination::Postgres(store, ledger)
+    } else {
+        let store = LocalStore::open_scrubbing(Path::new(to), OpenMode::CreateIfMissing)?;
+        Destination::Local(Ledger::new(Arc::new(store)))
+    };
+    let held = destination.ledger().store().streams(None, 1).await?;
+    if let Some(stream) = held.first() {
+        return Err(ToolError::Failed(format!(
+            "{} already holds streams (e.g. {:?}); log copy writes only into an empty store",
+            describe(to),
+            stream.as_str()
+        )));
+    }
+    Ok(destination)
+}
+
+/// Copies `from` into the empty store `to`, checks the copy and prints
+/// what it did; fails if the check finds any difference.
+pub async fn copy(from: &str, to: &str, out: &mut impl Write) -> Result<CopyReport, ToolError> {
+    let source = open_source(from, out).await?;
+    let destination = open_destination(to).await?;
+    writeln!(out, "copying {} into {}", describe(from), describe(to))?;
+    let mut report = CopyReport::default();
+    let mut streams = std::pin::pin!(source.streams());
+    while let Some(stream) = streams.next().await {
+        let stream = stream?;
+        copy_stream(&source, &destination, &stream, &mut report).await?;
+    }
+    destination.ledger().flush().await?;
+    writeln!(
+        out,
+        "copied {} records in {} streams, {} bytes; checking the copy",
+        report.records, report.streams, report.bytes
+    )?;
+    check(&source, &destination, &report).await?;
+    let verified = destination.ledger().verify().await?;
+    print_verify(verified, out)?;
+    if !destination.keeps_timestamps() {
+        writeln!(
+            out,
+            "note: the local store stamps each record with the time of the copy"
+        )?;
+    }
+    writeln!(out, "ok: the copy holds every record of the source")?;
+    Ok(report)
+}
+
+async fn copy_stream(
+    source: &Ledger,
+    destination: &Destination,
+    stream: &StreamKey,
+    report: &mut CopyReport,
+) -> Result<(), ToolError> {
+    report.streams += 1;
+    let mut at = 0;
+    loop {
+        let page = source.read_page(stream, at, MAX_RECORDS_PER_APPEND).await?;
+        if page.is_empty() {
+            return Ok(());
+        }
+        destination.append(stream, at, &page).await?;
+        at += page.len() as u64;
+        report.records += page.len() as u64;
+        report.bytes += page.iter().map(|r| r.encoded_len() as u64).sum::<u64>();
+        if page.len() < MAX_RECORDS_PER_APPEND {
+            return Ok(());
+        }
+    }
+}
+
+/// Reads both stores again and compares every record and the counts.
+async fn check(
+    source: &Ledger,
+    destination: &Destination,
+    copied: &CopyReport,
+) -> Result<(), ToolError> {
+    let copy = destination.ledger();
+    let mut found = CopyReport::default();
+    let mut streams = std::pin::pin!(copy.streams());
+    while let Some(stream) = streams.next().await {
+        let stream = stream?;
+        found.streams += 1;
+        let mut originals = std::pin::pin!(source.read(&stream, 0));
+        let mut copies = std::pin::pin!(copy.read(&stream, 0));
+        loop {
+            let (original, copied) = (originals.next().await, copies.next().await);
+            let (original, copied) = match (original, copied) {
+                (None, None) => break,
+                (Some(original), Some(copied)) => (original?, copied?),
+                _ => {
+                    return Err(ToolError::Failed(format!(
+                        "the copy of {stream} holds a different number of records than the source"
+                    )));
+                }
+            };
+            let same = original.stream() == copied.stream()
+                && original.position() == copied.position()
+                && original.kind() == copied.kind()
+                && original.payload() == copied.payload()
+                && (!destination.keeps_timestamps()
+                    || original.timestamp_ms() == copied.timestamp_ms());
+            if !same {
+                return Err(ToolError::Failed(format!(
+                    "the copy of {stream} #{} differs from the source",
+                    original.position()
+                )));
+            }
+            found.records += 1;
+        }
+    }
+    if (found.streams, found.records) != (copied.streams, copied.records) {
+        return Err(ToolError::Failed(format!(
+            "the copy holds {} records in {} streams, the source {} in {}",
+            found.records, found.streams, copied.records, copied.streams
+        )));
+    }
+    Ok(())
+}
