@@ -4,12 +4,11 @@
 //!
 //! Owns: the copy and its check. Each stream is copied in order, up to
 //! [`MAX_RECORDS_PER_APPEND`] records an append, at the source's
-//! positions, with each record's kind and payload; into PostgreSQL each
-//! record also keeps its timestamp (the local store stamps the records it
-//! writes with the time of the write). Global positions are the
-//! destination's own. The check reads every stream of both stores again
-//! and compares every record (stream, position, kind, payload and, where
-//! kept, timestamp), compares the counts, and verifies the destination.
+//! positions, with each record's kind, payload and timestamp. Global
+//! positions are the destination's own. The check reads every stream of
+//! both stores again and compares every record (stream, position, kind,
+//! payload, timestamp), compares the counts, and verifies the
+//! destination.
 //! Must never: write into a store that holds a stream, or change the
 //! source.
 
@@ -22,9 +21,7 @@ use futures_util::StreamExt;
 use super::{ToolError, open_postgres, print_verify};
 use crate::ledger::local::{LocalStore, OpenMode};
 use crate::ledger::postgres::{PostgresStore, is_postgres_url};
-use crate::ledger::{
-    Durability, ExpectedPosition, Ledger, MAX_RECORDS_PER_APPEND, NewRecord, Record, StreamKey,
-};
+use crate::ledger::{Ledger, MAX_RECORDS_PER_APPEND, Record, StreamKey};
 
 /// What a copy wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -36,19 +33,15 @@ pub struct CopyReport {
 
 /// A store to copy into.
 enum Destination {
-    Local(Ledger),
+    Local(Arc<LocalStore>, Ledger),
     Postgres(Arc<PostgresStore>, Ledger),
 }
 
 impl Destination {
     fn ledger(&self) -> &Ledger {
         match self {
-            Destination::Local(ledger) | Destination::Postgres(_, ledger) => ledger,
+            Destination::Local(_, ledger) | Destination::Postgres(_, ledger) => ledger,
         }
-    }
-
-    fn keeps_timestamps(&self) -> bool {
-        matches!(self, Destination::Postgres(..))
     }
 
     async fn append(
@@ -58,27 +51,9 @@ impl Destination {
         records: &[Record],
     ) -> Result<(), ToolError> {
         match self {
-            Destination::Postgres(store, _) => {
-                store.append_copied(stream, at, records).await?;
-            }
-            Destination::Local(ledger) => {
-                let copies = records
-                    .iter()
-                    .map(|record| NewRecord {
-                        kind: record.kind(),
-                        payload: record.payload().to_vec(),
-                    })
-                    .collect();
-                ledger
-                    .append(
-                        stream,
-                        ExpectedPosition::Exactly(at),
-                        copies,
-                        Durability::Buffered,
-                    )
-                    .await?;
-            }
-        }
+            Destination::Postgres(store, _) => store.append_copied(stream, at, records).await?,
+            Destination::Local(store, _) => store.append_copied(stream, at, records).await?,
+        };
         Ok(())
     }
 }
@@ -112,8 +87,11 @@ async fn open_destination(to: &str) -> Result<Destination, ToolError> {
         let (store, ledger) = open_postgres(to).await?;
         Destination::Postgres(store, ledger)
     } else {
-        let store = LocalStore::open_scrubbing(Path::new(to), OpenMode::CreateIfMissing)?;
-        Destination::Local(Ledger::new(Arc::new(store)))
+        let store = Arc::new(LocalStore::open_scrubbing(
+            Path::new(to),
+            OpenMode::CreateIfMissing,
+        )?);
+        Destination::Local(store.clone(), Ledger::new(store))
     };
     let held = destination.ledger().store().streams(None, 1).await?;
     if let Some(stream) = held.first() {
@@ -147,12 +125,6 @@ pub async fn copy(from: &str, to: &str, out: &mut impl Write) -> Result<CopyRepo
     check(&source, &destination, &report).await?;
     let verified = destination.ledger().verify().await?;
     print_verify(verified, out)?;
-    if !destination.keeps_timestamps() {
-        writeln!(
-            out,
-            "note: the local store stamps each record with the time of the copy"
-        )?;
-    }
     writeln!(out, "ok: the copy holds every record of the source")?;
     Ok(report)
 }
@@ -209,8 +181,7 @@ async fn check(
                 && original.position() == copied.position()
                 && original.kind() == copied.kind()
                 && original.payload() == copied.payload()
-                && (!destination.keeps_timestamps()
-                    || original.timestamp_ms() == copied.timestamp_ms());
+                && original.timestamp_ms() == copied.timestamp_ms();
             if !same {
                 return Err(ToolError::Failed(format!(
                     "the copy of {stream} #{} differs from the source",

@@ -50,7 +50,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::ledger::error::{Corruption, LedgerError};
 use crate::ledger::record::{NewRecord, StreamKey, StreamMap};
 use crate::ledger::verify::VerifyReport;
-use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
+use crate::ledger::{AppendOutcome, Durability, ExpectedPosition, Record};
 pub use error::{LocalError, Result, StoreProblem};
 pub use open::OpenMode;
 pub use reader::StreamReader;
@@ -634,6 +634,7 @@ impl LocalStore {
         expected: ExpectedPosition,
         records: Vec<NewRecord>,
         durability: Durability,
+        timestamp_ms: Option<u64>,
     ) -> Result<(Command, oneshot::Receiver<Result<AppendOutcome>>)> {
         crate::ledger::check_append(&records)?;
         let (reply, receiver) = oneshot::channel();
@@ -642,9 +643,18 @@ impl LocalStore {
             expected,
             records,
             durability,
+            timestamp_ms,
             reply,
         });
         Ok((command, receiver))
+    }
+
+    async fn send(&self, command: Command) -> Result<()> {
+        self.commands()?
+            .send(command)
+            .await
+            .map_err(|_| LedgerError::Closed)?;
+        Ok(())
     }
 
     /// Appends `records` to `stream` atomically if the stream is at
@@ -656,11 +666,52 @@ impl LocalStore {
         records: Vec<NewRecord>,
         durability: Durability,
     ) -> Result<AppendOutcome> {
-        let (command, receiver) = self.request(stream, expected, records, durability)?;
-        self.commands()?
-            .send(command)
-            .await
-            .map_err(|_| LedgerError::Closed)?;
+        let (command, receiver) = self.request(stream, expected, records, durability, None)?;
+        self.send(command).await?;
+        receiver.await.map_err(|_| LedgerError::Closed)?
+    }
+
+    /// Appends copies of another store's `records` to `stream` at `at`,
+    /// buffered, each keeping its kind, payload and timestamp: what `log
+    /// copy` writes. The records of one append share a timestamp here, so
+    /// each run of equal timestamps is its own append.
+    pub async fn append_copied(
+        &self,
+        stream: &StreamKey,
+        at: u64,
+        records: &[Record],
+    ) -> Result<AppendOutcome> {
+        let mut runs = records.chunk_by(|a, b| a.timestamp_ms() == b.timestamp_ms());
+        let first = runs.next().ok_or(LedgerError::BatchSize {
+            len: 0,
+            max: crate::ledger::MAX_RECORDS_PER_APPEND,
+        })?;
+        let mut outcome = self.append_run(stream, at, first).await?;
+        for run in runs {
+            let next = self.append_run(stream, outcome.next_position, run).await?;
+            outcome.next_position = next.next_position;
+        }
+        Ok(outcome)
+    }
+
+    async fn append_run(
+        &self,
+        stream: &StreamKey,
+        at: u64,
+        run: &[Record],
+    ) -> Result<AppendOutcome> {
+        let timestamp_ms = run.first().map(Record::timestamp_ms);
+        let copies = run
+            .iter()
+            .map(|record| NewRecord {
+                kind: record.kind(),
+                payload: record.payload().to_vec(),
+            })
+            .collect();
+        let expected = ExpectedPosition::Exactly(at);
+        let (command, receiver) =
+            self.request(stream, expected, copies, Durability::Buffered, timestamp_ms)?;
+        self.send(command).await?;
         receiver.await.map_err(|_| LedgerError::Closed)?
     }
 
@@ -673,7 +724,7 @@ impl LocalStore {
         records: Vec<NewRecord>,
         durability: Durability,
     ) -> Result<AppendOutcome> {
-        let (command, receiver) = self.request(stream, expected, records, durability)?;
+        let (command, receiver) = self.request(stream, expected, records, durability, None)?;
         self.commands()?
             .blocking_send(command)
             .map_err(|_| LedgerError::Closed)?;

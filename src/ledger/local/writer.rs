@@ -56,6 +56,9 @@ pub(crate) struct AppendRequest {
     pub expected: ExpectedPosition,
     pub records: Vec<NewRecord>,
     pub durability: Durability,
+    /// The records' timestamp when it is not the time of the write: a
+    /// copy of another store's records keeps theirs (`log copy`).
+    pub timestamp_ms: Option<u64>,
     pub reply: oneshot::Sender<Result<AppendOutcome>>,
 }
 
@@ -359,7 +362,7 @@ impl Writer {
                     kind: new.kind,
                     position: head + offset as u64,
                     global_position: next_global + offset as u64,
-                    timestamp_ms,
+                    timestamp_ms: request.timestamp_ms.unwrap_or(timestamp_ms),
                 };
                 record::encode_into(&header, &request.stream, &new.payload, &mut self.scratch);
                 // One allocation: the shared buffer is copied, not moved.

@@ -69,10 +69,12 @@ async fn log_copy_moves_a_local_store_into_a_database_and_back_record_for_record
     let (code, refused) = ledgerwire(&["log", "copy", "--from", &source_text, "--to", &url]);
     assert_eq!(code, 2, "{refused}");
     assert!(refused.contains("already holds streams"), "{refused}");
-    // And back into a new local store.
+    // And back into a new local store, timestamps kept there too.
     let back = dir.path().join("back").display().to_string();
     let (code, copied) = ledgerwire(&["log", "copy", "--from", &url, "--to", &back]);
     assert_eq!(code, 0, "{copied}");
+    let back_again = dump(&["log", "dump", "--data", &back, "--stream", "probe/2"]);
+    assert_eq!(back_again, local);
     let (code, verified) = ledgerwire(&["log", "verify", "--data", &back]);
     assert_eq!(code, 0, "{verified}");
     assert!(
