@@ -1,7 +1,8 @@
 //! The local store behind the log contract: each call of the trait
 //! answered from memory when the recent records cover it, and otherwise
-//! on a blocking thread, so that sled and the journal files are never
-//! read on a runtime's worker.
+//! on the store's read threads (a global scan, which runs long, on a
+//! blocking thread of its own), so that sled and the journal files are
+//! never read on a runtime's worker.
 //!
 //! Owns: the mapping of the contract onto [`LocalStore`]'s own calls, its
 //! snapshots tree as a [`SnapshotStore`], its counters in the neutral
@@ -25,16 +26,19 @@ use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
 /// number of streams, never with the number of records.
 pub const SCAN_PAGE_RECORDS: usize = 16;
 
-/// Runs `work` on the runtime's blocking threads and returns its result.
-async fn blocking<T: Send + 'static>(
+/// Runs `work` on the store's read threads and returns its result.
+async fn on_read_thread<T: Send + 'static>(
     shared: &Shared,
     work: impl FnOnce() -> LocalResult<T> + Send + 'static,
 ) -> Result<T> {
-    shared.stats.blocking_calls.fetch_add(1, Ordering::Relaxed);
-    match tokio::task::spawn_blocking(work).await {
-        Ok(result) => result.map_err(LedgerError::from),
-        Err(_) => Err(LedgerError::Closed),
-    }
+    shared
+        .stats
+        .read_thread_jobs
+        .fetch_add(1, Ordering::Relaxed);
+    shared
+        .read_threads
+        .run(move || work().map_err(LedgerError::from))
+        .await
 }
 
 #[async_trait]
@@ -64,7 +68,7 @@ impl LogStore for LocalStore {
         }
         let store = self.clone();
         let stream = stream.clone();
-        blocking(&self.shared, move || store.head_blocking(&stream)).await
+        on_read_thread(&self.shared, move || store.head_blocking(&stream)).await
     }
 
     async fn read(&self, stream: &StreamKey, from: u64, max_records: usize) -> Result<Vec<Record>> {
@@ -74,7 +78,7 @@ impl LogStore for LocalStore {
         }
         let store = self.clone();
         let stream = stream.clone();
-        blocking(&self.shared, move || {
+        on_read_thread(&self.shared, move || {
             store
                 .read_blocking(&stream, from)?
                 .take(max_records)
@@ -109,7 +113,7 @@ impl LogStore for LocalStore {
     async fn streams(&self, after: Option<&StreamKey>, max: usize) -> Result<Vec<StreamKey>> {
         let store = self.clone();
         let after = after.cloned();
-        blocking(&self.shared, move || {
+        on_read_thread(&self.shared, move || {
             store
                 .streams_blocking(after.as_ref())
                 .take(max)
@@ -141,9 +145,9 @@ impl LogStore for LocalStore {
 
     fn stats(&self) -> StoreStats {
         let local = self.local_stats();
-        let blocking_calls = self.shared.stats.blocking_calls.load(Ordering::Relaxed);
+        let read_thread_jobs = self.shared.stats.read_thread_jobs.load(Ordering::Relaxed);
         let engine = [
-            ("blocking_calls", blocking_calls),
+            ("read_thread_jobs", read_thread_jobs),
             ("rounds", local.rounds),
             ("index_batches", local.index_batches),
             ("index_syncs", local.index_syncs),
@@ -174,7 +178,7 @@ impl SnapshotStore for LocalSnapshots {
     async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let tree = self.shared.snapshots.clone();
         let key = key.to_vec();
-        blocking(&self.shared, move || {
+        on_read_thread(&self.shared, move || {
             Ok(tree.get(key)?.map(|value| value.to_vec()))
         })
         .await
@@ -186,7 +190,7 @@ impl SnapshotStore for LocalSnapshots {
         // the records it was taken after.
         let tree = self.shared.snapshots.clone();
         let key = key.to_vec();
-        blocking(&self.shared, move || {
+        on_read_thread(&self.shared, move || {
             tree.insert(key, value)?;
             Ok(())
         })
@@ -195,6 +199,6 @@ impl SnapshotStore for LocalSnapshots {
 
     async fn clear(&self) -> Result<()> {
         let tree = self.shared.snapshots.clone();
-        blocking(&self.shared, move || Ok(tree.clear()?)).await
+        on_read_thread(&self.shared, move || Ok(tree.clear()?)).await
     }
 }

@@ -22,6 +22,7 @@ pub(crate) mod journal;
 mod keys;
 mod open;
 mod powerloss;
+mod read_threads;
 mod reader;
 mod recent;
 mod recovery;
@@ -87,6 +88,8 @@ pub const MAX_PENDING_APPENDS: usize = 8192;
 /// State shared by the handle, the writer and the flusher.
 pub(crate) struct Shared {
     path: PathBuf,
+    /// The threads the contract's async reads run on.
+    read_threads: read_threads::ReadThreads,
     db: sled::Db,
     log: sled::Tree,
     snapshots: sled::Tree,
@@ -369,8 +372,14 @@ impl Drop for Threads {
     fn drop(&mut self) {
         self.shared.stopping.store(true, Ordering::Relaxed);
         self.commands.take();
+        self.shared.read_threads.close();
+        // The last clone may be dropped by a read thread's job: that
+        // thread ends once this returns, and cannot join itself.
+        let current = std::thread::current().id();
         for handle in self.handles.drain(..) {
-            let _ = handle.join();
+            if handle.thread().id() != current {
+                let _ = handle.join();
+            }
         }
         // A clean close: everything applied is made durable in sled and
         // marked so (the next open replays nothing, and goes on writing
@@ -482,6 +491,7 @@ impl LocalStore {
             .inspect_err(|error| tracing::warn!(%error, "no durable watermark"))
             .ok();
         Ok(Arc::new(Shared {
+            read_threads: read_threads::ReadThreads::default(),
             journal_files: journal::JournalFiles::new(&path),
             path,
             db,
@@ -541,6 +551,7 @@ impl LocalStore {
                 .spawn(move || group_commit::run_flusher(shared, queue))?
         };
         let mut handles = vec![writer, indexer, flusher, checkpointer];
+        handles.extend(shared.read_threads.start()?);
         if scrub {
             let shared = shared.clone();
             handles.push(

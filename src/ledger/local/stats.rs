@@ -16,10 +16,10 @@ pub(crate) struct Counters {
     pub index_batches: AtomicU64,
     pub index_syncs: AtomicU64,
     pub index_entries: AtomicU64,
-    /// Calls of the contract answered on a blocking thread (a read sled
+    /// Calls of the contract answered on a read thread (a read sled
     /// or a journal file serves, a snapshot): each costs two thread
     /// hand-offs, which the recent records spare the rest.
-    pub blocking_calls: AtomicU64,
+    pub read_thread_jobs: AtomicU64,
 }
 
 /// How the write path has behaved since open.
