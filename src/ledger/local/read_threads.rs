@@ -95,7 +95,10 @@ mod tests {
             assert_eq!(threads.run(move || Ok(n)).await.unwrap(), n);
         }
         threads.close();
-        assert!(matches!(threads.run(|| Ok(())).await, Err(LedgerError::Closed)));
+        assert!(matches!(
+            threads.run(|| Ok(())).await,
+            Err(LedgerError::Closed)
+        ));
         for handle in handles {
             handle.join().unwrap();
         }

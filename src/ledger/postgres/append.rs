@@ -41,60 +41,65 @@ const _: () = assert!(MAX_RECORDS_PER_APPEND <= 1 << GLOBAL_OFFSET_BITS);
 /// tries again when another append moved it in between.
 pub const MAX_ANY_ATTEMPTS: usize = 64;
 
-/// Appends to a stream at a position other than 0: `$1` stream, `$2`
-/// expected head, `$3` record count, `$4` the envelopes. One row: the
-/// first record's global position, or NULL when the head was elsewhere.
-const APPEND_AT: &str = "
+// The two ways a head row moves (`$1` stream, `$2` expected head, `$3`
+// record count), and the two ways records follow it (`$4` the envelopes,
+// or one envelope); each statement is one of each, as string literals.
+macro_rules! head_moved {
+    () => {
+        "
 WITH moved AS (
     UPDATE ledgerwire_streams SET head = $2::int8 + $3::int8
     WHERE stream = $1 AND head = $2::int8
     RETURNING head
-), inserted AS (
+)"
+    };
+}
+macro_rules! head_created {
+    () => {
+        "
+WITH moved AS (
+    INSERT INTO ledgerwire_streams (stream, head) VALUES ($1, $2::int8 + $3::int8)
+    ON CONFLICT (stream) DO NOTHING
+    RETURNING head
+)"
+    };
+}
+macro_rules! records_inserted {
+    () => {
+        ", inserted AS (
     INSERT INTO ledgerwire_records (stream, position, global, envelope)
     SELECT $1, $2::int8 + r.n - 1, (pg_current_xact_id()::text::int8 << 10) | (r.n - 1), r.envelope
     FROM moved, unnest($4::bytea[]) WITH ORDINALITY AS r(envelope, n)
     RETURNING global
 )
-SELECT min(global) FROM inserted";
+SELECT min(global) FROM inserted"
+    };
+}
+macro_rules! record_inserted {
+    () => {
+        "
+INSERT INTO ledgerwire_records (stream, position, global, envelope)
+SELECT $1, $2::int8, pg_current_xact_id()::text::int8 << 10, $4::bytea FROM moved
+RETURNING global"
+    };
+}
+
+/// Appends to a stream at a position other than 0: `$1` stream, `$2`
+/// expected head, `$3` record count, `$4` the envelopes. One row: the
+/// first record's global position, or NULL when the head was elsewhere.
+const APPEND_AT: &str = concat!(head_moved!(), records_inserted!());
 
 /// The same for a new stream (`$2` is 0): the head row is created, and a
 /// stream someone else created first is a conflict (the head row, never
 /// a record, is what `ON CONFLICT` leaves alone).
-const APPEND_NEW: &str = "
-WITH moved AS (
-    INSERT INTO ledgerwire_streams (stream, head) VALUES ($1, $2::int8 + $3::int8)
-    ON CONFLICT (stream) DO NOTHING
-    RETURNING head
-), inserted AS (
-    INSERT INTO ledgerwire_records (stream, position, global, envelope)
-    SELECT $1, $2::int8 + r.n - 1, (pg_current_xact_id()::text::int8 << 10) | (r.n - 1), r.envelope
-    FROM moved, unnest($4::bytea[]) WITH ORDINALITY AS r(envelope, n)
-    RETURNING global
-)
-SELECT min(global) FROM inserted";
+const APPEND_NEW: &str = concat!(head_created!(), records_inserted!());
 
 /// [`APPEND_AT`] for one record (`$4` one envelope), the common case:
 /// no array to build and unnest. No row when the head was elsewhere.
-const APPEND_ONE_AT: &str = "
-WITH moved AS (
-    UPDATE ledgerwire_streams SET head = $2::int8 + $3::int8
-    WHERE stream = $1 AND head = $2::int8
-    RETURNING head
-)
-INSERT INTO ledgerwire_records (stream, position, global, envelope)
-SELECT $1, $2::int8, pg_current_xact_id()::text::int8 << 10, $4::bytea FROM moved
-RETURNING global";
+const APPEND_ONE_AT: &str = concat!(head_moved!(), record_inserted!());
 
 /// [`APPEND_NEW`] for one record.
-const APPEND_ONE_NEW: &str = "
-WITH moved AS (
-    INSERT INTO ledgerwire_streams (stream, head) VALUES ($1, $2::int8 + $3::int8)
-    ON CONFLICT (stream) DO NOTHING
-    RETURNING head
-)
-INSERT INTO ledgerwire_records (stream, position, global, envelope)
-SELECT $1, $2::int8, pg_current_xact_id()::text::int8 << 10, $4::bytea FROM moved
-RETURNING global";
+const APPEND_ONE_NEW: &str = concat!(head_created!(), record_inserted!());
 
 /// A commit that writes WAL (an update of a row of ours) in a session
 /// with `synchronous_commit = on`: PostgreSQL flushes the WAL up to its

@@ -96,6 +96,22 @@ impl Host {
 
 /// Flushes the thread's attaches whenever its documents stream grows
 /// (another instance's commits among them), until its last attach ends.
+/// Takes the records a tail already holds after the one that woke its
+/// follower (at most [`MAX_RECORDS_PER_FLUSH`] in all), so that every
+/// record already there is one flush. An error is left for the next
+/// `next()` to report.
+fn skip_ready<S>(records: &mut S)
+where
+    S: futures_util::Stream<Item = crate::ledger::Result<crate::ledger::Record>> + Unpin,
+{
+    let mut taken = 1;
+    while taken < MAX_RECORDS_PER_FLUSH
+        && matches!(records.next().now_or_never(), Some(Some(Ok(_))))
+    {
+        taken += 1;
+    }
+}
+
 async fn follow_documents(host: Host, thread: Arc<Thread>) {
     let ledger = host.inner.ledger.clone();
     let stopped = |thread: &Thread| {
@@ -120,12 +136,7 @@ async fn follow_documents(host: Host, thread: Arc<Thread>) {
         tokio::select! {
             record = records.next() => match record {
                 Some(Ok(_)) => {
-                    let mut taken = 1;
-                    while taken < MAX_RECORDS_PER_FLUSH
-                        && matches!(records.next().now_or_never(), Some(Some(Ok(_))))
-                    {
-                        taken += 1;
-                    }
+                    skip_ready(&mut records);
                     host.flush_thread(&thread, None).await;
                 }
                 Some(Err(error)) => {
@@ -175,13 +186,7 @@ impl Follower {
             tokio::select! {
                 record = records.next() => match record {
                     Some(Ok(_)) => {
-                        // Every record already there is one flush.
-                        let mut taken = 1;
-                        while taken < MAX_RECORDS_PER_FLUSH
-                            && matches!(records.next().now_or_never(), Some(Some(Ok(_))))
-                        {
-                            taken += 1;
-                        }
+                        skip_ready(&mut records);
                         self.host.flush_thread(&self.thread, None).await;
                     }
                     Some(Err(error)) => return self.fail(error),
