@@ -23,12 +23,6 @@ pub const SNAPSHOT_INTERVAL_RECORDS: u64 = 1024;
 /// Default number of streams whose folded state stays in memory.
 pub const FOLD_CACHE_STREAMS: usize = 10_000;
 
-/// Records a cold fold reads from a stream's start before it looks for a
-/// snapshot: enough for a new or short stream (a conversation's first
-/// turns, a lane) to fold from this one read, few enough that a long
-/// stream, which starts from its snapshot, wastes little on it.
-pub const COLD_PROBE_RECORDS: usize = 64;
-
 /// Version byte of the snapshot value layout: 2, the state as
 /// MessagePack (named fields). Snapshots of format 1 (the state as JSON)
 /// are still read.
@@ -273,16 +267,15 @@ impl<F: Fold> FoldCache<F> {
     /// snapshot, if one passes every check, or the empty state, with the
     /// first page of records after it.
     ///
-    /// The stream's first [`COLD_PROBE_RECORDS`] are read first: a stream
-    /// that short (most streams: a new conversation, a lane) has no
-    /// snapshot to look for, and folds from one read of the store instead
-    /// of two.
+    /// The stream's start is read first, up to where its first snapshot
+    /// would be: a stream shorter than that (most streams: a new
+    /// conversation, a lane) has no snapshot to look for, and folds from
+    /// one read of the store instead of two.
     async fn start_cold(&self, stream: &StreamKey) -> Result<Start<F::State>> {
         let probe = match self.snapshot_every {
             0 => READ_PAGE_RECORDS,
-            every => usize::try_from(every).map_or(COLD_PROBE_RECORDS, |every| {
-                every.clamp(1, COLD_PROBE_RECORDS)
-            }),
+            every => usize::try_from(every)
+                .map_or(READ_PAGE_RECORDS, |every| every.clamp(1, READ_PAGE_RECORDS)),
         };
         let records = self.ledger.read_page(stream, 0, probe).await?;
         if records.len() < probe || self.snapshot_every == 0 {
