@@ -27,7 +27,7 @@ pub mod verify;
 use std::sync::Arc;
 
 use futures_util::stream::BoxStream;
-use futures_util::{Stream, StreamExt};
+use futures_util::{Stream, StreamExt, TryStreamExt};
 
 pub use contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
 pub use error::{Corruption, LedgerError, Result};
@@ -164,19 +164,7 @@ impl Ledger {
     /// streams (a conversation, a lane); a long one is read with
     /// [`Ledger::read`] a page at a time.
     pub async fn read_to_end(&self, stream: &StreamKey, from: u64) -> Result<Vec<Record>> {
-        let mut records = Vec::new();
-        let mut next = from;
-        loop {
-            let page = self.read_page(stream, next, READ_PAGE_RECORDS).await?;
-            let full = page.len() == READ_PAGE_RECORDS;
-            if let Some(last) = page.last() {
-                next = last.position() + 1;
-            }
-            records.extend(page);
-            if !full {
-                return Ok(records);
-            }
-        }
+        self.read(stream, from).try_collect().await
     }
 
     /// `stream` from `from` to the end it has when the last page is read,
