@@ -466,19 +466,15 @@ fn run(command: Command) -> Result<(), ToolError> {
             remote(&url, "/api/admin/log/dump", &query, &mut out)
         }
         Command::Log(LogCommand::Dump {
-            store: Some(store),
+            data,
+            store,
             stream,
             from,
             ..
-        }) => runtime()?.block_on(log_commands::postgres_dump(
-            &store,
-            stream.as_deref(),
-            from,
-            &mut out,
-        )),
-        Command::Log(LogCommand::Dump {
-            data, stream, from, ..
-        }) => runtime()?.block_on(log_commands::dump(&data, stream.as_deref(), from, &mut out)),
+        }) => runtime()?.block_on(async {
+            let ledger = log_commands::open_store(&data, store.as_deref()).await?;
+            log_commands::dump(&ledger, stream.as_deref(), from, &mut out).await
+        }),
         Command::Log(LogCommand::Stats { url: Some(url), .. }) => {
             remote(&url, "/api/admin/log/stats", &[], &mut out)
         }
@@ -506,13 +502,14 @@ fn run(command: Command) -> Result<(), ToolError> {
             remote(&url, path, &query, &mut out)
         }
         Command::Replay {
-            store: Some(store),
+            data,
+            store,
+            url: None,
             conversation,
             principal,
             check,
             agent,
             scenarios,
-            ..
         } => {
             let agent = match agent {
                 CheckAgent::Recorded => None,
@@ -521,73 +518,39 @@ fn run(command: Command) -> Result<(), ToolError> {
                 CheckAgent::Scenario => Some(AgentChoice::Scenario),
             };
             let agent = agent
+                .filter(|_| check)
                 .map(|chosen| load_agent(chosen, &scenarios, None))
                 .transpose()?;
             let principal = principal.as_deref();
             runtime()?.block_on(async {
-                if check {
-                    let agent = agent.as_deref();
-                    log_commands::postgres_replay_check(
-                        &store,
-                        &conversation,
-                        principal,
-                        agent,
-                        &scenarios,
-                        &mut out,
-                    )
-                    .await
-                } else {
-                    log_commands::postgres_replay(&store, &conversation, principal, &mut out).await
+                let ledger = log_commands::open_store(&data, store.as_deref()).await?;
+                match (check, agent) {
+                    (false, _) => {
+                        log_commands::replay(&ledger, &conversation, principal, &mut out).await
+                    }
+                    (true, Some(agent)) => {
+                        let agent = agent.as_ref();
+                        log_commands::replay_check(
+                            &ledger,
+                            &conversation,
+                            principal,
+                            agent,
+                            &mut out,
+                        )
+                        .await
+                    }
+                    (true, None) => {
+                        log_commands::replay_check_recorded(
+                            &ledger,
+                            &conversation,
+                            principal,
+                            &scenarios,
+                            &mut out,
+                        )
+                        .await
+                    }
                 }
             })
-        }
-        Command::Replay {
-            data,
-            url: None,
-            conversation,
-            principal,
-            check: false,
-            ..
-        } => runtime()?.block_on(log_commands::replay(
-            &data,
-            &conversation,
-            principal.as_deref(),
-            &mut out,
-        )),
-        Command::Replay {
-            data,
-            url: None,
-            conversation,
-            principal,
-            check: true,
-            agent,
-            scenarios,
-            ..
-        } => {
-            let runtime = runtime()?;
-            let principal = principal.as_deref();
-            let chosen = match agent {
-                CheckAgent::Recorded => {
-                    return runtime.block_on(log_commands::replay_check_recorded(
-                        &data,
-                        &conversation,
-                        principal,
-                        &scenarios,
-                        &mut out,
-                    ));
-                }
-                CheckAgent::Builtin => AgentChoice::Builtin,
-                CheckAgent::Minimal => AgentChoice::Minimal,
-                CheckAgent::Scenario => AgentChoice::Scenario,
-            };
-            let agent = load_agent(chosen, &scenarios, None)?;
-            runtime.block_on(log_commands::replay_check(
-                &data,
-                &conversation,
-                principal,
-                agent.as_ref(),
-                &mut out,
-            ))
         }
         Command::Crashtest {
             data,

@@ -13,10 +13,7 @@ mod copy;
 mod stores;
 
 pub use copy::{CopyReport, copy};
-pub use stores::{
-    open_postgres, postgres_dump, postgres_probe, postgres_replay, postgres_replay_check,
-    postgres_stats, postgres_verify,
-};
+pub use stores::{open_postgres, postgres_probe, postgres_stats, postgres_verify};
 
 use std::io::Write;
 use std::path::Path;
@@ -74,6 +71,15 @@ pub enum ToolError {
 fn open_existing(data: &Path) -> Result<(Ledger, VerifyReport), ToolError> {
     let (store, report) = LocalStore::open(data, OpenMode::MustExist)?;
     Ok((Ledger::new(Arc::new(store)), report))
+}
+
+/// Opens the store a command names: the database at `--store URL` when
+/// given, else the local store in `data`, which must exist.
+pub async fn open_store(data: &Path, store: Option<&str>) -> Result<Ledger, ToolError> {
+    match store {
+        Some(url) => Ok(open_postgres(url).await?.1),
+        None => Ok(open_existing(data)?.0),
+    }
 }
 
 /// Prints the integrity report of a local store, its journal files
@@ -197,20 +203,9 @@ fn record_json(record: &Record) -> serde_json::Value {
     line
 }
 
-/// Prints a local store's records as JSON lines: one stream from `from`,
-/// or every stream in global order from global position `from`.
+/// Prints a store's records as JSON lines: one stream from `from`, or
+/// every stream in global order from global position `from`.
 pub async fn dump(
-    data: &Path,
-    stream: Option<&str>,
-    from: u64,
-    out: &mut impl Write,
-) -> Result<(), ToolError> {
-    let (ledger, _report) = open_existing(data)?;
-    dump_ledger(&ledger, stream, from, out).await
-}
-
-/// [`dump`] over an open ledger, any store.
-pub async fn dump_ledger(
     ledger: &Ledger,
     stream: Option<&str>,
     from: u64,
@@ -366,19 +361,6 @@ async fn probe_writer(
     Ok(())
 }
 
-/// Prints a Studio conversation from the ledger alone: every frame in
-/// order, grouped by segment, exactly as sent (`id:`/`data:` lines), then
-/// the conversation's folded state as JSON.
-pub async fn replay(
-    data: &Path,
-    conversation: &str,
-    principal: Option<&str>,
-    out: &mut impl Write,
-) -> Result<(), ToolError> {
-    let (ledger, _report) = open_existing(data)?;
-    replay_ledger(&ledger, conversation, principal, out).await
-}
-
 /// Members of a conversation's folded state that hold JSON text, shown
 /// as the JSON they hold.
 const STATE_JSON_TEXT: &[&[&str]] = &[
@@ -388,8 +370,11 @@ const STATE_JSON_TEXT: &[&[&str]] = &[
     &["applied", "*", "1"],
 ];
 
-/// [`replay`] over an open ledger (also what the audit API serves).
-pub async fn replay_ledger(
+/// Prints a Studio conversation from the ledger alone: every frame in
+/// order, grouped by segment, exactly as sent (`id:`/`data:` lines), then
+/// the conversation's folded state as JSON (also what the audit API
+/// serves).
+pub async fn replay(
     ledger: &Ledger,
     conversation: &str,
     principal: Option<&str>,
@@ -430,20 +415,8 @@ pub async fn replay_ledger(
 
 /// Runs every recorded segment of a conversation through `agent` again and
 /// prints, per segment, whether the agent's frames are the recorded ones.
-/// Fails (exit 1) when any differs.
+/// Fails (exit 1) when any differs (also what the audit API serves).
 pub async fn replay_check(
-    data: &Path,
-    conversation: &str,
-    principal: Option<&str>,
-    agent: &dyn crate::agent::Agent,
-    out: &mut impl Write,
-) -> Result<(), ToolError> {
-    let (ledger, _report) = open_existing(data)?;
-    replay_check_ledger(&ledger, conversation, principal, agent, out).await
-}
-
-/// [`replay_check`] over an open ledger (also what the audit API serves).
-pub async fn replay_check_ledger(
     ledger: &Ledger,
     conversation: &str,
     principal: Option<&str>,
@@ -458,18 +431,6 @@ pub async fn replay_check_ledger(
 /// `replay --check` with the agent the conversation's segments recorded
 /// (loaded from this build; scenario scripts from `scenarios`).
 pub async fn replay_check_recorded(
-    data: &Path,
-    conversation: &str,
-    principal: Option<&str>,
-    scenarios: &Path,
-    out: &mut impl Write,
-) -> Result<(), ToolError> {
-    let (ledger, _report) = open_existing(data)?;
-    replay_check_recorded_ledger(&ledger, conversation, principal, scenarios, out).await
-}
-
-/// [`replay_check_recorded`] over an open ledger, any store.
-pub async fn replay_check_recorded_ledger(
     ledger: &Ledger,
     conversation: &str,
     principal: Option<&str>,

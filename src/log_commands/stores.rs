@@ -1,8 +1,10 @@
-//! The operator commands on a PostgreSQL store (`--store URL`): the same
-//! verification, dump, counts and replays as on a local one, through the
-//! neutral ledger.
+//! The operator commands that differ on a PostgreSQL store (`--store
+//! URL`): opening it, verification and counts without a journal to
+//! check, and probes into a database. `log dump` and `replay` take any
+//! store (`open_store`).
 //!
-//! Owns: the `--store URL` paths of `log` and `replay`.
+//! Owns: the `--store URL` paths of `log verify`, `log stats` and `log
+//! probe`.
 //!
 //! Must never: write into the database (opening creates the tables of
 //! an empty one, as `serve` would, and nothing else), but for `log
@@ -12,10 +14,7 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{
-    ProbeConfig, ToolError, dump_ledger, print_stats, print_verify, probe_ledger,
-    replay_check_ledger, replay_check_recorded_ledger, replay_ledger,
-};
+use super::{ProbeConfig, ToolError, print_stats, print_verify, probe_ledger};
 use crate::ledger::postgres::{PostgresSettings, PostgresStore};
 use crate::ledger::{Ledger, VerifyReport};
 
@@ -38,47 +37,6 @@ pub async fn postgres_verify(url: &str, out: &mut impl Write) -> Result<VerifyRe
 pub async fn postgres_stats(url: &str, out: &mut impl Write) -> Result<(), ToolError> {
     let (_, ledger) = open_postgres(url).await?;
     print_stats(&ledger.verify().await?, out)
-}
-
-/// `log dump --store URL`.
-pub async fn postgres_dump(
-    url: &str,
-    stream: Option<&str>,
-    from: u64,
-    out: &mut impl Write,
-) -> Result<(), ToolError> {
-    let (_, ledger) = open_postgres(url).await?;
-    dump_ledger(&ledger, stream, from, out).await
-}
-
-/// `replay --store URL`.
-pub async fn postgres_replay(
-    url: &str,
-    conversation: &str,
-    principal: Option<&str>,
-    out: &mut impl Write,
-) -> Result<(), ToolError> {
-    let (_, ledger) = open_postgres(url).await?;
-    replay_ledger(&ledger, conversation, principal, out).await
-}
-
-/// `replay --check --store URL`, with `agent` or (`None`) the agent the
-/// conversation's segments recorded.
-pub async fn postgres_replay_check(
-    url: &str,
-    conversation: &str,
-    principal: Option<&str>,
-    agent: Option<&dyn crate::agent::Agent>,
-    scenarios: &Path,
-    out: &mut impl Write,
-) -> Result<(), ToolError> {
-    let (_, ledger) = open_postgres(url).await?;
-    match agent {
-        Some(agent) => replay_check_ledger(&ledger, conversation, principal, agent, out).await,
-        None => {
-            replay_check_recorded_ledger(&ledger, conversation, principal, scenarios, out).await
-        }
-    }
 }
 
 /// `log probe --store URL`: probe records appended to a database that

@@ -493,7 +493,7 @@ async fn replay(
         Err(error) => return error.into_response(),
     };
     let mut out = Vec::new();
-    let outcome = log_commands::replay_ledger(
+    let outcome = log_commands::replay(
         &audit.ledger,
         &query.conversation,
         query.principal.as_deref(),
@@ -515,7 +515,7 @@ async fn replay_check(
         Err(error) => return error.into_response(),
     };
     let mut out = Vec::new();
-    let outcome = log_commands::replay_check_ledger(
+    let outcome = log_commands::replay_check(
         &audit.ledger,
         &query.conversation,
         query.principal.as_deref(),

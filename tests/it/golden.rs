@@ -63,7 +63,7 @@ async fn write_golden(dir: PathBuf) {
     let states = serde_json::to_string_pretty(&states).unwrap();
     std::fs::write(dir.join("expected-state.json"), states + "\n").unwrap();
     let mut dump = Vec::new();
-    ledgerwire::log_commands::dump(&dir.join("store"), None, 0, &mut dump)
+    ledgerwire::log_commands::dump(&open_store(&dir.join("store")).await, None, 0, &mut dump)
         .await
         .unwrap();
     std::fs::write(dir.join("expected-dump.jsonl"), dump).unwrap();
@@ -179,7 +179,7 @@ async fn reads_and_folds_to_its_committed_state(golden: &Path) {
     drop(ledger);
 
     let mut dump = Vec::new();
-    ledgerwire::log_commands::dump(scratch.path(), None, 0, &mut dump)
+    ledgerwire::log_commands::dump(&open_store(scratch.path()).await, None, 0, &mut dump)
         .await
         .unwrap();
     let expected_dump = std::fs::read_to_string(golden.join("expected-dump.jsonl")).unwrap();
@@ -231,9 +231,14 @@ async fn write_studio_golden(dir: &Path) {
     let state = serde_json::to_string_pretty(&state).unwrap();
     std::fs::write(dir.join("expected-state.json"), state + "\n").unwrap();
     let mut replay = Vec::new();
-    ledgerwire::log_commands::replay(&dir.join("store"), "g1", None, &mut replay)
-        .await
-        .unwrap();
+    ledgerwire::log_commands::replay(
+        &open_store(&dir.join("store")).await,
+        "g1",
+        None,
+        &mut replay,
+    )
+    .await
+    .unwrap();
     std::fs::write(dir.join("expected-replay.txt"), replay).unwrap();
 }
 
@@ -278,7 +283,7 @@ async fn the_v1_studio_golden_log_folds_and_replays_to_its_committed_state() {
     assert_eq!(serde_json::to_value(&state).unwrap(), expected);
     drop(ledger);
     let mut replay = Vec::new();
-    ledgerwire::log_commands::replay(scratch.path(), "g1", None, &mut replay)
+    ledgerwire::log_commands::replay(&open_store(scratch.path()).await, "g1", None, &mut replay)
         .await
         .unwrap();
     if std::env::var_os("LEDGERWIRE_WRITE_GOLDEN_STATE").is_some() {
@@ -323,7 +328,7 @@ async fn write_statewire_golden(dir: &Path) {
     let expected = serde_json::to_string_pretty(&statewire_states(&ledger).await).unwrap();
     std::fs::write(dir.join("expected-state.json"), expected + "\n").unwrap();
     let mut dump = Vec::new();
-    ledgerwire::log_commands::dump_ledger(&ledger, None, 0, &mut dump)
+    ledgerwire::log_commands::dump(&ledger, None, 0, &mut dump)
         .await
         .unwrap();
     std::fs::write(dir.join("expected-dump.jsonl"), dump).unwrap();
@@ -367,7 +372,7 @@ async fn the_v1_statewire_golden_log_folds_and_dumps_to_its_committed_state() {
     assert_eq!(statewire_states(&ledger).await, expected);
     drop(ledger);
     let mut dump = Vec::new();
-    ledgerwire::log_commands::dump(scratch.path(), None, 0, &mut dump)
+    ledgerwire::log_commands::dump(&open_store(scratch.path()).await, None, 0, &mut dump)
         .await
         .unwrap();
     // The dump's presentation may change (never the store);
@@ -377,4 +382,11 @@ async fn the_v1_statewire_golden_log_folds_and_dumps_to_its_committed_state() {
     }
     let expected = std::fs::read_to_string(golden.join("expected-dump.jsonl")).unwrap();
     assert_eq!(String::from_utf8(dump).unwrap(), expected);
+}
+
+/// The local store in `dir`, opened as `log dump` and `replay` open it.
+async fn open_store(dir: &Path) -> Ledger {
+    ledgerwire::log_commands::open_store(dir, None)
+        .await
+        .expect("the store opens")
 }

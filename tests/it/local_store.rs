@@ -417,13 +417,8 @@ fn dump_prints_one_decoded_json_line_per_record() {
             .unwrap();
     }
     let mut out = Vec::new();
-    block_on(ledgerwire::log_commands::dump(
-        dir.path(),
-        None,
-        1,
-        &mut out,
-    ))
-    .unwrap();
+    let ledger = block_on(ledgerwire::log_commands::open_store(dir.path(), None)).unwrap();
+    block_on(ledgerwire::log_commands::dump(&ledger, None, 1, &mut out)).unwrap();
     let lines: Vec<serde_json::Value> = String::from_utf8(out)
         .unwrap()
         .lines()
@@ -438,13 +433,14 @@ fn dump_prints_one_decoded_json_line_per_record() {
 
     let mut out = Vec::new();
     block_on(ledgerwire::log_commands::dump(
-        dir.path(),
+        &ledger,
         Some("t/a"),
         1,
         &mut out,
     ))
     .unwrap();
     assert_eq!(String::from_utf8(out).unwrap().lines().count(), 1);
+    drop(ledger);
 
     let mut out = Vec::new();
     ledgerwire::log_commands::stats(dir.path(), &mut out).unwrap();

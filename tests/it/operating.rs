@@ -720,7 +720,7 @@ async fn a_global_dump_merges_many_streams_in_order() {
         }
     }
     let mut out = Vec::new();
-    ledgerwire::log_commands::dump_ledger(&ledger, None, 100, &mut out)
+    ledgerwire::log_commands::dump(&ledger, None, 100, &mut out)
         .await
         .unwrap();
     let globals: Vec<u64> = String::from_utf8(out)

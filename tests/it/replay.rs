@@ -9,7 +9,9 @@ use std::sync::Arc;
 use ledgerwire::agent::builtin::BuiltinAgent;
 use ledgerwire::agent::minimal::MinimalAgent;
 use ledgerwire::ledger::local::OpenMode;
-use ledgerwire::log_commands::{ToolError, replay, replay_check, replay_check_recorded};
+use ledgerwire::log_commands::{
+    ToolError, open_store, replay, replay_check, replay_check_recorded,
+};
 use serde_json::{Value, json};
 
 use crate::golden::{STUDIO_GOLDEN, copy_dir};
@@ -96,7 +98,8 @@ async fn record_tour(dir: &Path) {
     server.stop().await;
 
     let mut transcript = Vec::new();
-    replay(&dir.join("store"), CONVERSATION, None, &mut transcript)
+    let ledger = open_store(&dir.join("store"), None).await.unwrap();
+    replay(&ledger, CONVERSATION, None, &mut transcript)
         .await
         .unwrap();
     std::fs::write(dir.join("expected-replay.txt"), transcript).unwrap();
@@ -115,9 +118,11 @@ async fn the_recorded_tour_replays_to_its_transcript_and_the_agent_reproduces_it
     let copy = scratch();
     copy_dir(&tour.join("store"), copy.path());
     let mut transcript = Vec::new();
-    replay(copy.path(), CONVERSATION, None, &mut transcript)
+    let ledger = open_store(copy.path(), None).await.unwrap();
+    replay(&ledger, CONVERSATION, None, &mut transcript)
         .await
         .unwrap();
+    drop(ledger);
     // The transcript ends with the folded state, which a fold VERSION bump
     // may change; LEDGERWIRE_WRITE_GOLDEN_STATE=1 rewrites it from the store.
     if std::env::var_os("LEDGERWIRE_WRITE_GOLDEN_STATE").is_some() {
@@ -225,7 +230,12 @@ async fn a_store_from_before_recorded_agents_is_checked_with_the_builtin_and_say
 async fn check_recorded(store: &Path) -> (Result<(), ToolError>, String) {
     let scenarios = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
     let mut report = Vec::new();
-    let checked = replay_check_recorded(store, CONVERSATION, None, &scenarios, &mut report).await;
+    let checked = match open_store(store, None).await {
+        Ok(ledger) => {
+            replay_check_recorded(&ledger, CONVERSATION, None, &scenarios, &mut report).await
+        }
+        Err(error) => Err(error),
+    };
     (checked, String::from_utf8(report).expect("UTF-8"))
 }
 
@@ -236,6 +246,9 @@ async fn check_with(
     agent: &dyn ledgerwire::agent::Agent,
 ) -> (Result<(), ToolError>, String) {
     let mut report = Vec::new();
-    let checked = replay_check(store, conversation, None, agent, &mut report).await;
+    let checked = match open_store(store, None).await {
+        Ok(ledger) => replay_check(&ledger, conversation, None, agent, &mut report).await,
+        Err(error) => Err(error),
+    };
     (checked, String::from_utf8(report).expect("UTF-8"))
 }
