@@ -266,31 +266,10 @@ impl<F: Fold> FoldCache<F> {
     /// Where a stream with no state in memory starts folding: its stored
     /// snapshot, if one passes every check, or the empty state, with the
     /// first page of records after it.
-    ///
-    /// The stream's start is read first, up to where its first snapshot
-    /// would be: a stream shorter than that (most streams: a new
-    /// conversation, a lane) has no snapshot to look for, and folds from
-    /// one read of the store instead of two.
     async fn start_cold(&self, stream: &StreamKey) -> Result<Start<F::State>> {
-        let probe = match self.snapshot_every {
-            0 => READ_PAGE_RECORDS,
-            every => usize::try_from(every)
-                .map_or(READ_PAGE_RECORDS, |every| every.clamp(1, READ_PAGE_RECORDS)),
-        };
-        let records = self.ledger.read_page(stream, 0, probe).await?;
-        if records.len() < probe || self.snapshot_every == 0 {
-            let more = records.len() == READ_PAGE_RECORDS;
-            return Ok((Arc::default(), Page { records, more }));
-        }
         Ok(match self.checked_snapshot(stream).await? {
             Some((folded, page)) => (Arc::new(folded), page),
-            None => (
-                Arc::default(),
-                Page {
-                    records,
-                    more: true,
-                },
-            ),
+            None => (Arc::default(), self.page(stream, 0).await?),
         })
     }
 
