@@ -1,0 +1,245 @@
+//! Durable appends on the PostgreSQL store against `pgbench` on the same
+//! throwaway cluster, in the same run: one writer and 64 writers, each
+//! `ROUNDS` times with the two sides alternating who goes first.
+//!
+//! The baseline is `pgbench -n` running a one-row `INSERT` transaction
+//! (a 300-byte `bytea` into a table with a `bigserial` key) with the same
+//! number of clients; its rate excludes its connection time. Ours is
+//! `Ledger::append` of one 300-byte probe record at the expected head,
+//! durable, from tasks on a two-worker runtime (as the server's requests
+//! append); each writer's first append opens its connection and is not
+//! timed. Every run gets a fresh database on both sides.
+//!
+//! Printed per run: appends (or transactions) per second and the client's
+//! CPU per append; then the medians and their ratio. Target: ≥ 0.8×.
+
+// The allocator the `ledgerwire` binary ships with, so the figures are its.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[allow(dead_code)]
+#[path = "../tests/it/postgres/cluster.rs"]
+mod cluster;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ledgerwire::ledger::probe::Probe;
+use ledgerwire::ledger::{Durability, ExpectedPosition, Ledger, Payload, StreamKey};
+
+const ROUNDS: usize = 5;
+const FILLER_BYTES: usize = 300;
+/// (writers, appends per writer): about three seconds a run here.
+const CASES: [(usize, u64); 2] = [(1, 8_000), (64, 500)];
+const TARGET_RATIO: f64 = 0.8;
+
+/// One side's run: operations per second, and the client's and the
+/// whole machine's CPU per operation (the machine's holds the server's).
+#[derive(Clone, Copy)]
+struct Run {
+    per_second: f64,
+    cpu_per_op: Duration,
+    machine_cpu_per_op: Duration,
+}
+
+fn main() {
+    let cluster = cluster::cluster();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let insert = write_insert_script();
+    let mut failed = false;
+    for (writers, count) in CASES {
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for round in 1..=ROUNDS {
+            let ours_first = round % 2 == 1;
+            for side in [ours_first, !ours_first] {
+                let run = if side {
+                    runtime.block_on(ledgerwire_run(cluster, writers, count))
+                } else {
+                    runtime.block_on(pgbench_run(cluster, &insert, writers, count))
+                };
+                let name = if side { "ledgerwire" } else { "pgbench" };
+                println!(
+                    "{writers:>2} writers, round {round}, {name:<10}: {:>8.0}/s, CPU per append: client {:>5.1} µs, machine {:>5.1} µs",
+                    run.per_second,
+                    run.cpu_per_op.as_secs_f64() * 1e6,
+                    run.machine_cpu_per_op.as_secs_f64() * 1e6
+                );
+                if side { &mut ours } else { &mut theirs }.push(run);
+            }
+        }
+        let (ours, theirs) = (median(&ours), median(&theirs));
+        let ratio = ours / theirs;
+        println!(
+            "{writers:>2} writers: median {ours:.0}/s against pgbench {theirs:.0}/s: {ratio:.2}x (target >= {TARGET_RATIO}x)"
+        );
+        failed |= ratio < TARGET_RATIO;
+    }
+    let _ = std::fs::remove_file(&insert);
+    if failed {
+        println!("target not met");
+    }
+}
+
+/// The baseline's transaction, in the cluster's directory.
+fn write_insert_script() -> std::path::PathBuf {
+    let body = "00".repeat(FILLER_BYTES);
+    let script = format!(
+        "INSERT INTO t (stream, pos, body) VALUES ('s' || :client_id, 0, '\\x{body}'::bytea);\n"
+    );
+    let path = std::env::temp_dir().join(format!("ledgerwire-pgbench-{}.sql", std::process::id()));
+    std::fs::write(&path, script).expect("write the pgbench script");
+    // pgbench runs as the cluster's user.
+    let _ = std::process::Command::new("chmod")
+        .arg("a+r")
+        .arg(&path)
+        .status();
+    path
+}
+
+async fn pgbench_run(
+    cluster: &cluster::Cluster,
+    script: &std::path::Path,
+    clients: usize,
+    count: u64,
+) -> Run {
+    let url = cluster.fresh_database().await;
+    let database = url.rsplit('/').next().expect("a database name").to_owned();
+    let client = cluster::connect_url(&url).await;
+    client
+        .batch_execute(
+            "CREATE TABLE t (id bigserial PRIMARY KEY, stream text, pos bigint, body bytea)",
+        )
+        .await
+        .expect("create the pgbench table");
+    let (cpu, machine) = (children_cpu(), machine_busy());
+    let output = cluster
+        .command("pgbench")
+        .args(["-n", "-h", "127.0.0.1", "-U", "postgres"])
+        .args(["-p", &cluster.port.to_string()])
+        .args([
+            "-c",
+            &clients.to_string(),
+            "-j",
+            &clients.min(2).to_string(),
+        ])
+        .args(["-t", &count.to_string(), "-f"])
+        .arg(script)
+        .arg(&database)
+        .output()
+        .expect("run pgbench");
+    let (cpu, machine) = (children_cpu() - cpu, machine_busy() - machine);
+    let operations = (clients as u64 * count) as u32;
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "pgbench failed: {text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let per_second = text
+        .lines()
+        .find_map(|line| line.strip_prefix("tps = "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|tps| tps.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no tps in pgbench's output: {text}"));
+    Run {
+        per_second,
+        cpu_per_op: cpu / operations,
+        machine_cpu_per_op: machine / operations,
+    }
+}
+
+async fn ledgerwire_run(cluster: &cluster::Cluster, writers: usize, count: u64) -> Run {
+    let url = cluster.fresh_database().await;
+    let ledger = cluster::open_ledger(&url).await;
+    let opened = Arc::new(tokio::sync::Barrier::new(writers + 1));
+    let tasks: Vec<_> = (0..writers)
+        .map(|writer| {
+            let (ledger, opened) = (ledger.clone(), opened.clone());
+            tokio::spawn(async move { write(&ledger, writer, count, &opened).await })
+        })
+        .collect();
+    opened.wait().await;
+    let (started, cpu, machine) = (Instant::now(), process_cpu(), machine_busy());
+    for task in tasks {
+        task.await.expect("a writer");
+    }
+    let elapsed = started.elapsed();
+    let (cpu, machine) = (process_cpu() - cpu, machine_busy() - machine);
+    let timed = writers as u64 * (count - 1);
+    Run {
+        per_second: timed as f64 / elapsed.as_secs_f64(),
+        cpu_per_op: cpu / timed as u32,
+        machine_cpu_per_op: machine / timed as u32,
+    }
+}
+
+/// One writer's appends to a stream of its own; waits at `opened` after
+/// the first, which opened its connection.
+async fn write(ledger: &Ledger, writer: usize, count: u64, opened: &tokio::sync::Barrier) {
+    let stream = StreamKey::new(format!("probe/{writer}")).expect("a stream key");
+    for position in 0..count {
+        let record = Probe::new(writer as u32, position, FILLER_BYTES).to_record();
+        let appended = ledger
+            .append(
+                &stream,
+                ExpectedPosition::Exactly(position),
+                vec![record],
+                Durability::Durable,
+            )
+            .await;
+        // Past the barrier before a failure panics, or the others wait on.
+        if position == 0 {
+            opened.wait().await;
+        }
+        appended.expect("a durable append");
+    }
+}
+
+fn median(runs: &[Run]) -> f64 {
+    let mut rates: Vec<f64> = runs.iter().map(|run| run.per_second).collect();
+    rates.sort_by(f64::total_cmp);
+    rates[rates.len() / 2]
+}
+
+fn rusage(who: libc::c_int) -> Duration {
+    // SAFETY: getrusage fills the struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(who, &mut usage);
+        usage
+    };
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+fn process_cpu() -> Duration {
+    rusage(libc::RUSAGE_SELF)
+}
+
+/// CPU time every core spent busy since boot (`/proc/stat`: user, nice,
+/// system, irq and softirq).
+fn machine_busy() -> Duration {
+    let stat = std::fs::read_to_string("/proc/stat").expect("read /proc/stat");
+    let ticks: u64 = stat
+        .lines()
+        .next()
+        .and_then(|line| line.strip_prefix("cpu "))
+        .expect("the cpu line of /proc/stat")
+        .split_whitespace()
+        .enumerate()
+        .filter(|(column, _)| [0, 1, 2, 5, 6].contains(column))
+        .filter_map(|(_, value)| value.parse::<u64>().ok())
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_micros(ticks * 1_000_000 / per_second)
+}
+
+/// CPU of the waited-for children (pgbench under runuser).
+fn children_cpu() -> Duration {
+    rusage(libc::RUSAGE_CHILDREN)
+}
