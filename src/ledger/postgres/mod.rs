@@ -183,12 +183,11 @@ impl PostgresStore {
         let mut client = durable.get().await?;
         schema::prepare(&mut client).await?;
         drop(client);
-        let (heads, queued) = Heads::new();
         let shared = Arc::new(Shared {
             durable,
             buffered: buffered.clone(),
             availability: Arc::default(),
-            heads: Arc::new(heads),
+            heads: Arc::default(),
             counters: Arc::default(),
             damaged: Mutex::default(),
         });
@@ -199,7 +198,7 @@ impl PostgresStore {
             shared.counters.clone(),
         ));
         let notifier = tokio::spawn(notify::send_batches(
-            queued,
+            shared.heads.clone(),
             buffered.clone(),
             shared.counters.clone(),
         ));

@@ -8,7 +8,8 @@
 //! An instance sends one `pg_notify` per batch of heads it appended (the
 //! heads gathered for [`NOTIFY_BATCH_WINDOW_MS`]), outside the append
 //! transactions: a NOTIFY inside one would take PostgreSQL's global
-//! notification lock at every commit and serialise them.
+//! notification lock at every commit and serialise them. An append only
+//! adds its head to the batch; the notifier wakes once per batch.
 //!
 //! Owns: the LISTEN connection, the NOTIFY batches and the head watchers.
 //!
@@ -21,7 +22,7 @@ use std::time::Duration;
 
 use deadpool_postgres::Pool;
 use futures_util::future::poll_fn;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::Counters;
@@ -35,16 +36,19 @@ pub const LISTENER_APPLICATION_NAME: &str = "ledgerwire-listen";
 /// The channel heads are announced on (per database).
 pub const NOTIFY_CHANNEL: &str = "ledgerwire_heads";
 
-/// How long the notifier gathers heads before it sends them, in ms.
-pub const NOTIFY_BATCH_WINDOW_MS: u64 = 2;
+/// How long the notifier gathers heads before it sends them, in ms: what
+/// a tail on another instance may wait beyond the commit, and what one
+/// notification's cost (two backends and the listener woken) is spread
+/// over.
+pub const NOTIFY_BATCH_WINDOW_MS: u64 = 10;
 
 /// Largest payload of one notification, in bytes (PostgreSQL refuses
 /// 8000 and more).
 pub const MAX_NOTIFY_PAYLOAD_BYTES: usize = 7_900;
 
-/// Heads waiting for the notifier, and notifications received waiting
-/// for the listener; past these, new ones are dropped (the catch-up
-/// read brings their heads).
+/// Streams whose heads wait for the notifier, and notifications received
+/// waiting for the listener; past these, new ones are dropped (the
+/// catch-up read brings their heads).
 pub const MAX_QUEUED_HEADS: usize = 65_536;
 
 /// Interval of the catch-up read of watched heads, in ms.
@@ -61,25 +65,24 @@ pub const WATCHERS_PRUNE_AT: usize = 4096;
 const WATCHED_HEADS: &str =
     "SELECT stream, head FROM ledgerwire_streams WHERE stream = ANY($1::text[])";
 
-/// The heads this instance knows, by stream, and the queue of its own
+/// The heads this instance knows, by stream, and the batch of its own
 /// appends' heads to announce.
+#[derive(Default)]
 pub(super) struct Heads {
     watchers: Mutex<HashMap<StreamKey, watch::Sender<u64>>>,
-    outgoing: mpsc::Sender<(StreamKey, u64)>,
+    /// The next batch: the highest head appended per stream.
+    outgoing: Mutex<HashMap<StreamKey, u64>>,
+    /// Signalled when `outgoing` gains its first head.
+    batch_started: Notify,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Heads {
-    pub(super) fn new() -> (Self, mpsc::Receiver<(StreamKey, u64)>) {
-        let (outgoing, queued) = mpsc::channel(MAX_QUEUED_HEADS);
-        let heads = Self {
-            watchers: Mutex::new(HashMap::new()),
-            outgoing,
-        };
-        (heads, queued)
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<StreamKey, watch::Sender<u64>>> {
-        self.watchers.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.watchers)
     }
 
     /// A receiver of the stream's head. It starts at the highest head
@@ -113,7 +116,26 @@ impl Heads {
     /// other instances' once the notification arrives.
     pub(super) fn appended(&self, stream: &StreamKey, head: u64) {
         self.raise(stream, head);
-        let _ = self.outgoing.try_send((stream.clone(), head));
+        let started = {
+            let mut outgoing = lock(&self.outgoing);
+            let (started, room) = (outgoing.is_empty(), outgoing.len() < MAX_QUEUED_HEADS);
+            match outgoing.get_mut(stream) {
+                Some(known) => *known = (*known).max(head),
+                None if room => {
+                    outgoing.insert(stream.clone(), head);
+                }
+                None => {}
+            }
+            started
+        };
+        if started {
+            self.batch_started.notify_one();
+        }
+    }
+
+    /// The batch gathered so far; the next append starts another.
+    fn take_batch(&self) -> HashMap<StreamKey, u64> {
+        std::mem::take(&mut *lock(&self.outgoing))
     }
 
     /// The streams some tail watches.
@@ -158,30 +180,15 @@ fn payloads(heads: &HashMap<StreamKey, u64>) -> Vec<String> {
     payloads
 }
 
-/// The notifier: gathers this instance's heads for the batch window and
-/// sends them, one `pg_notify` per payload, on the buffered pool. A
-/// failed send is dropped: the catch-up read brings those heads.
-pub(super) async fn send_batches(
-    mut queued: mpsc::Receiver<(StreamKey, u64)>,
-    pool: Pool,
-    counters: Arc<Counters>,
-) {
-    while let Some((stream, head)) = queued.recv().await {
-        let mut batch = HashMap::from([(stream, head)]);
-        let window = tokio::time::sleep(Duration::from_millis(NOTIFY_BATCH_WINDOW_MS));
-        tokio::pin!(window);
-        loop {
-            tokio::select! {
-                () = &mut window => break,
-                next = queued.recv() => match next {
-                    Some((stream, head)) => {
-                        let known = batch.entry(stream).or_insert(head);
-                        *known = (*known).max(head);
-                    }
-                    None => break,
-                },
-            }
-        }
+/// The notifier: from a batch's first head, waits the batch window, then
+/// sends the batch, one `pg_notify` per payload, on the buffered pool. A
+/// failed send is dropped: the catch-up read brings those heads. Runs
+/// until the store aborts it.
+pub(super) async fn send_batches(heads: Arc<Heads>, pool: Pool, counters: Arc<Counters>) {
+    loop {
+        heads.batch_started.notified().await;
+        tokio::time::sleep(Duration::from_millis(NOTIFY_BATCH_WINDOW_MS)).await;
+        let batch = heads.take_batch();
         for payload in payloads(&batch) {
             let sent = match pool.get().await {
                 Ok(client) => client
@@ -311,6 +318,26 @@ async fn catch_up(
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn a_batch_holds_each_streams_highest_head_and_wakes_the_notifier() {
+        let heads = Heads::default();
+        let (a, b) = (StreamKey::new("a").unwrap(), StreamKey::new("b").unwrap());
+        for (stream, head) in [(&a, 3), (&b, 1), (&a, 5), (&a, 4)] {
+            heads.appended(stream, head);
+        }
+        let woken = Duration::from_secs(10);
+        tokio::time::timeout(woken, heads.batch_started.notified())
+            .await
+            .expect("the first head wakes the notifier");
+        assert_eq!(heads.take_batch(), HashMap::from([(a.clone(), 5), (b, 1)]));
+        assert!(heads.take_batch().is_empty());
+        heads.appended(&a, 6);
+        tokio::time::timeout(woken, heads.batch_started.notified())
+            .await
+            .expect("the next batch's first head wakes it again");
+        assert_eq!(heads.take_batch(), HashMap::from([(a, 6)]));
+    }
+
     #[test]
     fn payloads_stay_under_the_limit_and_round_trip() {
         let heads: HashMap<StreamKey, u64> = (0..100u64)
@@ -324,7 +351,7 @@ mod tests {
         let payloads = payloads(&heads);
         assert!(payloads.len() > 1);
         assert!(payloads.iter().all(|p| p.len() <= MAX_NOTIFY_PAYLOAD_BYTES));
-        let (store, _queued) = Heads::new();
+        let store = Heads::default();
         let watched: Vec<_> = heads.keys().map(|stream| store.watch(stream)).collect();
         for payload in &payloads {
             store.apply(payload);
