@@ -4,14 +4,17 @@
 //!
 //! The baseline is `pgbench -n` running a one-row `INSERT` transaction
 //! (a 300-byte `bytea` into a table with a `bigserial` key) with the same
-//! number of clients; its rate excludes its connection time. Ours is
+//! number of clients, in its default protocol (each statement parsed),
+//! and again with `-M prepared` (as the store sends its statements),
+//! reported beside it; its rate excludes its connection time. Ours is
 //! `Ledger::append` of one 300-byte probe record at the expected head,
 //! durable, from tasks on a two-worker runtime (as the server's requests
 //! append); each writer's first append opens its connection and is not
 //! timed. Every run gets a fresh database on both sides.
 //!
-//! Printed per run: appends (or transactions) per second and the client's
-//! CPU per append; then the medians and their ratio. Target: ≥ 0.8×.
+//! Printed per run: appends (or transactions) per second, the client's
+//! and the machine's CPU per append; then the medians and their ratios.
+//! Target: ≥ 0.8× the default protocol's.
 
 // The allocator the `ledgerwire` binary ships with, so the figures are its.
 #[global_allocator]
@@ -33,6 +36,26 @@ const FILLER_BYTES: usize = 300;
 const CASES: [(usize, u64); 2] = [(1, 8_000), (64, 500)];
 const TARGET_RATIO: f64 = 0.8;
 
+/// Who appends: the store, or pgbench in one of its protocols.
+#[derive(Clone, Copy, PartialEq)]
+enum Side {
+    Ledgerwire,
+    Pgbench,
+    PgbenchPrepared,
+}
+
+impl Side {
+    const ALL: [Side; 3] = [Side::Ledgerwire, Side::Pgbench, Side::PgbenchPrepared];
+
+    fn name(self) -> &'static str {
+        match self {
+            Side::Ledgerwire => "ledgerwire",
+            Side::Pgbench => "pgbench",
+            Side::PgbenchPrepared => "pgbench -M prepared",
+        }
+    }
+}
+
 /// One side's run: operations per second, and the client's and the
 /// whole machine's CPU per operation (the machine's holds the server's).
 #[derive(Clone, Copy)]
@@ -52,29 +75,46 @@ fn main() {
     let insert = write_insert_script();
     let mut failed = false;
     for (writers, count) in CASES {
-        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-        for round in 1..=ROUNDS {
-            let ours_first = round % 2 == 1;
-            for side in [ours_first, !ours_first] {
-                let run = if side {
-                    runtime.block_on(ledgerwire_run(cluster, writers, count))
-                } else {
-                    runtime.block_on(pgbench_run(cluster, &insert, writers, count))
+        let mut runs: Vec<(Side, Run)> = Vec::new();
+        for round in 0..ROUNDS {
+            // Each round starts with the next side: none always goes first.
+            for turn in 0..Side::ALL.len() {
+                let side = Side::ALL[(round + turn) % Side::ALL.len()];
+                let run = match side {
+                    Side::Ledgerwire => runtime.block_on(ledgerwire_run(cluster, writers, count)),
+                    Side::Pgbench | Side::PgbenchPrepared => runtime.block_on(pgbench_run(
+                        cluster,
+                        &insert,
+                        side == Side::PgbenchPrepared,
+                        writers,
+                        count,
+                    )),
                 };
-                let name = if side { "ledgerwire" } else { "pgbench" };
                 println!(
-                    "{writers:>2} writers, round {round}, {name:<10}: {:>8.0}/s, CPU per append: client {:>5.1} µs, machine {:>5.1} µs",
+                    "{writers:>2} writers, round {}, {:<19}: {:>8.0}/s, CPU per append: client {:>5.1} µs, machine {:>5.1} µs",
+                    round + 1,
+                    side.name(),
                     run.per_second,
                     run.cpu_per_op.as_secs_f64() * 1e6,
                     run.machine_cpu_per_op.as_secs_f64() * 1e6
                 );
-                if side { &mut ours } else { &mut theirs }.push(run);
+                runs.push((side, run));
             }
         }
-        let (ours, theirs) = (median(&ours), median(&theirs));
-        let ratio = ours / theirs;
+        let median_of = |wanted: Side| {
+            let of_side: Vec<Run> = runs
+                .iter()
+                .filter(|(side, _)| *side == wanted)
+                .map(|(_, run)| *run)
+                .collect();
+            median(&of_side)
+        };
+        let ours = median_of(Side::Ledgerwire);
+        let (simple, prepared) = (median_of(Side::Pgbench), median_of(Side::PgbenchPrepared));
+        let ratio = ours / simple;
         println!(
-            "{writers:>2} writers: median {ours:.0}/s against pgbench {theirs:.0}/s: {ratio:.2}x (target >= {TARGET_RATIO}x)"
+            "{writers:>2} writers: median {ours:.0}/s against pgbench {simple:.0}/s: {ratio:.2}x (target >= {TARGET_RATIO}x); against pgbench -M prepared {prepared:.0}/s: {:.2}x",
+            ours / prepared
         );
         failed |= ratio < TARGET_RATIO;
     }
@@ -103,6 +143,7 @@ fn write_insert_script() -> std::path::PathBuf {
 async fn pgbench_run(
     cluster: &cluster::Cluster,
     script: &std::path::Path,
+    prepared: bool,
     clients: usize,
     count: u64,
 ) -> Run {
@@ -126,6 +167,7 @@ async fn pgbench_run(
             "-j",
             &clients.min(2).to_string(),
         ])
+        .args(["-M", if prepared { "prepared" } else { "simple" }])
         .args(["-t", &count.to_string(), "-f"])
         .arg(script)
         .arg(&database)
