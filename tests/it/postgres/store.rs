@@ -95,20 +95,19 @@ async fn a_tail_on_one_store_wakes_for_an_append_through_another() {
     let reader = open_ledger(&url).await;
     let key = stream("t/across");
     let mut tail = Box::pin(reader.tail(&key, 0));
-    for n in 0..3 {
-        writer
-            .append(
-                &key,
-                ExpectedPosition::Exactly(n),
-                vec![probe(n)],
-                Durability::Buffered,
-            )
-            .await
-            .unwrap();
-        let next = tokio::time::timeout(Duration::from_secs(10), tail.next())
-            .await
-            .expect("the tail woke for the other store's append");
-        assert_eq!(next.unwrap().unwrap().position(), n);
+    // Appends through the writer reach the reader's tail and, once the
+    // reader's listener is up (it connects on its own), are announced to
+    // it, one notification per batch.
+    let started = std::time::Instant::now();
+    let mut next = 0;
+    while reader.stats().engine["notifications_received"] == 0 {
+        assert!(
+            next < MAX_APPENDS_UNANNOUNCED && started.elapsed() < Duration::from_secs(10),
+            "no notification reached the reader after {next} appends: {:?}",
+            reader.stats()
+        );
+        append_and_follow(&writer, &mut tail, next, Durability::Buffered).await;
+        next += 1;
     }
     // The reader's notification connection goes; appends meanwhile still
     // reach its tail (a notification after it reconnects, or the catch-up
@@ -122,21 +121,37 @@ async fn a_tail_on_one_store_wakes_for_an_append_through_another() {
         )
         .await
         .unwrap();
+    append_and_follow(&writer, &mut tail, next, Durability::Durable).await;
+}
+
+/// Appends through another store before a notification reaches the
+/// reader, at most (each is a round trip; a batch goes out every 10 ms).
+const MAX_APPENDS_UNANNOUNCED: u64 = 5_000;
+
+/// Appends record `n` of `t/across` through `writer` and reads it from
+/// the other store's `tail`.
+async fn append_and_follow(
+    writer: &Ledger,
+    tail: &mut (
+             impl futures_util::Stream<Item = ledgerwire::ledger::Result<ledgerwire::ledger::Record>>
+             + Unpin
+         ),
+    n: u64,
+    durability: Durability,
+) {
     writer
         .append(
-            &key,
-            ExpectedPosition::Exactly(3),
-            vec![probe(3)],
-            Durability::Durable,
+            &stream("t/across"),
+            ExpectedPosition::Exactly(n),
+            vec![probe(n)],
+            durability,
         )
         .await
         .unwrap();
     let next = tokio::time::timeout(Duration::from_secs(10), tail.next())
         .await
-        .expect("the tail woke after the listener reconnected");
-    assert_eq!(next.unwrap().unwrap().position(), 3);
-    let stats = reader.stats();
-    assert!(stats.engine["notifications_received"] >= 1, "{stats:?}");
+        .expect("the tail woke for the other store's append");
+    assert_eq!(next.unwrap().unwrap().position(), n);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
