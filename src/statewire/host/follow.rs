@@ -130,6 +130,9 @@ async fn follow_documents(host: Host, thread: Arc<Thread>) {
             return;
         }
     };
+    // A command committed after the joining attach read its documents
+    // and before this head is below `from`: one flush serves it.
+    host.flush_thread(&thread, None).await;
     let mut records = Box::pin(ledger.tail(&thread.documents, from));
     let mut attached = thread.attached.subscribe();
     loop {
