@@ -124,7 +124,7 @@ fn main() {
     }
 }
 
-/// The baseline's transaction, in the cluster's directory.
+/// The baseline's transaction, in a file of the temporary directory.
 fn write_insert_script() -> std::path::PathBuf {
     let body = "00".repeat(FILLER_BYTES);
     let script = format!(
@@ -133,10 +133,8 @@ fn write_insert_script() -> std::path::PathBuf {
     let path = std::env::temp_dir().join(format!("ledgerwire-pgbench-{}.sql", std::process::id()));
     std::fs::write(&path, script).expect("write the pgbench script");
     // pgbench runs as the cluster's user.
-    let _ = std::process::Command::new("chmod")
-        .arg("a+r")
-        .arg(&path)
-        .status();
+    let readable = std::os::unix::fs::PermissionsExt::from_mode(0o644);
+    std::fs::set_permissions(&path, readable).expect("let pgbench read its script");
     path
 }
 
