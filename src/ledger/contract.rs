@@ -76,6 +76,19 @@ pub trait LogStore: Send + Sync + 'static {
         durability: Durability,
     ) -> Result<AppendOutcome>;
 
+    /// Appends copies of another store's `records` (1 to
+    /// [`MAX_RECORDS_PER_APPEND`](crate::ledger::MAX_RECORDS_PER_APPEND))
+    /// to `stream` at `at`, buffered, each keeping its kind, payload and
+    /// timestamp; global positions are this store's own. What `log copy`
+    /// writes; a conflict at `at` is the same typed error as
+    /// [`LogStore::append`]'s.
+    async fn append_copies(
+        &self,
+        stream: &StreamKey,
+        at: u64,
+        records: &[Record],
+    ) -> Result<AppendOutcome>;
+
     /// Resolves once every append acknowledged before the call is durable.
     async fn flush(&self) -> Result<()>;
 

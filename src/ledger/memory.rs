@@ -20,7 +20,9 @@ use tokio::sync::watch;
 use crate::ledger::contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
 use crate::ledger::error::{LedgerError, Result};
 use crate::ledger::record::{self, Header, NewRecord, Record, StreamKey};
-use crate::ledger::{AppendOutcome, Durability, ExpectedPosition, check_append};
+use crate::ledger::{
+    AppendOutcome, Durability, ExpectedPosition, MAX_RECORDS_PER_APPEND, check_append,
+};
 
 #[derive(Default)]
 struct Inner {
@@ -65,6 +67,59 @@ impl MemoryStore {
             *bytes = Bytes::from(flipped);
         }
     }
+
+    /// Appends records given as (kind, payload, timestamp) at `expected`.
+    fn append_encoded<'a>(
+        &self,
+        stream: &StreamKey,
+        expected: ExpectedPosition,
+        records: impl Iterator<Item = (u16, &'a [u8], u64)>,
+    ) -> Result<AppendOutcome> {
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        let head = inner.streams.get(stream).map_or(0, Vec::len) as u64;
+        if let ExpectedPosition::Exactly(expected) = expected
+            && expected != head
+        {
+            return Err(LedgerError::Conflict {
+                stream: stream.to_string(),
+                expected,
+                actual: head,
+            });
+        }
+        let first_global = inner.global.len() as u64;
+        let appended: Vec<Bytes> = records
+            .zip(0u64..)
+            .map(|((kind, payload, timestamp_ms), n)| {
+                let header = Header {
+                    format_version: record::FORMAT_VERSION,
+                    kind,
+                    position: head + n,
+                    global_position: first_global + n,
+                    timestamp_ms,
+                };
+                Bytes::from(record::encode(&header, stream, payload))
+            })
+            .collect();
+        let next = head + appended.len() as u64;
+        inner
+            .global
+            .extend((head..next).map(|position| (stream.clone(), position)));
+        inner
+            .streams
+            .entry(stream.clone())
+            .or_default()
+            .extend(appended);
+        inner.appends += 1;
+        if let Some(sender) = inner.heads.get(stream) {
+            sender.send_replace(next);
+        }
+        Ok(AppendOutcome {
+            first_position: head,
+            next_position: next,
+            first_global_position: first_global,
+        })
+    }
 }
 
 /// A stored record checked as it is read back.
@@ -98,52 +153,29 @@ impl LogStore for MemoryStore {
         _durability: Durability,
     ) -> Result<AppendOutcome> {
         check_append(&records)?;
-        let mut inner = self.lock();
-        let inner = &mut *inner;
-        let head = inner.streams.get(stream).map_or(0, Vec::len) as u64;
-        if let ExpectedPosition::Exactly(expected) = expected
-            && expected != head
-        {
-            return Err(LedgerError::Conflict {
-                stream: stream.to_string(),
-                expected,
-                actual: head,
+        let timestamp_ms = now_ms();
+        let records = records
+            .iter()
+            .map(|new| (new.kind, &new.payload[..], timestamp_ms));
+        self.append_encoded(stream, expected, records)
+    }
+
+    async fn append_copies(
+        &self,
+        stream: &StreamKey,
+        at: u64,
+        records: &[Record],
+    ) -> Result<AppendOutcome> {
+        if records.is_empty() || records.len() > MAX_RECORDS_PER_APPEND {
+            return Err(LedgerError::BatchSize {
+                len: records.len(),
+                max: MAX_RECORDS_PER_APPEND,
             });
         }
-        let first_global = inner.global.len() as u64;
-        let timestamp_ms = now_ms();
-        let appended: Vec<Bytes> = records
+        let copies = records
             .iter()
-            .zip(0u64..)
-            .map(|(new, n)| {
-                let header = Header {
-                    format_version: record::FORMAT_VERSION,
-                    kind: new.kind,
-                    position: head + n,
-                    global_position: first_global + n,
-                    timestamp_ms,
-                };
-                Bytes::from(record::encode(&header, stream, &new.payload))
-            })
-            .collect();
-        let next = head + appended.len() as u64;
-        inner
-            .global
-            .extend((head..next).map(|position| (stream.clone(), position)));
-        inner
-            .streams
-            .entry(stream.clone())
-            .or_default()
-            .extend(appended);
-        inner.appends += 1;
-        if let Some(sender) = inner.heads.get(stream) {
-            sender.send_replace(next);
-        }
-        Ok(AppendOutcome {
-            first_position: head,
-            next_position: next,
-            first_global_position: first_global,
-        })
+            .map(|record| (record.kind(), record.payload(), record.timestamp_ms()));
+        self.append_encoded(stream, ExpectedPosition::Exactly(at), copies)
     }
 
     async fn flush(&self) -> Result<()> {

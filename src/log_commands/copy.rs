@@ -20,8 +20,8 @@ use futures_util::StreamExt;
 
 use super::{ToolError, open_postgres, print_verify};
 use crate::ledger::local::{LocalStore, OpenMode};
-use crate::ledger::postgres::{PostgresStore, is_postgres_url};
-use crate::ledger::{Ledger, MAX_RECORDS_PER_APPEND, Record, StreamKey};
+use crate::ledger::postgres::is_postgres_url;
+use crate::ledger::{Ledger, MAX_RECORDS_PER_APPEND, StreamKey};
 
 /// What a copy wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -29,33 +29,6 @@ pub struct CopyReport {
     pub streams: u64,
     pub records: u64,
     pub bytes: u64,
-}
-
-/// A store to copy into.
-enum Destination {
-    Local(Arc<LocalStore>, Ledger),
-    Postgres(Arc<PostgresStore>, Ledger),
-}
-
-impl Destination {
-    fn ledger(&self) -> &Ledger {
-        match self {
-            Destination::Local(_, ledger) | Destination::Postgres(_, ledger) => ledger,
-        }
-    }
-
-    async fn append(
-        &self,
-        stream: &StreamKey,
-        at: u64,
-        records: &[Record],
-    ) -> Result<(), ToolError> {
-        match self {
-            Destination::Postgres(store, _) => store.append_copied(stream, at, records).await?,
-            Destination::Local(store, _) => store.append_copied(stream, at, records).await?,
-        };
-        Ok(())
-    }
 }
 
 /// A location as an operator may print it (never a password).
@@ -82,18 +55,14 @@ async fn open_source(from: &str, out: &mut impl Write) -> Result<Ledger, ToolErr
 }
 
 /// Opens the destination, refusing one that holds any stream.
-async fn open_destination(to: &str) -> Result<Destination, ToolError> {
+async fn open_destination(to: &str) -> Result<Ledger, ToolError> {
     let destination = if is_postgres_url(to) {
-        let (store, ledger) = open_postgres(to).await?;
-        Destination::Postgres(store, ledger)
+        open_postgres(to).await?.1
     } else {
-        let store = Arc::new(LocalStore::open_scrubbing(
-            Path::new(to),
-            OpenMode::CreateIfMissing,
-        )?);
-        Destination::Local(store.clone(), Ledger::new(store))
+        let store = LocalStore::open_scrubbing(Path::new(to), OpenMode::CreateIfMissing)?;
+        Ledger::new(Arc::new(store))
     };
-    let held = destination.ledger().store().streams(None, 1).await?;
+    let held = destination.store().streams(None, 1).await?;
     if let Some(stream) = held.first() {
         return Err(ToolError::Failed(format!(
             "{} already holds streams (e.g. {:?}); log copy writes only into an empty store",
@@ -116,14 +85,14 @@ pub async fn copy(from: &str, to: &str, out: &mut impl Write) -> Result<CopyRepo
         let stream = stream?;
         copy_stream(&source, &destination, &stream, &mut report).await?;
     }
-    destination.ledger().flush().await?;
+    destination.flush().await?;
     writeln!(
         out,
         "copied {} records in {} streams, {} bytes; checking the copy",
         report.records, report.streams, report.bytes
     )?;
     check(&source, &destination, &report).await?;
-    let verified = destination.ledger().verify().await?;
+    let verified = destination.verify().await?;
     print_verify(verified, out)?;
     writeln!(out, "ok: the copy holds every record of the source")?;
     Ok(report)
@@ -131,7 +100,7 @@ pub async fn copy(from: &str, to: &str, out: &mut impl Write) -> Result<CopyRepo
 
 async fn copy_stream(
     source: &Ledger,
-    destination: &Destination,
+    destination: &Ledger,
     stream: &StreamKey,
     report: &mut CopyReport,
 ) -> Result<(), ToolError> {
@@ -142,7 +111,7 @@ async fn copy_stream(
         if page.is_empty() {
             return Ok(());
         }
-        destination.append(stream, at, &page).await?;
+        destination.store().append_copies(stream, at, &page).await?;
         at += page.len() as u64;
         report.records += page.len() as u64;
         report.bytes += page.iter().map(|r| r.encoded_len() as u64).sum::<u64>();
@@ -153,12 +122,7 @@ async fn copy_stream(
 }
 
 /// Reads both stores again and compares every record and the counts.
-async fn check(
-    source: &Ledger,
-    destination: &Destination,
-    copied: &CopyReport,
-) -> Result<(), ToolError> {
-    let copy = destination.ledger();
+async fn check(source: &Ledger, copy: &Ledger, copied: &CopyReport) -> Result<(), ToolError> {
     let mut found = CopyReport::default();
     let mut streams = std::pin::pin!(copy.streams());
     while let Some(stream) = streams.next().await {

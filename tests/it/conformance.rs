@@ -140,7 +140,8 @@ macro_rules! conformance {
                 streams_are_listed_in_key_order_a_page_at_a_time,
                 cached_and_snapshotted_folds_equal_a_fold_from_zero,
                 a_snapshot_that_cannot_be_written_does_not_fail_the_fold,
-                a_damaged_record_is_damage_and_its_stream_is_refused
+                a_damaged_record_is_damage_and_its_stream_is_refused,
+                copies_keep_kind_payload_and_timestamp_at_the_position_asked
                 $(, $extra)*);
         }
     };
@@ -275,6 +276,75 @@ async fn a_multi_record_append_lands_whole_or_not_at_all<S: StoreUnderTest>() {
     for pair in records.windows(2) {
         assert_eq!(pair[1].global_position(), pair[0].global_position() + 1);
     }
+}
+
+/// Another store's record `n` of `t/original`, stamped long ago (`ms`).
+fn foreign_record(n: u64, ms: u64) -> ledgerwire::ledger::Record {
+    let original = stream("t/original");
+    let header = ledgerwire::ledger::record::Header {
+        format_version: ledgerwire::ledger::record::FORMAT_VERSION,
+        kind: 7,
+        position: n,
+        global_position: 40 + n,
+        timestamp_ms: ms,
+    };
+    let bytes = ledgerwire::ledger::record::encode(&header, &original, &[n as u8; 12]);
+    ledgerwire::ledger::Record::decode(bytes.into(), original.as_str(), n).expect("a record")
+}
+
+async fn copies_keep_kind_payload_and_timestamp_at_the_position_asked<S: StoreUnderTest>() {
+    let store = S::fresh().await;
+    let ledger = store.ledger();
+    let key = stream("t/copy");
+    // Two runs of equal timestamps in one call (the local store stamps
+    // each of its appends once).
+    let originals: Vec<_> = [1_000, 1_000, 2_000]
+        .into_iter()
+        .zip(0..)
+        .map(|(ms, n)| foreign_record(n, ms))
+        .collect();
+    let outcome = ledger
+        .store()
+        .append_copies(&key, 0, &originals)
+        .await
+        .unwrap();
+    assert_eq!((outcome.first_position, outcome.next_position), (0, 3));
+    let copies = ledger.read_to_end(&key, 0).await.unwrap();
+    let seen: Vec<_> = copies
+        .iter()
+        .map(|r| {
+            (
+                r.position(),
+                r.kind(),
+                r.payload().to_vec(),
+                r.timestamp_ms(),
+            )
+        })
+        .collect();
+    let wanted: Vec<_> = originals
+        .iter()
+        .map(|r| {
+            (
+                r.position(),
+                r.kind(),
+                r.payload().to_vec(),
+                r.timestamp_ms(),
+            )
+        })
+        .collect();
+    assert_eq!(seen, wanted);
+    // At a stale position: the typed conflict, and nothing written.
+    let stale = ledger.store().append_copies(&key, 1, &originals[..1]).await;
+    assert!(
+        matches!(stale, Err(LedgerError::Conflict { actual: 3, .. })),
+        "{stale:?}"
+    );
+    let empty = ledger.store().append_copies(&key, 3, &[]).await;
+    assert!(
+        matches!(empty, Err(LedgerError::BatchSize { len: 0, .. })),
+        "{empty:?}"
+    );
+    assert_eq!(ledger.head(&key).await.unwrap(), 3);
 }
 
 async fn racing_writers_never_both_extend_the_same_position<S: StoreUnderTest>() {

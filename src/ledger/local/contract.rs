@@ -57,6 +57,15 @@ impl LogStore for LocalStore {
         Ok(LocalStore::append(self, stream, expected, records, durability).await?)
     }
 
+    async fn append_copies(
+        &self,
+        stream: &StreamKey,
+        at: u64,
+        records: &[Record],
+    ) -> Result<AppendOutcome> {
+        Ok(LocalStore::append_copies(self, stream, at, records).await?)
+    }
+
     async fn flush(&self) -> Result<()> {
         Ok(LocalStore::flush(self).await?)
     }

@@ -686,7 +686,7 @@ impl LocalStore {
     /// buffered, each keeping its kind, payload and timestamp: what `log
     /// copy` writes. The records of one append share a timestamp here, so
     /// each run of equal timestamps is its own append.
-    pub async fn append_copied(
+    pub(super) async fn append_copies(
         &self,
         stream: &StreamKey,
         at: u64,

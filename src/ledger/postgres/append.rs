@@ -140,7 +140,7 @@ pub(super) async fn append(
 
 /// Appends copies of `records` (another store's, `log copy`) at `at`,
 /// buffered, each keeping its kind, payload and timestamp.
-pub(super) async fn append_copied(
+pub(super) async fn append_copies(
     shared: &Shared,
     stream: &StreamKey,
     at: u64,

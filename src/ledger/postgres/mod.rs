@@ -215,18 +215,6 @@ impl PostgresStore {
         Ok(Ledger::new(Arc::new(Self::open(settings).await?)))
     }
 
-    /// Appends copies of another store's `records` to `stream` at `at`
-    /// (buffered; [`LogStore::flush`] makes them durable), each keeping
-    /// its kind, payload and timestamp: what `log copy` writes.
-    pub async fn append_copied(
-        &self,
-        stream: &StreamKey,
-        at: u64,
-        records: &[Record],
-    ) -> Result<AppendOutcome> {
-        append::append_copied(&self.shared, stream, at, records).await
-    }
-
     /// The database, for logs (never a password).
     pub fn description(&self) -> &str {
         &self.description
@@ -255,6 +243,15 @@ impl LogStore for PostgresStore {
         durability: Durability,
     ) -> Result<AppendOutcome> {
         append::append(&self.shared, stream, expected, records, durability).await
+    }
+
+    async fn append_copies(
+        &self,
+        stream: &StreamKey,
+        at: u64,
+        records: &[Record],
+    ) -> Result<AppendOutcome> {
+        append::append_copies(&self.shared, stream, at, records).await
     }
 
     async fn flush(&self) -> Result<()> {
