@@ -133,12 +133,6 @@ fn checked(bytes: &Bytes, stream: &StreamKey, position: u64) -> Result<Record> {
     })
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_millis() as u64)
-}
-
 #[async_trait]
 impl LogStore for MemoryStore {
     fn engine(&self) -> &'static str {
@@ -153,7 +147,7 @@ impl LogStore for MemoryStore {
         _durability: Durability,
     ) -> Result<AppendOutcome> {
         check_append(&records)?;
-        let timestamp_ms = now_ms();
+        let timestamp_ms = record::now_ms();
         let records = records
             .iter()
             .map(|new| (new.kind, &new.payload[..], timestamp_ms));

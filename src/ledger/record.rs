@@ -173,6 +173,14 @@ pub struct Header {
     pub timestamp_ms: u64,
 }
 
+/// A record's timestamp for now: milliseconds since the Unix epoch (0 on
+/// a clock set before it), as every store stamps the appends it takes.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as u64)
+}
+
 /// Encodes one record envelope; the layout is documented in LOG-FORMAT.md.
 pub fn encode(header: &Header, stream: &StreamKey, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();

@@ -13,7 +13,6 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
 
@@ -104,12 +103,8 @@ impl Default for StudioConfig {
     }
 }
 
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_millis() as u64)
-        .unwrap_or(0)
-}
+/// The Studio's clock (leases, frames' `at_ms`) is the ledger's.
+pub(crate) use crate::ledger::record::now_ms;
 
 pub(super) fn json<T: serde::Serialize>(value: &T) -> String {
     // Wire types serialise infallibly (no maps with non-string keys), and

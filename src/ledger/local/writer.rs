@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -310,7 +310,7 @@ impl Writer {
             }
             return Vec::new();
         }
-        let timestamp_ms = now_ms();
+        let timestamp_ms = crate::ledger::record::now_ms();
         let commands = round.len();
         // The records of the round, by stream, in the order they apply.
         let mut written: Vec<(StreamKey, Vec<Record>)> = Vec::with_capacity(commands);
@@ -476,11 +476,4 @@ fn fail(command: Command, error: LocalError) {
             let _ = reply.send(Err(error));
         }
     }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_millis() as u64)
-        .unwrap_or(0)
 }

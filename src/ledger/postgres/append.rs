@@ -115,7 +115,7 @@ pub(super) async fn append(
 ) -> Result<AppendOutcome> {
     check_append(&records)?;
     shared.check_not_damaged(stream)?;
-    let timestamp_ms = now_ms();
+    let timestamp_ms = record::now_ms();
     let encode = |at: u64| {
         let records = records
             .iter()
@@ -274,10 +274,4 @@ pub(super) async fn flush(shared: &Shared) -> Result<()> {
     shared.availability.observe(flushed.await)?;
     shared.counters.flushed(started.elapsed());
     Ok(())
-}
-
-pub(super) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_millis() as u64)
 }
