@@ -1,5 +1,6 @@
 //! The local store's read threads: a fixed few threads that run the
-//! contract's reads of sled and the journal files for async callers.
+//! contract's calls into sled and the journal files for async callers
+//! (reads, and the snapshot tree's unsynced writes).
 //!
 //! Owns: the job queue and the threads draining it. A burst of reads
 //! queues up for threads already running, where tokio's blocking pool
