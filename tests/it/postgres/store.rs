@@ -98,20 +98,9 @@ async fn a_tail_on_one_store_wakes_for_an_append_through_another() {
     // Appends through the writer reach the reader's tail and, once the
     // reader's listener is up (it connects on its own), are announced to
     // it, one notification per batch.
-    let started = std::time::Instant::now();
-    let mut next = 0;
-    while reader.stats().engine["notifications_received"] == 0 {
-        assert!(
-            next < MAX_APPENDS_UNANNOUNCED && started.elapsed() < Duration::from_secs(10),
-            "no notification reached the reader after {next} appends: {:?}",
-            reader.stats()
-        );
-        append_and_follow(&writer, &mut tail, next, Durability::Buffered).await;
-        next += 1;
-    }
+    let next = append_until_announced(&writer, &reader, &mut tail, 0).await;
     // The reader's notification connection goes; appends meanwhile still
-    // reach its tail (a notification after it reconnects, or the catch-up
-    // read of the heads it watches).
+    // reach its tail, and it connects again and hears of later ones.
     let admin = connect_url(&url).await;
     admin
         .execute(
@@ -122,6 +111,41 @@ async fn a_tail_on_one_store_wakes_for_an_append_through_another() {
         .await
         .unwrap();
     append_and_follow(&writer, &mut tail, next, Durability::Durable).await;
+    let reconnected = async {
+        while reader.stats().engine["listener_connects"] < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), reconnected)
+        .await
+        .expect("the listener connected again");
+    append_until_announced(&writer, &reader, &mut tail, next + 1).await;
+}
+
+/// Appends from position `next` on until one more notification reaches
+/// the reader than before (bounded); the position after the last append.
+async fn append_until_announced(
+    writer: &Ledger,
+    reader: &Ledger,
+    tail: &mut (
+             impl futures_util::Stream<Item = ledgerwire::ledger::Result<ledgerwire::ledger::Record>>
+             + Unpin
+         ),
+    mut next: u64,
+) -> u64 {
+    let received = || reader.stats().engine["notifications_received"];
+    let (before, started, first) = (received(), std::time::Instant::now(), next);
+    while received() == before {
+        assert!(
+            next - first < MAX_APPENDS_UNANNOUNCED && started.elapsed() < Duration::from_secs(10),
+            "no notification reached the reader after {} appends: {:?}",
+            next - first,
+            reader.stats()
+        );
+        append_and_follow(writer, tail, next, Durability::Buffered).await;
+        next += 1;
+    }
+    next
 }
 
 /// Appends through another store before a notification reaches the
