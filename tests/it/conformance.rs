@@ -310,29 +310,20 @@ async fn copies_keep_kind_payload_and_timestamp_at_the_position_asked<S: StoreUn
         .unwrap();
     assert_eq!((outcome.first_position, outcome.next_position), (0, 3));
     let copies = ledger.read_to_end(&key, 0).await.unwrap();
-    let seen: Vec<_> = copies
-        .iter()
-        .map(|r| {
-            (
-                r.position(),
-                r.kind(),
-                r.payload().to_vec(),
-                r.timestamp_ms(),
-            )
-        })
-        .collect();
-    let wanted: Vec<_> = originals
-        .iter()
-        .map(|r| {
-            (
-                r.position(),
-                r.kind(),
-                r.payload().to_vec(),
-                r.timestamp_ms(),
-            )
-        })
-        .collect();
-    assert_eq!(seen, wanted);
+    let what = |records: &[ledgerwire::ledger::Record]| -> Vec<_> {
+        records
+            .iter()
+            .map(|r| {
+                (
+                    r.position(),
+                    r.kind(),
+                    r.payload().to_vec(),
+                    r.timestamp_ms(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(what(&copies), what(&originals));
     // At a stale position: the typed conflict, and nothing written.
     let stale = ledger.store().append_copies(&key, 1, &originals[..1]).await;
     assert!(
