@@ -21,6 +21,7 @@ mod statewire;
 mod studio;
 mod syncs;
 mod tail;
+mod transactions;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,6 +39,7 @@ pub use server::{ServerProcess, cpu_seconds, peak_resident_bytes};
 pub use syncs::{SLOW_SYNC_SECS, SyncHistogram, SyncReport};
 use tail::Timed;
 pub use tail::{TAIL_WINDOW_MS, TailBurst};
+pub use transactions::{SESSIONS_END_TIMEOUT_MS, TransactionCounter};
 
 /// Most conversations one run may drive.
 pub const MAX_CONVERSATIONS: u64 = 1_000_000;
@@ -108,6 +110,8 @@ pub struct Report {
     pub failed: u64,
     /// Conversations never started: the time limit came first.
     pub not_started: u64,
+    /// Warm-up conversations run (not measured).
+    pub warmup: u64,
     /// Warm-up conversations (not measured) that failed.
     pub warmup_failed: u64,
     pub elapsed_secs: f64,
@@ -141,6 +145,11 @@ pub struct Report {
     /// short window (a pause of the whole server) rather than spread over
     /// the run; `None` when none completed.
     pub tail: Option<TailBurst>,
+    /// On a PostgreSQL store the run started: the transactions the
+    /// database committed from before the server started until after it
+    /// stopped (`pg_stat_database.xact_commit`), per conversation run,
+    /// warm-up included; `None` otherwise.
+    pub database_transactions_per_conversation: Option<f64>,
     /// The first failures, as they were worded.
     pub errors: Vec<String>,
 }
@@ -222,6 +231,8 @@ impl Client {
 /// Runs the load and reports it.
 pub async fn run(config: LoadConfig) -> Result<Report, LoadError> {
     config.check()?;
+    let mut counter = None;
+    let mut committed_before = None;
     let (base, pid, process, callgrind) = match &config.target {
         Target::Running { url, pid } => (url.trim_end_matches('/').to_owned(), *pid, None, None),
         Target::Spawn {
@@ -231,6 +242,14 @@ pub async fn run(config: LoadConfig) -> Result<Report, LoadError> {
             count_instructions,
         } => {
             let callgrind = count_instructions.then(Callgrind::new).transpose()?;
+            if let Some(url) = store {
+                counter = Some(
+                    TransactionCounter::connect(url)
+                        .await
+                        .map_err(LoadError::Server)?,
+                );
+                committed_before = Some(counted(&counter).await?);
+            }
             let place = match store {
                 Some(url) => server::Place::Postgres(url),
                 None => server::Place::Directory(data.as_deref()),
@@ -250,7 +269,25 @@ pub async fn run(config: LoadConfig) -> Result<Report, LoadError> {
     if let Some(process) = process {
         process.stop();
     }
-    report
+    let mut report = report?;
+    if let (Some(counter), Some(before)) = (&counter, committed_before) {
+        let after = counter
+            .committed_after_sessions_end()
+            .await
+            .map_err(LoadError::Server)?;
+        let conversations = report.conversations + report.warmup;
+        report.database_transactions_per_conversation =
+            (conversations > 0).then(|| after.saturating_sub(before) as f64 / conversations as f64);
+    }
+    Ok(report)
+}
+
+/// The database's committed transactions, read through `counter`.
+async fn counted(counter: &Option<TransactionCounter>) -> Result<u64, LoadError> {
+    match counter {
+        Some(counter) => counter.committed().await.map_err(LoadError::Server),
+        None => Ok(0),
+    }
 }
 
 /// Drives the warm-up and then the measured conversations; `counting`,
@@ -290,20 +327,24 @@ async fn drive(
         futures_util::future::join_all(clients.iter_mut().enumerate().map(|(worker, client)| {
             let run = &run;
             async move {
-                let mut failed = 0u64;
+                let (mut ran, mut failed) = (0u64, 0u64);
                 for n in 0..WARMUP_PER_WORKER {
                     if Instant::now() >= deadline {
                         break;
                     }
                     let id = format!("warm-{run}-{worker}-{n}");
+                    ran += 1;
                     if bounded(client, &id).await.is_err() {
                         failed += 1;
                     }
                 }
-                failed
+                (ran, failed)
             }
         }));
-    let warmup_failed: u64 = warm.await.into_iter().sum();
+    let (warmup, warmup_failed) = warm
+        .await
+        .into_iter()
+        .fold((0, 0), |(ran, failed), (r, f)| (ran + r, failed + f));
 
     let next = Arc::new(AtomicU64::new(0));
     let syncs_before = syncs::read(&http, base).await;
@@ -383,6 +424,7 @@ async fn drive(
         conversations: done,
         failed,
         not_started: config.conversations.saturating_sub(done + failed),
+        warmup,
         warmup_failed,
         elapsed_secs: elapsed.as_secs_f64(),
         conversations_per_sec: done as f64 / elapsed.as_secs_f64().max(1e-9),
@@ -403,6 +445,7 @@ async fn drive(
             .zip(syncs_after)
             .and_then(|(before, after)| before.until(&after)),
         tail,
+        database_transactions_per_conversation: None,
         errors,
     })
 }
@@ -446,6 +489,19 @@ impl Report {
         )
     }
 
+    /// The database's transactions a conversation, in words.
+    pub fn transactions_text(&self) -> String {
+        self.database_transactions_per_conversation.map_or_else(
+            || "n/a (counted on a PostgreSQL store the run starts: --spawn --store)".to_owned(),
+            |per| {
+                format!(
+                    "{per:.2} a conversation (pg_stat_database.xact_commit from before the server started to after it stopped, over {} conversations, warm-up included)",
+                    self.conversations + self.warmup
+                )
+            },
+        )
+    }
+
     /// Where the tail ended, in words.
     pub fn tail_text(&self) -> String {
         self.tail.map_or_else(
@@ -483,7 +539,8 @@ impl Report {
              server instructions           {instructions}\n\
              client CPU per conversation   {client_cpu}\n\
              journal syncs                 {syncs}\n\
-             p99 tail                      {tail}\n",
+             p99 tail                      {tail}\n\
+             database transactions         {transactions}\n",
             door = self.door,
             c = self.concurrency,
             n = self.conversations,
@@ -500,6 +557,7 @@ impl Report {
             client_cpu = ms(self.client_cpu_ms_per_conversation),
             syncs = self.syncs_text(),
             tail = self.tail_text(),
+            transactions = self.transactions_text(),
         );
         for error in &self.errors {
             text.push_str(&format!("error: {error}\n"));

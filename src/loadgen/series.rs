@@ -204,8 +204,13 @@ impl Run {
             .map_or_else(String::new, |count| {
                 format!("  instructions {:.1}k", count / 1e3)
             });
+        let transactions = r
+            .database_transactions_per_conversation
+            .map_or_else(String::new, |per| {
+                format!("  database transactions {per:.2}/conversation")
+            });
         format!(
-            "run {number:>3} {build:<8}  {done}/{requested} conversations  {rate:>8.1}/s  p50 {p50:>7.2} ms  p99 {p99:>7.2} ms  server CPU {cpu}{instructions}  syncs over {slow_ms} ms: {slow}  tail {tail}",
+            "run {number:>3} {build:<8}  {done}/{requested} conversations  {rate:>8.1}/s  p50 {p50:>7.2} ms  p99 {p99:>7.2} ms  server CPU {cpu}{instructions}{transactions}  syncs over {slow_ms} ms: {slow}  tail {tail}",
             build = self.build.name(),
             done = r.conversations,
             requested = r.requested,
@@ -326,6 +331,7 @@ mod tests {
             conversations: completed,
             failed: 10 - completed,
             not_started: 0,
+            warmup: 0,
             warmup_failed: 0,
             elapsed_secs: 1.0,
             conversations_per_sec: rate,
@@ -340,6 +346,7 @@ mod tests {
             client_cpu_ms_per_conversation: None,
             server_syncs: None,
             tail: None,
+            database_transactions_per_conversation: None,
             errors: Vec::new(),
         }
     }
