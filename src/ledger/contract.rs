@@ -76,6 +76,24 @@ pub trait LogStore: Send + Sync + 'static {
         durability: Durability,
     ) -> Result<AppendOutcome>;
 
+    /// [`LogStore::append`], handing back the records appended exactly as
+    /// a read of them would: what a fold of this process's own appends
+    /// applies without reading them again. The default reads them back
+    /// after the append; a store that knows them from the append itself
+    /// overrides it, saving that read.
+    async fn append_records(
+        &self,
+        stream: &StreamKey,
+        expected: ExpectedPosition,
+        records: Vec<NewRecord>,
+        durability: Durability,
+    ) -> Result<(AppendOutcome, Vec<Record>)> {
+        let outcome = self.append(stream, expected, records, durability).await?;
+        let count = (outcome.next_position - outcome.first_position) as usize;
+        let appended = self.read(stream, outcome.first_position, count).await?;
+        Ok((outcome, appended))
+    }
+
     /// Appends copies of another store's `records` (1 to
     /// [`MAX_RECORDS_PER_APPEND`](crate::ledger::MAX_RECORDS_PER_APPEND))
     /// to `stream` at `at`, buffered, each keeping its kind, payload and

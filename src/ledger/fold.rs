@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::ledger::error::{LedgerError, Result};
-use crate::ledger::record::{Record, StreamKey, StreamMap};
-use crate::ledger::{Ledger, READ_PAGE_RECORDS};
+use crate::ledger::record::{NewRecord, Record, StreamKey, StreamMap};
+use crate::ledger::{AppendOutcome, Durability, ExpectedPosition, Ledger, READ_PAGE_RECORDS};
 
 /// Default distance, in records, between two snapshots of one stream.
 pub const SNAPSHOT_INTERVAL_RECORDS: u64 = 1024;
@@ -176,19 +176,92 @@ impl<F: Fold> FoldCache<F> {
             }
             page = self.page(stream, folded.position).await?;
         }
+        self.snapshot_if_due(stream, &mut folded).await;
+        let folded = Arc::new(folded);
+        *cached = Some(Arc::clone(&folded));
+        Ok(folded)
+    }
+
+    /// Writes a snapshot of `folded` if it is `snapshot_every` records
+    /// past its last one.
+    async fn snapshot_if_due(&self, stream: &StreamKey, folded: &mut Folded<F::State>) {
         if self.snapshot_every > 0
             && folded.position - folded.snapshot_position >= self.snapshot_every
         {
             // A snapshot is only a shortcut: failing to write one costs a
             // longer fold after a restart, never a wrong or missing state.
-            if let Err(error) = self.write_snapshot(stream, &folded).await {
+            if let Err(error) = self.write_snapshot(stream, folded).await {
                 tracing::warn!(%stream, fold = F::NAME, %error, "snapshot not written");
             }
             folded.snapshot_position = folded.position;
         }
+    }
+
+    /// The stream's state in memory, without asking the store whether
+    /// another process appended since (this process's appends made
+    /// through [`FoldCache::append`] are in it); `None` when none is
+    /// held. Only for a caller that acts on it by appending at its
+    /// position, so that a state another process moved past makes that
+    /// append conflict, and that folds with [`FoldCache::state`] before
+    /// it answers anything else from it.
+    pub async fn known(&self, stream: &StreamKey) -> Option<Arc<Folded<F::State>>> {
+        let slot = self.slot(stream);
+        let cached = slot.lock().await;
+        cached.clone()
+    }
+
+    /// [`FoldCache::known`], or the state folded to the stream's end when
+    /// none is held.
+    pub async fn known_or_state(&self, stream: &StreamKey) -> Result<Arc<Folded<F::State>>> {
+        match self.known(stream).await {
+            Some(folded) => Ok(folded),
+            None => self.state(stream).await,
+        }
+    }
+
+    /// Appends `records` to `stream` at `expected` and folds them into the
+    /// state in memory when it stood right before them (for a new stream,
+    /// the empty state), so neither [`FoldCache::known`] nor the next
+    /// [`FoldCache::state`] reads them back. The state after the append,
+    /// when it could be folded so.
+    pub async fn append(
+        &self,
+        stream: &StreamKey,
+        expected: ExpectedPosition,
+        records: Vec<NewRecord>,
+        durability: Durability,
+    ) -> Result<(AppendOutcome, Option<Arc<Folded<F::State>>>)> {
+        let (outcome, appended) = self
+            .ledger
+            .append_records(stream, expected, records, durability)
+            .await?;
+        let slot = self.slot(stream);
+        let mut cached = slot.lock().await;
+        let start = match cached.take() {
+            Some(folded) if folded.position == outcome.first_position => folded,
+            None if outcome.first_position == 0 => Arc::default(),
+            other => {
+                *cached = other;
+                return Ok((outcome, None));
+            }
+        };
+        let count = outcome.next_position - outcome.first_position;
+        if appended.len() as u64 != count {
+            *cached = Some(start);
+            return Ok((outcome, None));
+        }
+        let mut folded = Arc::unwrap_or_clone(start);
+        for record in &appended {
+            // A record this process cannot fold stays for `state` to
+            // find and report; the append itself has landed.
+            if apply_one::<F>(&mut folded, stream, record).is_err() {
+                return Ok((outcome, None));
+            }
+        }
+        self.snapshot_if_due(stream, &mut folded).await;
         let folded = Arc::new(folded);
         *cached = Some(Arc::clone(&folded));
-        Ok(folded)
+        Ok((outcome, Some(folded)))
     }
 
     /// A page of the records of `stream` from `from`.

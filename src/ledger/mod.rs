@@ -136,8 +136,32 @@ impl Ledger {
             .store
             .append(stream, expected, records, durability)
             .await;
-        count_append(durability, &result, started);
+        count_append(durability, result.as_ref().map(drop), started);
         result
+    }
+
+    /// [`Ledger::append`], with the records appended as a read of them
+    /// would hand them out (for folds of this process's own appends).
+    pub async fn append_records(
+        &self,
+        stream: &StreamKey,
+        expected: ExpectedPosition,
+        records: Vec<NewRecord>,
+        durability: Durability,
+    ) -> Result<(AppendOutcome, Vec<Record>)> {
+        let started = std::time::Instant::now();
+        let result = self
+            .store
+            .append_records(stream, expected, records, durability)
+            .await;
+        count_append(durability, result.as_ref().map(drop), started);
+        result
+    }
+
+    /// The stream's head as this process knows it, sent whenever it grows
+    /// (at once for this process's appends; see [`LogStore::watch`]).
+    pub fn watch(&self, stream: &StreamKey) -> tokio::sync::watch::Receiver<u64> {
+        self.store.watch(stream)
     }
 
     /// Resolves once every append acknowledged before the call is durable.
@@ -294,7 +318,7 @@ impl Ledger {
 /// Counts an append and, if it was acknowledged, how long that took.
 fn count_append(
     durability: Durability,
-    result: &Result<AppendOutcome>,
+    result: std::result::Result<(), &LedgerError>,
     started: std::time::Instant,
 ) {
     static METRICS: crate::telemetry::Kept<AppendMetrics> = crate::telemetry::Kept::new();

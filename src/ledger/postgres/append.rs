@@ -1,5 +1,6 @@
-//! Appends and flushes: one statement per append, on the pool whose
-//! sessions commit as the append's durability asks.
+//! Appends and flushes: each append one statement (or one part of a
+//! batch's statement, `batch`), on the pool whose sessions commit as the
+//! append's durability asks.
 //!
 //! The statement moves the stream's head row from the expected position
 //! to the new one (or creates it, for a new stream) and inserts the
@@ -7,24 +8,25 @@
 //! position and a loser leaves nothing behind; it holds no lock across a
 //! network wait (the statement is its own transaction). Each record's
 //! global position is its transaction's id shifted left by
-//! [`GLOBAL_OFFSET_BITS`] plus its offset in the append (LOG-FORMAT.md,
+//! [`GLOBAL_OFFSET_BITS`] plus its offset in the transaction (LOG-FORMAT.md,
 //! "The PostgreSQL store", says why that is an order readers can trust).
 //!
-//! Owns: the append statement and the flush.
+//! Owns: the statements of one append and the flush.
 //!
 //! Must never: insert a record whose head row did not move in the same
 //! statement, resolve a conflict with `ON CONFLICT DO NOTHING` on the
 //! records, or acknowledge a durable append before its commit returned.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use deadpool_postgres::Pool;
 use tokio_postgres::types::ToSql;
 
-use super::Shared;
 use super::error::PostgresError;
 use super::read::head;
+use super::{Shared, batch};
 use crate::ledger::error::{LedgerError, Result};
 use crate::ledger::record::{self, FORMAT_VERSION, Header, NewRecord, Record, StreamKey};
 use crate::ledger::{
@@ -106,13 +108,15 @@ const APPEND_ONE_NEW: &str = concat!(head_created!(), record_inserted!());
 /// commit record before answering, and with it every commit before it.
 const FLUSH: &str = "UPDATE ledgerwire_meta SET value = value + 1 WHERE key = 'flushes'";
 
+/// Appends `records` at `expected`; the outcome and the envelopes as
+/// stored (global position 0), for [`super::read::stored_record`].
 pub(super) async fn append(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     stream: &StreamKey,
     expected: ExpectedPosition,
     records: Vec<NewRecord>,
     durability: Durability,
-) -> Result<AppendOutcome> {
+) -> Result<(AppendOutcome, Vec<Vec<u8>>)> {
     check_append(&records)?;
     shared.check_not_damaged(stream)?;
     let timestamp_ms = record::now_ms();
@@ -141,7 +145,7 @@ pub(super) async fn append(
 /// Appends copies of `records` (another store's, `log copy`) at `at`,
 /// buffered, each keeping its kind, payload and timestamp.
 pub(super) async fn append_copies(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     stream: &StreamKey,
     at: u64,
     records: &[Record],
@@ -156,26 +160,23 @@ pub(super) async fn append_copies(
         .iter()
         .map(|record| (record.kind(), record.payload(), record.timestamp_ms()));
     let envelopes = envelopes(stream, at, copied);
-    append_at(shared, stream, at, envelopes, Durability::Buffered).await
+    let (outcome, _) = append_at(shared, stream, at, envelopes, Durability::Buffered).await?;
+    Ok(outcome)
 }
 
+/// Appends the envelopes at `at` in the next batch (`batch`).
 async fn append_at(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     stream: &StreamKey,
     at: u64,
     envelopes: Vec<Vec<u8>>,
     durability: Durability,
-) -> Result<AppendOutcome> {
+) -> Result<(AppendOutcome, Vec<Vec<u8>>)> {
     let count = envelopes.len() as u64;
-    let pool = match durability {
-        Durability::Durable => &shared.durable,
-        Durability::Buffered => &shared.buffered,
-    };
     let started = Instant::now();
-    let inserted = shared
-        .availability
-        .observe(run(pool, stream, at, count, &envelopes).await)?;
-    let Some(first_global) = inserted else {
+    let (inserted, envelopes) =
+        batch::submit(shared, stream.clone(), at, envelopes, durability).await;
+    let Some(first_global) = inserted? else {
         shared.counters.conflicts.fetch_add(1, Ordering::Relaxed);
         let actual = head(shared, stream).await?;
         return Err(LedgerError::Conflict {
@@ -188,11 +189,12 @@ async fn append_at(
         .counters
         .appended(durability, count, started.elapsed());
     shared.heads.appended(stream, at + count);
-    Ok(AppendOutcome {
+    let outcome = AppendOutcome {
         first_position: at,
         next_position: at + count,
         first_global_position: first_global,
-    })
+    };
+    Ok((outcome, envelopes))
 }
 
 /// The records' envelopes as stored: the local store's bytes with global
@@ -218,19 +220,19 @@ fn envelopes<'a>(
         .collect()
 }
 
-/// Runs the append statement; the first global position, or `None` when
-/// the head was not at `at`.
-async fn run(
+/// Runs the statement of one append alone; the first global position,
+/// or `None` when the head was not at `at`.
+pub(super) async fn run(
     pool: &Pool,
     stream: &StreamKey,
     at: u64,
-    count: u64,
     envelopes: &Vec<Vec<u8>>,
 ) -> Result<Option<u64>, PostgresError> {
     let doing = "append";
     let failed = |e: tokio_postgres::Error| PostgresError::statement(doing, &e);
     let client = pool.get().await?;
-    let (stream, position, count) = (stream.as_str(), at as i64, count as i64);
+    let count = envelopes.len() as i64;
+    let (stream, position) = (stream.as_str(), at as i64);
     let first_global: Option<i64> = match envelopes.as_slice() {
         [envelope] => {
             let sql = if at == 0 {

@@ -15,6 +15,7 @@
 //! or hold a lock or a transaction across a network wait.
 
 mod append;
+mod batch;
 pub mod error;
 mod notify;
 mod read;
@@ -24,6 +25,7 @@ pub mod settings;
 mod snapshots;
 
 pub use append::{GLOBAL_OFFSET_BITS, MAX_ANY_ATTEMPTS};
+pub use batch::{DEFAULT_BATCHES_IN_FLIGHT, MAX_BATCH_BYTES};
 pub use error::PostgresError;
 pub use notify::{
     CATCH_UP_INTERVAL_MS, LISTENER_APPLICATION_NAME, NOTIFY_BATCH_WINDOW_MS, NOTIFY_CHANNEL,
@@ -60,6 +62,8 @@ pub(super) struct Shared {
     availability: Arc<Availability>,
     heads: Arc<Heads>,
     counters: Arc<Counters>,
+    /// Appends waiting for their batch, and the batches running.
+    batcher: batch::Batcher,
     /// Streams a read found damaged, with the first bad position: refused
     /// from then on, as the local store refuses them.
     damaged: Mutex<BTreeMap<String, (u64, Corruption)>>,
@@ -103,6 +107,10 @@ pub(super) struct Counters {
     buffered_appends: AtomicU64,
     flushes: AtomicU64,
     conflicts: AtomicU64,
+    /// Transactions of appends (batches, each of one or more appends), and
+    /// those of them that were durable.
+    batches: AtomicU64,
+    durable_batches: AtomicU64,
     notifications_sent: AtomicU64,
     notifications_received: AtomicU64,
     catch_up_reads: AtomicU64,
@@ -123,6 +131,13 @@ impl Counters {
                     .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
             }
             Durability::Buffered => self.bump(&self.buffered_appends),
+        }
+    }
+
+    fn batched(&self, durability: Durability, _appends: usize) {
+        self.bump(&self.batches);
+        if durability == Durability::Durable {
+            self.bump(&self.durable_batches);
         }
     }
 
@@ -189,6 +204,7 @@ impl PostgresStore {
             availability: Arc::default(),
             heads: Arc::default(),
             counters: Arc::default(),
+            batcher: batch::Batcher::new(settings.batches_in_flight),
             damaged: Mutex::default(),
         });
         let listener = tokio::spawn(notify::listen(
@@ -242,7 +258,33 @@ impl LogStore for PostgresStore {
         records: Vec<NewRecord>,
         durability: Durability,
     ) -> Result<AppendOutcome> {
-        append::append(&self.shared, stream, expected, records, durability).await
+        let (outcome, _) =
+            append::append(&self.shared, stream, expected, records, durability).await?;
+        Ok(outcome)
+    }
+
+    async fn append_records(
+        &self,
+        stream: &StreamKey,
+        expected: ExpectedPosition,
+        records: Vec<NewRecord>,
+        durability: Durability,
+    ) -> Result<(AppendOutcome, Vec<Record>)> {
+        let (outcome, envelopes) =
+            append::append(&self.shared, stream, expected, records, durability).await?;
+        // The records as a read would hand them out: checked as stored,
+        // then given their global positions (consecutive in an append).
+        let appended = envelopes
+            .into_iter()
+            .zip(outcome.first_position..)
+            .zip(outcome.first_global_position..)
+            .map(|((envelope, position), global)| {
+                read::stored_record(stream.as_str(), position, global as i64, envelope).map_err(
+                    |corruption| self.shared.damaged(stream.as_str(), position, corruption),
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((outcome, appended))
     }
 
     async fn append_copies(
@@ -304,12 +346,15 @@ impl LogStore for PostgresStore {
     fn stats(&self) -> StoreStats {
         let counters = &self.shared.counters;
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        let commits = load(&counters.durable_appends) + load(&counters.flushes);
+        let commits = load(&counters.durable_batches) + load(&counters.flushes);
+        let acknowledged = load(&counters.durable_appends) + load(&counters.flushes);
         let engine = [
             ("buffered_appends", &counters.buffered_appends),
             ("durable_appends", &counters.durable_appends),
             ("flushes", &counters.flushes),
             ("conflicts", &counters.conflicts),
+            ("batches", &counters.batches),
+            ("durable_batches", &counters.durable_batches),
             ("notifications_sent", &counters.notifications_sent),
             ("notifications_received", &counters.notifications_received),
             ("catch_up_reads", &counters.catch_up_reads),
@@ -321,7 +366,7 @@ impl LogStore for PostgresStore {
         StoreStats {
             records_appended: load(&counters.records_appended),
             syncs: commits,
-            synced_appends: commits,
+            synced_appends: acknowledged,
             sync_micros: load(&counters.durable_micros),
             engine,
         }

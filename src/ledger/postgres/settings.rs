@@ -58,6 +58,8 @@ pub struct PostgresSettings {
     pub(super) config: tokio_postgres::Config,
     pub durable_connections: usize,
     pub buffered_connections: usize,
+    /// Batches of appends run at once (`super::batch`).
+    pub batches_in_flight: usize,
 }
 
 impl std::fmt::Debug for PostgresSettings {
@@ -67,6 +69,7 @@ impl std::fmt::Debug for PostgresSettings {
             .field("database", &self.describe())
             .field("durable_connections", &self.durable_connections)
             .field("buffered_connections", &self.buffered_connections)
+            .field("batches_in_flight", &self.batches_in_flight)
             .finish()
     }
 }
@@ -74,16 +77,18 @@ impl std::fmt::Debug for PostgresSettings {
 impl PostgresSettings {
     /// Parses a `postgres://` URL (libpq's form, `?host=/dir` for a
     /// socket directory). `ledgerwire_durable` and `ledgerwire_buffered`
-    /// in the query set the pools' sizes; the driver ignores nothing
-    /// else, so they are taken out before it parses.
+    /// in the query set the pools' sizes, `ledgerwire_batches` the
+    /// batches of appends in flight; the driver ignores nothing else, so
+    /// they are taken out before it parses.
     pub fn from_url(url: &str) -> Result<Self, PostgresError> {
-        let (url, durable, buffered) = take_pool_sizes(url)?;
+        let (url, [durable, buffered, batches]) = take_pool_sizes(url)?;
         let config = tokio_postgres::Config::from_str(&url)
             .map_err(|error| PostgresError::Url(error.to_string()))?;
         Ok(Self {
             config,
             durable_connections: durable.unwrap_or(DEFAULT_DURABLE_CONNECTIONS),
             buffered_connections: buffered.unwrap_or(DEFAULT_BUFFERED_CONNECTIONS),
+            batches_in_flight: batches.unwrap_or(super::batch::DEFAULT_BATCHES_IN_FLIGHT),
         })
     }
 
@@ -130,19 +135,20 @@ impl PostgresSettings {
     }
 }
 
-/// Takes `ledgerwire_durable=N` and `ledgerwire_buffered=N` out of the
-/// URL's query.
-fn take_pool_sizes(url: &str) -> Result<(String, Option<usize>, Option<usize>), PostgresError> {
+/// Takes `ledgerwire_durable=N`, `ledgerwire_buffered=N` and
+/// `ledgerwire_batches=N` out of the URL's query.
+fn take_pool_sizes(url: &str) -> Result<(String, [Option<usize>; 3]), PostgresError> {
     let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), None, None));
+        return Ok((url.to_owned(), [None; 3]));
     };
-    let (mut durable, mut buffered) = (None, None);
+    let mut sizes = [None; 3];
     let mut kept = Vec::new();
     for pair in query.split('&') {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let slot = match name {
-            "ledgerwire_durable" => &mut durable,
-            "ledgerwire_buffered" => &mut buffered,
+        let (slot, what) = match name {
+            "ledgerwire_durable" => (&mut sizes[0], "connections"),
+            "ledgerwire_buffered" => (&mut sizes[1], "connections"),
+            "ledgerwire_batches" => (&mut sizes[2], "batches"),
             _ => {
                 kept.push(pair);
                 continue;
@@ -154,7 +160,7 @@ fn take_pool_sizes(url: &str) -> Result<(String, Option<usize>, Option<usize>), 
             .filter(|size| (1..=MAX_POOL_CONNECTIONS).contains(size))
             .ok_or_else(|| {
                 PostgresError::Url(format!(
-                    "{name} must be 1 to {MAX_POOL_CONNECTIONS} connections, not {value:?}"
+                    "{name} must be 1 to {MAX_POOL_CONNECTIONS} {what}, not {value:?}"
                 ))
             })?;
         *slot = Some(size);
@@ -164,7 +170,7 @@ fn take_pool_sizes(url: &str) -> Result<(String, Option<usize>, Option<usize>), 
     } else {
         format!("{base}?{}", kept.join("&"))
     };
-    Ok((url, durable, buffered))
+    Ok((url, sizes))
 }
 
 #[cfg(test)]
@@ -174,12 +180,16 @@ mod tests {
     #[test]
     fn pool_sizes_come_out_of_the_query_and_the_rest_stays() {
         let settings = PostgresSettings::from_url(
-            "postgres://me:secret@127.0.0.1:5433/db?ledgerwire_durable=64&host=/tmp/s&ledgerwire_buffered=4",
+            "postgres://me:secret@127.0.0.1:5433/db?ledgerwire_durable=64&host=/tmp/s&ledgerwire_buffered=4&ledgerwire_batches=3",
         )
         .unwrap();
         assert_eq!(
-            (settings.durable_connections, settings.buffered_connections),
-            (64, 4)
+            (
+                settings.durable_connections,
+                settings.buffered_connections,
+                settings.batches_in_flight
+            ),
+            (64, 4, 3)
         );
         assert!(!format!("{settings:?}").contains("secret"));
         let session = settings.session(false);
