@@ -14,7 +14,8 @@ use tokio::sync::mpsc;
 
 use crate::agent::{Beat, Fault, TurnContext, frames};
 use crate::ledger::{
-    Durability, ExpectedPosition, Folded, LedgerError, NewRecord, Payload, Record, StreamKey,
+    Durability, ExpectedPosition, Folded, LedgerError, NewRecord, Payload, READ_PAGE_RECORDS,
+    Record, StreamKey,
 };
 
 use super::conversation::Conversation;
@@ -119,6 +120,10 @@ pub(super) struct Segment {
     /// (one append, all or nothing) before anything of the run is sent or
     /// the conversation is folded, and ahead of any other append.
     pub(super) pending: PendingRun,
+    /// The stream's records below this position were looked at for a
+    /// cancel (or are this segment's own): only others' appends past it
+    /// are read.
+    pub(super) examined: u64,
 }
 
 /// A run's frame records waiting for their one append.
@@ -217,11 +222,11 @@ impl Segment {
             }
         }
         // A /cancel is a record on this conversation's stream: watching the
-        // stream sees it at once, where the heartbeat would see it only at
-        // its next tick (which stays as the fallback).
-        let ledger = &self.studio.inner.ledger;
-        let watch_from = ledger.head(&self.stream).await.unwrap_or(0);
-        let mut records = Box::pin(ledger.tail(&self.stream, watch_from));
+        // stream's head sees it at once, where the heartbeat would see it
+        // only at its next tick (which stays as the fallback). The head
+        // moves with this segment's own appends too; only records past
+        // those are read.
+        let mut heads = self.studio.inner.ledger.watch(&self.stream);
         let mut watching = true;
         // A drain lets the segment run on to its next pause or end; a cut
         // (the drain timeout passed) stops it.
@@ -248,16 +253,18 @@ impl Segment {
                     self.stop_for_shutdown().await;
                     return;
                 }
-                record = records.next(), if watching => {
-                    match record {
-                        Some(Ok(record)) => {
-                            if cancels(&record, self.segment) {
+                moved = grown(&mut heads, self.examined), if watching => {
+                    match moved {
+                        Ok(()) => match self.others_cancel().await {
+                            Ok(true) => {
                                 self.stop_for_cancel().await;
                                 return;
                             }
-                        }
-                        // The stream cannot be read: rely on the heartbeat.
-                        _ => watching = false,
+                            Ok(false) => {}
+                            // The stream cannot be read: rely on the heartbeat.
+                            Err(()) => watching = false,
+                        },
+                        Err(()) => watching = false,
                     }
                 }
                 beat = beats.next() => {
@@ -335,6 +342,28 @@ impl Segment {
             self.send_now(seq, frame_json).await?;
         }
         Ok(())
+    }
+
+    /// Reads the records others appended past [`Segment::examined`];
+    /// whether one cancels this segment.
+    async fn others_cancel(&mut self) -> Result<bool, ()> {
+        let ledger = &self.studio.inner.ledger;
+        loop {
+            let page = ledger
+                .read_page(&self.stream, self.examined, READ_PAGE_RECORDS)
+                .await
+                .map_err(drop)?;
+            let full = page.len() == READ_PAGE_RECORDS;
+            for record in page {
+                self.examined = record.position() + 1;
+                if cancels(&record, self.segment) {
+                    return Ok(true);
+                }
+            }
+            if !full {
+                return Ok(false);
+            }
+        }
     }
 
     /// Sends `: ka`, renews the lease and looks for a cancel.
@@ -508,7 +537,7 @@ impl Segment {
         self.studio
             .inner
             .folds
-            .state(&self.stream)
+            .known_or_state(&self.stream)
             .await
             .map_err(|_| Lost)
     }
@@ -519,14 +548,20 @@ impl Segment {
         durability: Durability,
     ) -> Result<(), Lost> {
         let studio = &self.studio.inner;
-        for _ in 0..MAX_DECISION_ATTEMPTS {
+        for attempt in 0..MAX_DECISION_ATTEMPTS {
             // A lapsed lease is lost too: anyone may claim the turn now.
             let now = now_ms();
             let known = self.owned_at.take().filter(|at| at.expires_at_ms > now);
             let owned = match known {
                 Some(at) => at,
                 None => {
-                    let folded = studio.folds.state(&self.stream).await.map_err(|_| Lost)?;
+                    // After a conflict, the stream's end; before, the state
+                    // this instance knows (a stale one conflicts).
+                    let folded = match attempt {
+                        0 => studio.folds.known_or_state(&self.stream).await,
+                        _ => studio.folds.state(&self.stream).await,
+                    };
+                    let folded = folded.map_err(|_| Lost)?;
                     let owned = OwnedAt::of(&folded, self.segment, now);
                     // Holding the state across the next fold would make it copy.
                     drop(folded);
@@ -539,15 +574,18 @@ impl Segment {
             };
             let expected = ExpectedPosition::Exactly(owned.position);
             match studio
-                .ledger
+                .folds
                 .append(&self.stream, expected, records.clone(), durability)
                 .await
             {
-                Ok(outcome) => {
+                Ok((outcome, _)) => {
                     self.owned_at = Some(OwnedAt {
                         position: outcome.next_position,
                         ..owned
                     });
+                    if self.examined == outcome.first_position {
+                        self.examined = outcome.next_position;
+                    }
                     return Ok(());
                 }
                 Err(LedgerError::Conflict { .. }) => continue,
@@ -571,7 +609,7 @@ impl Segment {
             .studio
             .inner
             .folds
-            .state(&self.stream)
+            .known_or_state(&self.stream)
             .await
             .map_err(|_| Lost)?;
         self.owned_at = OwnedAt::of(&folded, self.segment, now_ms());
@@ -622,7 +660,7 @@ impl Segment {
                 self.studio
                     .inner
                     .folds
-                    .state(&self.stream)
+                    .known_or_state(&self.stream)
                     .await
                     .ok()
                     .and_then(|state| state.state.composition.as_ref().map(|m| m.revision)),
@@ -635,7 +673,7 @@ impl Segment {
                 .studio
                 .inner
                 .folds
-                .state(&self.stream)
+                .known_or_state(&self.stream)
                 .await
                 .ok()
                 .and_then(|state| state.state.composition.as_deref().cloned());
@@ -766,6 +804,16 @@ impl Segment {
     async fn send_now(&self, seq: u64, frame_json: String) -> Result<(), ()> {
         self.listener.send(SseEvent::frame(seq, &frame_json)).await
     }
+}
+
+/// Resolves once the watched head passes `examined`; `Err` when the
+/// store dropped the watch.
+async fn grown(heads: &mut tokio::sync::watch::Receiver<u64>, examined: u64) -> Result<(), ()> {
+    heads
+        .wait_for(|&head| head > examined)
+        .await
+        .map(drop)
+        .map_err(drop)
 }
 
 /// Whether `record` is a /cancel of `segment`.

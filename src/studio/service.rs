@@ -276,14 +276,30 @@ impl Studio {
         outcome: impl Fn(&T) -> String,
         mut decide: impl FnMut(&Conversation, u64) -> Result<(Vec<NewRecord>, T), WireError>,
     ) -> Result<Decided<T>, WireError> {
-        for _ in 0..MAX_DECISION_ATTEMPTS {
-            let folded = self.fold(stream).await?;
+        for attempt in 0..MAX_DECISION_ATTEMPTS {
+            // The first attempt decides on the state this instance knows
+            // (a conversation it holds none of: a new one) without a read:
+            // the append at its position conflicts if another writer moved
+            // the stream. Anything but an append is answered only from a
+            // state folded to the stream's end.
+            let (folded, checked) = match self.inner.folds.known(stream).await {
+                Some(known) if attempt == 0 => (known, false),
+                None if attempt == 0 => (Arc::default(), false),
+                _ => (self.fold(stream).await?, true),
+            };
             if let Some(key) = key
                 && let Some(before) = folded.state.applied_outcome(key.as_str())
             {
                 return Ok(Decided::Before(before.to_owned()));
             }
-            let (mut records, value) = decide(&folded.state, now_ms())?;
+            let decided = decide(&folded.state, now_ms());
+            let appends = decided
+                .as_ref()
+                .is_ok_and(|(records, _)| !records.is_empty());
+            if !appends && !checked {
+                continue;
+            }
+            let (mut records, value) = decided?;
             if records.is_empty() {
                 return Ok(Decided::Now(value));
             }
@@ -295,9 +311,10 @@ impl Studio {
                 records.push(applied.to_record());
             }
             let expected = ExpectedPosition::Exactly(folded.position);
+            drop(folded);
             match self
                 .inner
-                .ledger
+                .folds
                 .append(stream, expected, records, Durability::Durable)
                 .await
             {
@@ -709,12 +726,17 @@ impl Studio {
             retried,
             answered,
         } = start;
-        let folded = self.fold(&stream).await?;
+        // The decision's append left the state in memory: no read.
+        let folded = self
+            .inner
+            .folds
+            .known_or_state(&stream)
+            .await
+            .map_err(|error| refusal(&error))?;
         let recall = Recall::new(Arc::new(LiveRecall::new(&folded.state, start.turn)));
         let (mut context, recovery) = segment_start(&folded.state, start.turn, recall, answered)
             .ok_or_else(|| WireError::transient(1, "The turn could not be read back; retry."))?;
         context.retried = retried;
-        drop(folded);
         let segment = Segment {
             studio: self.clone(),
             stream,
@@ -728,7 +750,9 @@ impl Studio {
             owned_at: None,
             held: None,
             pending: Default::default(),
+            examined: folded.position,
         };
+        drop(folded);
         let approved = start
             .interrupt_id
             .as_deref()
