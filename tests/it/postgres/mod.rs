@@ -1,10 +1,11 @@
 //! The PostgreSQL store against a real cluster (`cluster`): what only it
 //! has to show beyond the conformance suite (which runs against it in
-//! `conformance`): the global order with a writer parked in an open
+//! `conformance`): the group commit (`batch`), the global order with a writer parked in an open
 //! transaction, tails across two stores on one database, the database
 //! going away and coming back, several `serve` processes on one
 //! database, the tools.
 
+mod batch;
 pub mod cluster;
 mod instances;
 mod store;
