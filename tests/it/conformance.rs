@@ -141,7 +141,8 @@ macro_rules! conformance {
                 cached_and_snapshotted_folds_equal_a_fold_from_zero,
                 a_snapshot_that_cannot_be_written_does_not_fail_the_fold,
                 a_damaged_record_is_damage_and_its_stream_is_refused,
-                copies_keep_kind_payload_and_timestamp_at_the_position_asked
+                copies_keep_kind_payload_and_timestamp_at_the_position_asked,
+                appended_records_are_what_a_read_hands_out_and_fold_in_without_one
                 $(, $extra)*);
         }
     };
@@ -555,6 +556,82 @@ async fn cached_and_snapshotted_folds_equal_a_fold_from_zero<S: StoreUnderTest>(
     cache.clear();
     assert!(cache.stored_snapshot(&key).await.unwrap().is_none());
     assert_eq!(cache.state(&key).await.unwrap().state, resumed.state);
+}
+
+async fn appended_records_are_what_a_read_hands_out_and_fold_in_without_one<S: StoreUnderTest>() {
+    let store = S::fresh().await;
+    let ledger = store.ledger();
+    let key = stream("t/own");
+    append(&ledger, &key, 0, 3, Durability::Durable).await;
+    let records = (3..7).map(probe).collect();
+    let (outcome, appended) = ledger
+        .append_records(
+            &key,
+            ExpectedPosition::Exactly(3),
+            records,
+            Durability::Buffered,
+        )
+        .await
+        .unwrap();
+    assert_eq!((outcome.first_position, outcome.next_position), (3, 7));
+    let read = ledger.read_to_end(&key, 3).await.unwrap();
+    let seen = |records: &[ledgerwire::ledger::Record]| {
+        records
+            .iter()
+            .map(|r| {
+                let fields = (
+                    r.position(),
+                    r.global_position(),
+                    r.kind(),
+                    r.timestamp_ms(),
+                );
+                (fields, r.payload().to_vec(), r.crc())
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(seen(&appended), seen(&read), "checksums included");
+    assert_eq!(appended[0].global_position(), outcome.first_global_position);
+    // A cache's own appends (a new stream's too) are folded in, snapshots
+    // written as they come due, and end where a fold from zero ends.
+    let cache = FoldCache::<ProbeFold>::with_limits(ledger.clone(), 4, 8);
+    let fresh = stream("t/own-new");
+    for n in 0..10 {
+        let at = ExpectedPosition::Exactly(n);
+        let (outcome, folded) = cache
+            .append(&fresh, at, vec![probe(n)], Durability::Buffered)
+            .await
+            .unwrap();
+        assert_eq!(outcome.next_position, n + 1);
+        assert_eq!(folded.expect("folded without a read").position, n + 1);
+    }
+    let known = cache.known(&fresh).await.expect("held");
+    let from_zero = ledger.fold::<ProbeFold>(&fresh).await.unwrap();
+    assert_eq!((known.position, &known.state), (10, &from_zero.state));
+    assert_eq!(
+        cache
+            .stored_snapshot(&fresh)
+            .await
+            .unwrap()
+            .map(|s| s.position),
+        Some(8)
+    );
+    // Another writer's append is not in the state held; the cache's next
+    // append there conflicts, and a fold from the store has it.
+    append(&ledger, &fresh, 10, 1, Durability::Buffered).await;
+    assert_eq!(cache.known(&fresh).await.unwrap().position, 10);
+    let stale = cache
+        .append(
+            &fresh,
+            ExpectedPosition::Exactly(10),
+            vec![probe(10)],
+            Durability::Buffered,
+        )
+        .await;
+    assert!(
+        matches!(stale, Err(LedgerError::Conflict { actual: 11, .. })),
+        "{stale:?}"
+    );
+    assert_eq!(cache.state(&fresh).await.unwrap().position, 11);
 }
 
 /// A fold state no snapshot can hold: it refuses to be serialised.
