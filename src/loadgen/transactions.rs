@@ -16,6 +16,8 @@
 
 use std::time::Duration;
 
+use crate::ledger::postgres::PostgresSettings;
+
 /// Longest the counter waits for the stopped server's sessions to end,
 /// in milliseconds.
 pub const SESSIONS_END_TIMEOUT_MS: u64 = 10_000;
@@ -41,9 +43,11 @@ pub struct TransactionCounter {
 impl TransactionCounter {
     /// Connects to the store at `url`.
     pub async fn connect(url: &str) -> Result<Self, String> {
-        let mut config: tokio_postgres::Config = url
-            .parse()
-            .map_err(|error| format!("{url}: not a PostgreSQL URL ({error})"))?;
+        // The store's own settings (`ledgerwire_batches=…`) are not the
+        // driver's.
+        let mut config = PostgresSettings::from_url(url)
+            .map_err(|error| error.to_string())?
+            .database();
         config.connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS));
         let (client, connection) = config
             .connect(tokio_postgres::NoTls)

@@ -108,6 +108,12 @@ impl PostgresSettings {
         )
     }
 
+    /// The driver's configuration for a plain connection to the database
+    /// (the URL without the store's own settings), for tools.
+    pub fn database(&self) -> tokio_postgres::Config {
+        self.config.clone()
+    }
+
     /// The driver's configuration for one of the store's connections:
     /// `synchronous_commit` as given, the timeouts above, keepalives.
     pub(super) fn session(&self, synchronous_commit: bool) -> tokio_postgres::Config {
