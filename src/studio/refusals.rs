@@ -50,11 +50,19 @@ pub(super) fn refusal(error: &LedgerError) -> WireError {
 }
 
 pub(super) fn busy(remaining_ms: u64) -> WireError {
-    metrics::counter!(crate::telemetry::STUDIO_LEASE_CONFLICTS).increment(1);
-    WireError::transient(
-        seconds_ceil(remaining_ms),
-        "Another response is streaming in this conversation; retry once it ends.",
-    )
+    WireError::transient(seconds_ceil(remaining_ms), BUSY_DETAIL)
+}
+
+const BUSY_DETAIL: &str = "Another response is streaming in this conversation; retry once it ends.";
+
+/// Counts `error` if it is a [`busy`] refusal; called once per answer
+/// (a decision may be tried on a state held in memory first, and only
+/// the answer given counts).
+pub(super) fn count_refusal(error: WireError) -> WireError {
+    if error.detail == BUSY_DETAIL {
+        metrics::counter!(crate::telemetry::STUDIO_LEASE_CONFLICTS).increment(1);
+    }
+    error
 }
 
 #[cfg(test)]

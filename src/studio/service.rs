@@ -38,7 +38,7 @@ use crate::wire::request::{CancelRequest, Decision, InterruptResponse, TurnReque
 
 use super::keyed::Decided;
 pub use super::keyed::{Applied, MAX_REQUEST_KEY_BYTES, RequestKey};
-use super::refusals::{busy, ledger_failure};
+use super::refusals::{busy, count_refusal, ledger_failure};
 pub(super) use super::refusals::{refusal, seconds_ceil};
 use super::segment::{Listener, Segment, log_segment_end};
 use super::sse::SseEvent;
@@ -299,7 +299,7 @@ impl Studio {
             if !appends && !checked {
                 continue;
             }
-            let (mut records, value) = decided?;
+            let (mut records, value) = decided.map_err(count_refusal)?;
             if records.is_empty() {
                 return Ok(Decided::Now(value));
             }
@@ -320,10 +320,13 @@ impl Studio {
             {
                 Ok(_) => return Ok(Decided::Now(value)),
                 Err(LedgerError::Conflict { .. }) => continue,
+                // Damage refuses before anything is written: the fold
+                // from the store answers it by name.
+                Err(LedgerError::Corrupt { .. }) if !checked => continue,
                 Err(error) => return Err(ledger_failure(&error)),
             }
         }
-        Err(busy(self.inner.config.heartbeat_ms))
+        Err(count_refusal(busy(self.inner.config.heartbeat_ms)))
     }
 
     /// The records of a claim: the lease, and the agent that will serve
