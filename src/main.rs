@@ -92,8 +92,9 @@ enum Command {
         )]
         cors_origins: Vec<String>,
         /// The agent behind the Studio: `builtin` (real data, the default),
-        /// `minimal` (the scripted test double) or `scenario` (plays the
-        /// scripts in --scenarios).
+        /// `minimal` (the scripted test double), `scenario` (plays the
+        /// scripts in --scenarios) or `model` (a language model behind
+        /// --model-url drives the built-in agent's tools).
         #[arg(long, env = "LEDGERWIRE_AGENT", value_enum, default_value_t = AgentChoice::Builtin)]
         agent: AgentChoice,
         /// Directory of scenario scripts for `--agent scenario`.
@@ -116,6 +117,8 @@ enum Command {
         /// (0: the zero-work agent `ledgerwire bench` measures).
         #[arg(long, env = "LEDGERWIRE_AGENT_STEP_MS")]
         agent_step_ms: Option<u64>,
+        #[command(flatten)]
+        model: ledgerwire::agent::model::ModelArgs,
     },
     /// Inspect a store.
     #[command(subcommand)]
@@ -234,6 +237,7 @@ enum AgentChoice {
     Builtin,
     Minimal,
     Scenario,
+    Model,
 }
 
 #[derive(Subcommand)]
@@ -390,6 +394,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             statewire_examples,
             keep_on_disconnect,
             agent_step_ms,
+            model,
         } => {
             let refuse = |error: settings::SettingsError| ToolError::Failed(error.to_string());
             settings::check_timing(heartbeat, lease_ttl).map_err(refuse)?;
@@ -398,7 +403,10 @@ fn run(command: Command) -> Result<(), ToolError> {
             let admin_token = settings::admin_token(std::env::var(settings::ADMIN_TOKEN_ENV).ok())
                 .map_err(refuse)?;
             let addr = settings::resolve_addr(&addr).map_err(refuse)?;
-            let agent = load_agent(agent, &scenarios, agent_step_ms)?;
+            let agent = match agent {
+                AgentChoice::Model => model_agent(&model)?,
+                other => load_agent(other, &scenarios, agent_step_ms)?,
+            };
             let store = store.or_else(|| std::env::var("DATABASE_URL").ok());
             serve(
                 ServerConfig {
@@ -665,6 +673,18 @@ fn chat(config: ledgerwire::chat::ChatConfig) -> Result<(), ToolError> {
     })
 }
 
+/// The model-backed agent, its key read from LEDGERWIRE_MODEL_API_KEY.
+fn model_agent(
+    args: &ledgerwire::agent::model::ModelArgs,
+) -> Result<std::sync::Arc<dyn ledgerwire::agent::Agent>, ToolError> {
+    use ledgerwire::agent::model::{MODEL_API_KEY_ENV, ModelAgent, ModelSettings};
+    let settings = ModelSettings::new(args, std::env::var(MODEL_API_KEY_ENV).ok())
+        .map_err(|error| ToolError::Failed(error.to_string()))?;
+    let agent =
+        ModelAgent::connect(settings).map_err(|error| ToolError::Failed(error.to_string()))?;
+    Ok(std::sync::Arc::new(agent))
+}
+
 /// The agent `choice` names (scenario scripts read from `scenarios`).
 fn load_agent(
     choice: AgentChoice,
@@ -691,6 +711,7 @@ fn load_agent(
         AgentChoice::Builtin => "builtin",
         AgentChoice::Minimal => "minimal",
         AgentChoice::Scenario => "scenario",
+        AgentChoice::Model => "model",
     };
     ledgerwire::agent::by_name(name, scenarios)
         .map_err(|error| ToolError::Failed(error.to_string()))?

@@ -290,6 +290,12 @@ impl Segment {
         let frame = match beat {
             Some(Beat::Frame(frame)) => Some(*frame),
             Some(Beat::Fault(fault)) => return self.act_out(fault, ticker).await,
+            // A model call is durable before any frame it led to.
+            Some(Beat::Exchange(call)) => {
+                let record = super::records::ModelExchanged::of(self.turn, self.segment, *call);
+                let records = vec![record.to_record()];
+                return self.append(records, Durability::Durable).await.is_ok();
+            }
             None => None,
         };
         let Some(frame) = frame else {

@@ -16,6 +16,7 @@ mod harness_sdk;
 mod keyed;
 mod local_store;
 mod log_secrets;
+mod model_agent;
 mod openapi;
 mod operating;
 mod postgres;
