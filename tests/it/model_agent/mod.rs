@@ -8,6 +8,7 @@ mod crash;
 mod fake;
 mod hostile;
 mod property;
+mod tiny;
 
 use std::sync::Arc;
 
