@@ -86,8 +86,12 @@ pub enum ModelSettingsError {
         "--agent model needs --model-url (LEDGERWIRE_MODEL_URL), the model's OpenAI-compatible endpoint"
     )]
     MissingUrl,
-    #[error("--model-url {0:?} is not an http:// or https:// URL")]
+    #[error("--model-url {0:?} is not an http:// URL")]
     BadUrl(String),
+    #[error(
+        "--model-url {0:?} is https://, which this build does not speak (its HTTP client has no TLS): point it at an http:// endpoint on a trusted network, such as a local gateway in front of OpenAI"
+    )]
+    NoTls(String),
     #[error("--model must name the model (1 to 256 characters)")]
     BadModel,
     #[error("--{name} must be between 1 and {max}; it is {value}")]
@@ -147,7 +151,10 @@ fn in_range(name: &'static str, value: u64, max: u64) -> Result<(), ModelSetting
 fn chat_url(raw: &str) -> Result<reqwest::Url, ModelSettingsError> {
     let bad = || ModelSettingsError::BadUrl(redacted(raw));
     let mut url = reqwest::Url::parse(raw.trim()).map_err(|_| bad())?;
-    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+    if url.scheme() == "https" {
+        return Err(ModelSettingsError::NoTls(redacted(raw)));
+    }
+    if url.scheme() != "http" || url.host().is_none() {
         return Err(bad());
     }
     if !url.path().ends_with("/chat/completions") {
@@ -202,6 +209,8 @@ mod tests {
     fn bad_settings_say_what_to_fix_without_echoing_credentials() {
         let error = ModelSettings::new(&args("ftp://u:pw@h/x?key=k"), None).unwrap_err();
         assert!(!error.to_string().contains("pw") && !error.to_string().contains("key=k"));
+        let tls = ModelSettings::new(&args("https://api.example/v1"), None).unwrap_err();
+        assert!(matches!(tls, ModelSettingsError::NoTls(_)), "{tls}");
         let mut zero = args("http://h/v1");
         zero.steps = 0;
         assert!(matches!(
