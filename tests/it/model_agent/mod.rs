@@ -264,3 +264,30 @@ async fn cancel_hangs_up_on_the_model_while_heartbeats_flow() {
         .expect("the model call was aborted");
     assert_eq!(rig.fake.calls(), 1);
 }
+
+#[tokio::test]
+async fn a_plan_changed_in_words_goes_back_to_the_model_and_comes_out_versioned() {
+    let (question, mut replies) = recorded("kenya-since-1990");
+    replies.push(Reply::Stream(step(json!({"tool": "plan",
+        "series": "life_expectancy", "places": ["UGA"], "from_year": 1990, "chart": "line_chart"}))));
+    let rig = rig(replies, None, 5_000).await;
+    let frames = rig
+        .client
+        .stream("/api/studio/turn", &turn("a", &question))
+        .await;
+    let plan = frames.last().expect("a plan").clone();
+    let amend = json!({"kind": "interrupt.response", "conversation_id": "a",
+        "interrupt_id": plan["interrupt_id"], "decision": "amend", "payload": "Uganda instead"});
+    let amended = rig.client.stream("/api/studio/interrupt", &amend).await;
+    assert_well_formed(&amended);
+    assert_eq!(
+        events(&amended),
+        ["message.delta", "plan.versioned", "plan.proposed"]
+    );
+    assert_eq!(amended[1]["supersedes"], plan["plan_version_id"]);
+    assert_eq!(amended[2]["version"], 2);
+    assert!(amended[2]["summary"].as_str().unwrap().contains("Uganda"));
+    let asked = rig.fake.requests()[2]["messages"].to_string();
+    assert!(asked.contains("Uganda instead"), "{asked}");
+    assert_replays_without_a_model(&rig.ledger).await;
+}
