@@ -424,6 +424,7 @@ fn turn_requested(
         .as_ref()
         .filter(|card| card.intent == ComponentIntent::Edit)
         .map(|card| card.component_id.as_str().to_owned());
+    super::exchanges::turn_started(state);
     state.turns.push(Turn {
         turn: record.turn,
         edit_of,

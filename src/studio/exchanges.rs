@@ -34,6 +34,20 @@ pub(super) fn model_exchanged(state: &mut Conversation, record: ModelExchanged) 
     turn.exchanges.push(record.exchange(false));
 }
 
+/// A new turn starts: the one before can no longer be resumed, so its
+/// calls go (a turn that kept none is not touched, nor thawed from a
+/// snapshot).
+pub(super) fn turn_started(state: &mut Conversation) {
+    let kept = state
+        .turns
+        .last()
+        .is_some_and(|turn| !turn.exchanges.is_empty());
+    let last = state.turns.len().checked_sub(1);
+    if let Some(turn) = last.filter(|_| kept).and_then(|i| state.turns.get_mut(i)) {
+        turn.exchanges.clear();
+    }
+}
+
 /// The completed calls a segment of `turn` starting from `answers`
 /// answered pauses may reuse.
 pub(super) fn reusable(turn: &Turn, answers: usize) -> Arc<Vec<ModelExchange>> {
@@ -47,4 +61,55 @@ pub(super) fn reusable(turn: &Turn, answers: usize) -> Arc<Vec<ModelExchange>> {
             .cloned()
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(turn: u32, answers: u32, index: u32, reply: Option<&str>) -> ModelExchanged {
+        ModelExchanged {
+            turn,
+            segment: 1,
+            answers,
+            index,
+            request_digest: format!("d{index}"),
+            request: "{}".into(),
+            reply: reply.map(str::to_owned),
+            error: reply.is_none().then(|| "timed out".to_owned()),
+            bad_output: false,
+            elapsed_ms: 1,
+        }
+    }
+
+    #[test]
+    fn a_turn_keeps_its_completed_calls_at_its_latest_answer_only() {
+        let mut state = Conversation::default();
+        state
+            .turns
+            .push(Turn::paused_on_a_plan(1, "int-1-2", false));
+        model_exchanged(&mut state, call(1, 0, 0, Some("a")));
+        model_exchanged(&mut state, call(1, 0, 1, None));
+        model_exchanged(&mut state, call(2, 0, 0, Some("other turn")));
+        let turn = state.turns.last().unwrap();
+        assert_eq!(
+            reusable(turn, 0).len(),
+            1,
+            "failed calls and other turns are not kept"
+        );
+        model_exchanged(&mut state, call(1, 1, 0, Some("b")));
+        let turn = state.turns.last().unwrap();
+        assert_eq!(
+            reusable(turn, 0).len(),
+            0,
+            "calls before the latest answer go"
+        );
+        assert_eq!(reusable(turn, 1)[0].reply.as_deref(), Some("b"));
+        assert!(
+            reusable(turn, 1)[0].request.is_empty(),
+            "no request body is kept"
+        );
+        turn_started(&mut state);
+        assert!(state.turns.last().unwrap().exchanges.is_empty());
+    }
 }
