@@ -116,6 +116,12 @@ enum Command {
         /// (0: the zero-work agent `ledgerwire bench` measures).
         #[arg(long, env = "LEDGERWIRE_AGENT_STEP_MS")]
         agent_step_ms: Option<u64>,
+        /// The URL other instances on the same store reach this one at
+        /// (e.g. http://10.0.0.5:8080), for Statewire `/frames` that a
+        /// load balancer sends to another instance than the attach's.
+        /// Unset: http://<--addr> unless it is an unspecified address.
+        #[arg(long, env = "LEDGERWIRE_ADVERTISE_URL")]
+        advertise_url: Option<String>,
     },
     /// Inspect a store.
     #[command(subcommand)]
@@ -390,6 +396,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             statewire_examples,
             keep_on_disconnect,
             agent_step_ms,
+            advertise_url,
         } => {
             let refuse = |error: settings::SettingsError| ToolError::Failed(error.to_string());
             settings::check_timing(heartbeat, lease_ttl).map_err(refuse)?;
@@ -419,6 +426,7 @@ fn run(command: Command) -> Result<(), ToolError> {
                         drain_timeout_ms: drain_timeout,
                         cors,
                         admin_token,
+                        advertise_url,
                         ..Operations::default()
                     },
                 },

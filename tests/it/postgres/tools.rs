@@ -161,9 +161,31 @@ async fn serve_answers_retryably_while_the_database_is_down_and_recovers_by_itse
                 "{fin:?}"
             );
             assert!(fin.message.contains("retry"), "{fin:?}");
+            assert_eq!(
+                (fin.code, fin.status),
+                (
+                    ledgerwire::statewire::packet::FinCode::StoreUnavailable,
+                    503
+                ),
+                "{fin:?}"
+            );
         }
         other => panic!("expected a fin saying to retry, got {:?}", other.err()),
     }
+    // Over HTTP, the same outage is a 503 with Retry-After and the fin,
+    // never a 500: what a load balancer and the clients retry.
+    let refused = crate::statewire::http_attach(
+        server.addr,
+        "down",
+        crate::statewire::AUTHORIZATION,
+        crate::statewire::CHAT,
+    )
+    .await;
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let fin: Value = refused.json().await.unwrap();
+    assert_eq!(fin["fin"]["code"], "store-unavailable", "{fin}");
+    assert_eq!(fin["fin"]["reason"], "unavailable", "{fin}");
     let (status, body) = ready(http.clone()).await;
     assert_eq!(status, 503, "{body}");
     let reasons = body["reasons"].to_string();
