@@ -221,6 +221,15 @@ enum Command {
         /// The servers' heartbeat, in milliseconds.
         #[arg(long, default_value_t = 100)]
         heartbeat: u64,
+        /// Instances of `serve` on the store at once, each request sent
+        /// to a random live one (more than one needs --store).
+        #[arg(long, default_value_t = 1)]
+        instances: u32,
+        /// A shell command that restarts the database (e.g. `pg_ctl -D …
+        /// -m immediate restart`): some rounds then end with it instead
+        /// of a kill. Needs --store.
+        #[arg(long)]
+        db_restart_cmd: Option<String>,
     },
 }
 
@@ -571,6 +580,8 @@ fn run(command: Command) -> Result<(), ToolError> {
             max_uptime,
             lease_ttl,
             heartbeat,
+            instances,
+            db_restart_cmd,
         } => {
             let config = ledgerwire::crashtest::CrashtestConfig {
                 binary: std::env::current_exe()?,
@@ -595,6 +606,8 @@ fn run(command: Command) -> Result<(), ToolError> {
                 max_uptime_ms: max_uptime,
                 lease_ttl_ms: lease_ttl,
                 heartbeat_ms: heartbeat,
+                instances,
+                db_restart_cmd,
             };
             let runtime = tokio::runtime::Runtime::new()?;
             let summary = runtime

@@ -255,3 +255,46 @@ async fn a_studio_stream_ends_on_a_closing_frame_when_the_database_stops_mid_seg
         tokio::time::sleep(Duration::from_secs(wait)).await;
     }
 }
+
+#[test]
+fn a_campaign_of_kills_and_database_restarts_on_two_instances_breaks_no_promise() {
+    let own = cluster::dedicated();
+    let url = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(own.fresh_database());
+    let restart = own.restart_shell_command();
+    let started = Instant::now();
+    let (code, text) = super::instances::ledgerwire(&[
+        "crashtest",
+        "--store",
+        &url,
+        "--instances",
+        "2",
+        "--db-restart-cmd",
+        &restart,
+        "--kills",
+        "24",
+        "--conversations",
+        "3",
+        "--threads",
+        "2",
+        "--seed",
+        "56",
+        "--min-uptime",
+        "300",
+        "--max-uptime",
+        "1200",
+    ]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("kill 24/24"), "{text}");
+    // The seed chooses every kind of fault.
+    for fault in [
+        "of 2 killed",
+        "all 2 instances killed",
+        "the database restarted",
+    ] {
+        assert!(text.contains(fault), "no round with {fault}: {text}");
+    }
+    assert!(text.contains("lost: 0") && !text.contains("LOST"), "{text}");
+    eprintln!("campaign: {:?}", started.elapsed());
+}
