@@ -205,6 +205,10 @@ enum Command {
         /// Statewire threads driven at once (harness-sdk over WebSocket).
         #[arg(long, default_value_t = 2)]
         threads: u32,
+        /// Statewire threads driven over HTTP at once (`acme-chat`, each
+        /// `POST /frames` to a random live instance).
+        #[arg(long, default_value_t = 1)]
+        http_threads: u32,
         /// Seed of the campaign's choices (default: from the clock).
         #[arg(long)]
         seed: Option<u64>,
@@ -575,6 +579,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             kills,
             conversations,
             threads,
+            http_threads,
             seed,
             min_uptime,
             max_uptime,
@@ -597,6 +602,7 @@ fn run(command: Command) -> Result<(), ToolError> {
                 kills,
                 conversations,
                 threads,
+                http_threads,
                 seed: seed.unwrap_or_else(|| {
                     std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)

@@ -78,6 +78,8 @@ pub struct Acks {
     /// Promises broken while serving: a stream ended without a closing
     /// frame, a command's answer that changed.
     pub broken: Vec<String>,
+    /// Commands answered to each thread driven over `/frames`.
+    pub frames_answered: BTreeMap<String, u64>,
 }
 
 impl Acks {

@@ -18,6 +18,7 @@
 //! bounded), or report a clean run with a loss in it.
 
 pub mod check;
+mod frames_load;
 mod routes;
 mod statewire_load;
 mod studio_load;
@@ -32,6 +33,7 @@ use crate::ledger::local::{LocalStore, OpenMode};
 use crate::ledger::{Ledger, LedgerError};
 
 use check::Acks;
+use frames_load::FramesDriver;
 pub use routes::Routes;
 use statewire_load::StatewireDriver;
 use studio_load::StudioDriver;
@@ -85,6 +87,9 @@ pub struct CrashtestConfig {
     pub conversations: u32,
     /// Statewire threads driven over WebSocket at once.
     pub threads: u32,
+    /// Statewire threads driven over HTTP at once (`/frames` to random
+    /// instances).
+    pub http_threads: u32,
     pub seed: u64,
     /// A server runs between these many milliseconds before its kill.
     pub min_uptime_ms: u64,
@@ -216,6 +221,7 @@ impl Server {
     fn start(config: &CrashtestConfig) -> Result<Self, CrashtestError> {
         let mut command = Command::new(&config.binary);
         command.args(["serve", "--addr", "127.0.0.1:0", "--agent", "minimal"]);
+        command.arg("--statewire-examples");
         match &config.store {
             CrashStore::Local(directory) => command.arg("--data").arg(directory),
             CrashStore::Postgres(url) => command.arg("--store").arg(url),
@@ -290,6 +296,7 @@ impl Server {
 struct Clients {
     studio: Vec<StudioDriver>,
     statewire: Vec<StatewireDriver>,
+    frames: Vec<FramesDriver>,
 }
 
 /// Runs the clients against `base` until `stop` is set; hands them back.
@@ -334,10 +341,33 @@ async fn run_clients(
             driver
         }));
     }
+    let mut frames_tasks = Vec::new();
+    for mut driver in clients.frames {
+        let (acks, mut stop) = (Arc::clone(acks), stop.clone());
+        frames_tasks.push(tokio::spawn(async move {
+            while !*stop.borrow() {
+                tokio::select! {
+                    _ = stop.changed() => break,
+                    stepped = driver.step(&acks) => {
+                        if stepped.is_err() {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    }
+                }
+            }
+            driver
+        }));
+    }
     let mut clients = Clients {
         studio: Vec::new(),
         statewire: Vec::new(),
+        frames: Vec::new(),
     };
+    for task in frames_tasks {
+        if let Ok(driver) = task.await {
+            clients.frames.push(driver);
+        }
+    }
     for task in studio_tasks {
         if let Ok(driver) = task.await {
             clients.studio.push(driver);
@@ -352,11 +382,13 @@ async fn run_clients(
 }
 
 fn commands_of(acks: &Acks) -> u64 {
-    acks.threads
+    let harness: u64 = acks
+        .threads
         .values()
         .filter_map(|t| t.session.lanes.get(crate::harness_sdk::HARNESS_SDK))
         .map(|lane| lane.watermark)
-        .sum()
+        .sum();
+    harness + acks.frames_answered.values().sum::<u64>()
 }
 
 /// Runs a campaign, printing progress and a summary to `out`.
@@ -369,9 +401,10 @@ pub async fn run(
             "--kills must be 1 to {MAX_KILLS}"
         )));
     }
-    if config.conversations + config.threads == 0
+    if config.conversations + config.threads + config.http_threads == 0
         || config.conversations > MAX_CLIENTS
         || config.threads > MAX_CLIENTS
+        || config.http_threads > MAX_CLIENTS
     {
         return Err(CrashtestError::Config(format!(
             "run at least one conversation or thread, and at most {MAX_CLIENTS} of each"
@@ -410,6 +443,12 @@ pub async fn run(
                 StatewireDriver::new(name, routes.clone(), CRASHTEST_TOKEN)
             })
             .collect(),
+        frames: (0..config.http_threads)
+            .map(|n| {
+                let name = format!("crash-{campaign}-h{n}");
+                FramesDriver::new(name, routes.clone(), CRASHTEST_TOKEN)
+            })
+            .collect(),
     };
     let mut servers: Vec<Option<Server>> = (0..config.instances).map(|_| None).collect();
     let mut summary = Summary::default();
@@ -436,6 +475,9 @@ pub async fn run(
             driver.restarted(round, rng.below(3) == 0);
         }
         for driver in &mut clients.statewire {
+            driver.restarted();
+        }
+        for driver in &mut clients.frames {
             driver.restarted();
         }
         let uptime_ms = rng.between(config.min_uptime_ms, config.max_uptime_ms);

@@ -296,5 +296,5 @@ fn a_campaign_of_kills_and_database_restarts_on_two_instances_breaks_no_promise(
         assert!(text.contains(fault), "no round with {fault}: {text}");
     }
     assert!(text.contains("lost: 0") && !text.contains("LOST"), "{text}");
-    eprintln!("campaign: {:?}", started.elapsed());
+    eprintln!("campaign: {:?}\n{text}", started.elapsed());
 }
