@@ -9,7 +9,7 @@ document. Must never: build a Studio body differently from the routes
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -98,17 +98,17 @@ class ReplyMessage(_Document):
     text: str = ""
     complete: bool = False
     plan: dict[str, Any] | None = None
-    questions: list[dict[str, Any]] | None = None
+    plan_versions: list[Any] = Field(default_factory=list)
+    approved: dict[str, Any] | None = None
+    questions: dict[str, Any] | list[Any] | None = None
     steps: list[dict[str, Any]] = Field(default_factory=list)
     cards: list[dict[str, Any]] = Field(default_factory=list)
     error: dict[str, Any] | None = None
     done: dict[str, Any] | None = None
 
 
-HarnessMessage = Union[RequestMessage, AnswerMessage, ReplyMessage]
-_MESSAGE: TypeAdapter[HarnessMessage] = TypeAdapter(
-    Union[RequestMessage, AnswerMessage, ReplyMessage]
-)
+HarnessMessage = Annotated[Union[RequestMessage, AnswerMessage, ReplyMessage], Field(discriminator="kind")]
+_MESSAGE: TypeAdapter[HarnessMessage] = TypeAdapter(HarnessMessage)
 
 
 class HarnessClient:
