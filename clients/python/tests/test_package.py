@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import ledgerwire_client
-
 from conftest import binary
 
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -36,9 +34,9 @@ def test_the_wire_types_read_what_the_fixtures_hold() -> None:
 
 
 def test_mypy_strict_is_clean() -> None:
-    source = Path(ledgerwire_client.__file__).parent
+    # The package as installed (`-p`), wherever pip put it.
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--config-file", str(PACKAGE / "pyproject.toml"), str(source)],
+        [sys.executable, "-m", "mypy", "--strict", "--config-file", str(PACKAGE / "pyproject.toml"), "-p", "ledgerwire_client"],
         capture_output=True, text=True, cwd=PACKAGE,
     )
     assert result.returncode == 0, result.stdout + result.stderr
