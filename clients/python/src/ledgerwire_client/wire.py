@@ -611,13 +611,7 @@ class CompositionOp(
     ]
 ):
     root: Annotated[
-        CompositionOp1
-        | CompositionOp2
-        | CompositionOp3
-        | CompositionOp4
-        | CompositionOp5
-        | CompositionOp6
-        | CompositionOp7,
+        CompositionOp1 | CompositionOp2 | CompositionOp3 | CompositionOp4 | CompositionOp5 | CompositionOp6 | CompositionOp7,
         Field(description='The seven canvas operations, discriminated on `op`.'),
     ]
 
@@ -1019,19 +1013,7 @@ class Frame(
     ]
 ):
     root: Annotated[
-        MessageDeltaFrame
-        | MessageCompleteFrame
-        | PlanProposedFrame
-        | PlanVersionedFrame
-        | PlanApprovedFrame
-        | ActivityStepFrame
-        | ComponentCreatedFrame
-        | ComponentRevisedFrame
-        | CompositionUpdatedFrame
-        | ElicitationRequestFrame
-        | SuggestionsFrame
-        | ErrorEventFrame
-        | DoneFrame,
+        MessageDeltaFrame | MessageCompleteFrame | PlanProposedFrame | PlanVersionedFrame | PlanApprovedFrame | ActivityStepFrame | ComponentCreatedFrame | ComponentRevisedFrame | CompositionUpdatedFrame | ElicitationRequestFrame | SuggestionsFrame | ErrorEventFrame | DoneFrame,
         Field(description='Any frame.'),
     ]
 
