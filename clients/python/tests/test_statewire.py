@@ -115,10 +115,11 @@ async def test_an_unsupported_offer_is_retried_for_a_bounded_time_then_stops(ser
     await client.close()
 
 
-async def test_sigkill_mid_burst_answers_every_command_exactly_once(serve: Servers, tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["sse", "websocket"])
+async def test_sigkill_mid_burst_answers_every_command_exactly_once(serve: Servers, tmp_path: Path, transport: str) -> None:
     server = serve(*EXAMPLES)
     burst = 120
-    async with acme(server.base, "burst", session=FileSession(tmp_path / "s.json")) as client:
+    async with acme(server.base, "burst", transport, session=FileSession(tmp_path / "s.json")) as client:
         commands = []
         killed_at = None
         for index in range(burst):
@@ -152,3 +153,13 @@ async def test_commands_left_unanswered_by_one_program_are_answered_to_the_next(
         await second.until(lambda c: c.verdict("acme-chat", 3) is not None, WAIT_S)
         assert [second.verdict("acme-chat", s) for s in (1, 2, 3)] == [{"ok": 1}, {"ok": 2}, {"ok": 3}]
         assert second.document("acme-chat")["counter"] == 3
+
+
+async def test_star_discovers_the_native_set_for_an_inspector(serve: Servers) -> None:
+    server = serve(*EXAMPLES)
+    async with acme(server.base, "star", application_protocols="*", protocol=None) as client:
+        assert client.selection is not None
+        native = {p.name: p.version for p in client.selection.protocols}
+        assert native["harness-sdk"] == "2026-12-01" and native["acme-chat"] == "2026-09-13"
+        assert native["acme-status"] == "2026-10-01"
+        assert await client.invoke("acme-chat", "bump") == 1

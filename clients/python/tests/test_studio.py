@@ -103,6 +103,9 @@ async def test_a_plan_pause_then_approval_delivers_every_frame_once_through_the_
         assert not chat.state.stopped, "a dropped stream is not a Stop"
         chat.close()
         seen = [frame async for frame in frames]
+        partial = chat.frames()
+        await partial.aclose()
+        assert not chat._listeners, "a closed iterator stops listening"
     ordered(seen)
     assert [f.event for f in seen].count("done") == 1 and seen[-1].event == "done"
     assert seen[0].event == "message.delta" and any(f.event == "plan.proposed" for f in seen)

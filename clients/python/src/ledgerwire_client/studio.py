@@ -250,6 +250,10 @@ class _Frames:
         self.off()
         self.conversation._closers.discard(self._end)
 
+    async def aclose(self) -> None:
+        """Stops queueing (for `contextlib.aclosing`, or after a `break`)."""
+        self.close()
+
 
 _Stream = Literal["ended", "closed", "dropped", "dead"]
 
@@ -291,7 +295,8 @@ class Conversation:
         return lambda: self._subscribers.remove(listener) if listener in self._subscribers else None
 
     def frames(self) -> _Frames:
-        """The live frames from now on, each once, in seq order, until `close()`."""
+        """The live frames from now on, each once, in seq order, until `close()`
+        (or the iterator's own `aclose()`)."""
         return _Frames(self)
 
     def close(self) -> None:
