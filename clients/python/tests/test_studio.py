@@ -225,3 +225,29 @@ def test_the_sync_facade_runs_a_turn_in_a_script(serve: Servers) -> None:
         assert chat.state.status == "idle"
         assert chat.frames[-1].event == "done"
         ordered(chat.frames)
+
+
+async def test_a_new_client_restores_a_conversation_mid_turn_and_follows_it_to_its_end(serve: Servers) -> None:
+    server = serve(*SCENARIO, "--keep-on-disconnect")
+    cid = conversation_id("reload")
+    async with client(server.base) as studio:
+        first = studio.conversation(cid)
+        assert await first.ask("scenario cut-stream") == "paused"
+        approving = asyncio.create_task(first.approve())
+        await frame_where(first, lambda f: f.event == "activity.step")
+        approving.cancel()  # the program goes away mid-turn
+        with pytest.raises(asyncio.CancelledError):
+            await approving
+        first.close()
+
+        second = studio.conversation(cid)
+        replayed: list[FrameModel] = []
+        live: list[FrameModel] = []
+        second.on(lambda e: (replayed if e.replay else live).append(e.frame) if isinstance(e, FrameEvent) else None)
+        assert await second.restore() == "restored"
+        assert any(f.event == "plan.proposed" for f in replayed), "the log was replayed"
+        every = replayed + live
+        assert [f.event for f in every].count("done") == 1, "the turn finished once"
+        ordered(every)
+        assert second.state.status == "idle"
+        assert await studio.conversation(conversation_id("unknown")).restore() == "new"

@@ -29,10 +29,16 @@ from pydantic import TypeAdapter, ValidationError
 
 from . import wire
 from ._http import StudioError, StudioFailure, TokenSource, bearer, refusal, unreachable
+from ._timeline import transcript
 
 __all__ = [
     "StudioClient",
     "Conversation",
+    "ConversationEvent",
+    "FrameEvent",
+    "NoteEvent",
+    "NoticeEvent",
+    "TranscriptEvent",
     "ConversationState",
     "FrameModel",
     "Outcome",
@@ -79,6 +85,10 @@ MAX_LEASE_WAITS = 20
 MAX_LEASE_WAIT_S = 60.0
 #: Silence (not even a heartbeat; they come every 5 s) before a stream counts as dropped, in seconds.
 SILENCE_LIMIT_S = 30.0
+#: Records one timeline page asks for (the server's most).
+TIMELINE_PAGE_RECORDS = 1000
+#: Timeline pages one read takes at most.
+MAX_TIMELINE_PAGES = 200
 
 ENDING = frozenset({"plan.proposed", "elicitation.request", "error", "done"})
 _FRAME: TypeAdapter[wire.Frame] = TypeAdapter(wire.Frame)
@@ -130,7 +140,18 @@ class ConversationState:
 @dataclass(frozen=True)
 class FrameEvent:
     frame: FrameModel
+    #: True for frames read back from the log by `restore()`.
+    replay: bool = False
     type: Literal["frame"] = "frame"
+
+
+@dataclass(frozen=True)
+class TranscriptEvent:
+    """A turn asked, a segment started or an answer given, read back by `restore()`."""
+
+    kind: Literal["turn", "segment", "answer"]
+    payload: dict[str, Any]
+    type: Literal["transcript"] = "transcript"
 
 
 @dataclass(frozen=True)
@@ -146,7 +167,7 @@ class NoticeEvent:
     type: Literal["notice"] = "notice"
 
 
-ConversationEvent = Union[FrameEvent, NoteEvent, NoticeEvent]
+ConversationEvent = Union[FrameEvent, TranscriptEvent, NoteEvent, NoticeEvent]
 Listener = Callable[[ConversationEvent], None]
 
 
@@ -213,6 +234,24 @@ class StudioClient:
         answer = await self.post("/api/studio/composition", {**body, "kind": "composition.mutate"})
         return wire.CompositionManifest.model_validate(answer)
 
+    async def timeline(self, conversation_id: str, *, raw: bool = False) -> tuple[list[dict[str, Any]], bool]:
+        """Every record of the conversation, page by page (at most
+        MAX_TIMELINE_PAGES), and whether the read is complete."""
+        records: list[dict[str, Any]] = []
+        start: int | None = 0
+        for _ in range(MAX_TIMELINE_PAGES):
+            query = f"from={start}&limit={TIMELINE_PAGE_RECORDS}" + ("&raw=true" if raw else "")
+            page = await self.get(f"/api/studio/conversations/{conversation_id}/timeline?{query}")
+            records.extend(page.get("records") or [])
+            start = page.get("next")
+            if start is None:
+                return records, True
+        return records, False
+
+    async def check(self, conversation_id: str) -> Any:
+        """Every recorded segment run through the server's agent again."""
+        return await self.get(f"/api/studio/conversations/{conversation_id}/check")
+
     async def composition(self, conversation_id: str) -> wire.CompositionManifest | None:
         """The canvas as it stands (None before the first card)."""
         body = await self.get(f"/api/studio/conversations/{conversation_id}/composition")
@@ -230,7 +269,7 @@ class _Frames:
         conversation._closers.add(self._end)
 
     def _take(self, event: ConversationEvent) -> None:
-        if isinstance(event, FrameEvent):
+        if isinstance(event, FrameEvent) and not event.replay:
             self.queue.put_nowait(event.frame)
 
     def _end(self) -> None:
@@ -439,6 +478,50 @@ class Conversation:
         self._set(canvas=manifest)
         return manifest
 
+    async def restore(self) -> Literal["new", "restored", "failed"]:
+        """Reads the conversation back from the log (a restarted program, or
+        another client on the same conversation): every turn, segment,
+        frame and answer as replayed events, the canvas as it stands, and,
+        when the latest turn is still streaming, follows it (resuming its
+        segment if it died). `new` when the server holds no such conversation."""
+        result: list[Literal["new", "restored", "failed"]] = ["restored"]
+
+        async def work() -> Outcome:
+            try:
+                records, _complete = await self.client.timeline(self.conversation_id)
+            except StudioError as error:
+                result[0] = "new" if error.code == "not_found" else "failed"
+                if result[0] == "failed":
+                    self._emit(NoticeEvent("unreachable", error.failure))
+                return "done"
+            entries, latest = transcript(records)
+            for entry in entries:
+                if entry.type != "frame":
+                    self._emit(TranscriptEvent(entry.type, entry.payload))
+                    continue
+                try:
+                    frame = parse_frame(entry.payload.get("frame"))
+                except ValidationError:
+                    continue
+                self._apply(frame, replay=True)
+            try:
+                self._set(canvas=await self.client.composition(self.conversation_id))
+            except StudioError:
+                pass
+            if latest is None:
+                return "done"
+            self._answer = latest.answer
+            pause = parse_frame(latest.last_frame) if latest.state == "paused" else None
+            if isinstance(pause, (wire.PlanProposedFrame, wire.ElicitationRequestFrame)):
+                self._last_pause = pause
+            self._set(last_seq=latest.last_seq, pause=pause, status="paused" if pause else self.state.status)
+            if latest.state != "streaming":
+                return "done"
+            return await self._recover()
+
+        await self._exclusive(work)
+        return result[0]
+
     # ---- streams -----------------------------------------------------
 
     async def _stream(
@@ -498,7 +581,7 @@ class Conversation:
             return "failed"
         return "stopped" if self.state.stopped else "done"
 
-    def _apply(self, frame: FrameModel) -> None:
+    def _apply(self, frame: FrameModel, replay: bool = False) -> None:
         changes: dict[str, Any] = {}
         if frame.seq > self.state.last_seq:
             changes["last_seq"] = frame.seq
@@ -521,7 +604,7 @@ class Conversation:
             if isinstance(frame, wire.CompositionUpdatedFrame):
                 changes["canvas"] = frame.composition
         self._set(**changes)
-        self._emit(FrameEvent(frame))
+        self._emit(FrameEvent(frame, replay))
 
     async def _consume(self, source: EventSource, reconnect: bool) -> _Stream:
         """Reads frames until a closing frame (`ended`), the body's end
