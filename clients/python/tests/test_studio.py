@@ -221,10 +221,18 @@ def test_the_sync_facade_runs_a_turn_in_a_script(serve: Servers) -> None:
     server = serve(*SCENARIO)
     with SyncStudioClient(server.base, token=TOKEN) as studio:
         chat = studio.conversation(conversation_id("sync"))
+        assert chat.ask("scenario three-questions") == "paused"
+        assert chat.state.pause is not None and chat.state.pause.event == "elicitation.request"
+        assert chat.reject() == "refused", "reject answers a plan, not questions: refused, and paused still"
+        assert chat.state.status == "paused" and chat.state.error is not None
+        assert chat.state.error.code == "binding_invalid"
+        first_turn = len(chat.frames)
         assert chat.ask("scenario step-fails-then-succeeds") == "done"
         assert chat.state.status == "idle"
         assert chat.frames[-1].event == "done"
-        ordered(chat.frames)
+        ordered(chat.frames[first_turn:])
+        again = studio.conversation(chat.conversation.conversation_id)
+        assert again.restore() == "restored" and again.state.status == "idle"
 
 
 async def test_a_new_client_restores_a_conversation_mid_turn_and_follows_it_to_its_end(serve: Servers) -> None:

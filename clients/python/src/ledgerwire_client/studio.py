@@ -17,14 +17,15 @@ without a bound.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Union
 
 import httpx
-from httpx_sse import EventSource
+from httpx_sse import EventSource, ServerSentEvent
 from pydantic import TypeAdapter, ValidationError
 
 from . import wire
@@ -612,7 +613,11 @@ class Conversation:
         caught by `_stream`). On a reconnect, a closing frame already
         delivered ends it as `ended`, and an error saying the segment
         stopped ends it as `dead`."""
-        async for event in source.aiter_sse():
+        async with contextlib.aclosing(source.aiter_sse()) as events:
+            return await self._read(events, reconnect)
+
+    async def _read(self, events: AsyncIterator[ServerSentEvent], reconnect: bool) -> _Stream:
+        async for event in events:
             if not event.data:
                 continue
             try:
@@ -809,6 +814,30 @@ class SyncConversation:
     def answer_questions(self, answers: dict[str, dict[str, Any]]) -> Outcome:
         outcome: Outcome = self._owner._run(self.conversation.answer_questions(answers))
         return outcome
+
+    def amend(self, text: str) -> Outcome:
+        outcome: Outcome = self._owner._run(self.conversation.amend(text))
+        return outcome
+
+    def switch_choice(self, choice_id: str, option_id: str) -> Outcome:
+        outcome: Outcome = self._owner._run(self.conversation.switch_choice(choice_id, option_id))
+        return outcome
+
+    def reject(self) -> Outcome:
+        outcome: Outcome = self._owner._run(self.conversation.reject())
+        return outcome
+
+    def skip(self) -> Outcome:
+        outcome: Outcome = self._owner._run(self.conversation.skip())
+        return outcome
+
+    def resume(self) -> Outcome:
+        outcome: Outcome = self._owner._run(self.conversation.resume())
+        return outcome
+
+    def restore(self) -> str:
+        result: str = self._owner._run(self.conversation.restore())
+        return result
 
     def stop(self) -> None:
         self._owner._run(self.conversation.stop())

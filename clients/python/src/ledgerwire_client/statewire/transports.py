@@ -148,9 +148,10 @@ class SseTransport:
                     return
                 connection.lease = response.headers.get("Statewire-Lease", "")
                 opened.set_result(None)
-                async for event in EventSource(response).aiter_sse():
-                    if event.data:
-                        connection.queue.put_nowait(json.loads(event.data))
+                async with contextlib.aclosing(EventSource(response).aiter_sse()) as events:
+                    async for event in events:
+                        if event.data:
+                            connection.queue.put_nowait(json.loads(event.data))
             connection.end("the stream ended")
         except (httpx.HTTPError, TransportError, ValueError) as error:
             if not opened.done():
