@@ -48,3 +48,17 @@ async def test_the_websocket_transport_carries_the_same_thread(serve: Servers) -
         started = await harness.ask("scenario three-questions")
         await harness.statewire.until(lambda c: (harness.main and harness.main.status) == "paused_questions")
         assert harness.message(started["request"]) is not None
+
+
+async def test_cancel_and_mutate_are_the_studio_requests(serve: Servers) -> None:
+    server = serve("--agent", "scenario", "--scenarios", str(SCENARIOS))
+    async with HarnessClient(server.base, conversation_id("commands"), token=TOKEN) as harness:
+        assert await harness.cancel() == {"cancelled": False}, "no segment was live"
+        await harness.ask("scenario long-tool-call")
+        await harness.statewire.until(lambda c: (harness.main and harness.main.status) == "streaming")
+        stopped = await harness.cancel()
+        assert stopped["cancelled"] is True
+        await harness.statewire.until(lambda c: (harness.main and harness.main.status) == "cancelled")
+        with pytest.raises(CommandRejected) as refused:
+            await harness.mutate({"expected_revision": 99, "ops": [{"op": "pin", "component_id": "nope"}]})
+        assert refused.value.code in ("not_found", "edit_conflict", "binding_invalid")
