@@ -23,6 +23,14 @@ TokenSource = Union[str, Callable[[], Union[str, Awaitable[str]]]]
 RetryMode = Literal["correct_and_retry", "refresh_then_retry", "retry_after_delay", "do_not_retry"]
 
 
+#: Connections are not kept alive between requests: the server closes a
+#: connection after refusing a request whose body it did not read (a 401,
+#: say), and a request sent on that connection in the same moment fails
+#: with no answer at all. A fresh connection per request costs one
+#: handshake and removes the race.
+NO_KEEPALIVE = httpx.Limits(max_keepalive_connections=0)
+
+
 async def bearer(token: TokenSource | None) -> dict[str, str]:
     """The `Authorization` header for `token` (none when it is None)."""
     if token is None:

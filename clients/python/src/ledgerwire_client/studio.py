@@ -29,7 +29,7 @@ from httpx_sse import EventSource, ServerSentEvent
 from pydantic import TypeAdapter, ValidationError
 
 from . import wire
-from ._http import StudioError, StudioFailure, TokenSource, bearer, refusal, unreachable
+from ._http import NO_KEEPALIVE, StudioError, StudioFailure, TokenSource, bearer, refusal, unreachable
 from ._timeline import transcript
 
 __all__ = [
@@ -189,7 +189,7 @@ class StudioClient:
         self.silence_s = silence_s
         self.wait_out_busy = wait_out_busy
         timeout = httpx.Timeout(10.0, read=silence_s)
-        self.http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=transport)
+        self.http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=transport, limits=NO_KEEPALIVE)
 
     async def __aenter__(self) -> StudioClient:
         return self

@@ -409,7 +409,10 @@ class StatewireClient:
                 try:
                     await connection.send(frame)
                 except TransportError:
-                    return  # Lost with its connection: sent again after the next hello.
+                    # The frame is lost: end this attach, so the next hello
+                    # sends every unanswered command again.
+                    await connection.close()
+                    return
 
         self._sender = asyncio.create_task(write())
 

@@ -24,7 +24,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import WebSocketException
 from websockets.typing import Subprotocol
 
-from .._http import TokenSource, bearer
+from .._http import NO_KEEPALIVE, TokenSource, bearer
 
 __all__ = ["Transport", "Connection", "TransportError", "SseTransport", "WebSocketTransport", "SUBPROTOCOL"]
 
@@ -101,6 +101,7 @@ class _SseConnection(_Queued):
             self.reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self.reader
+        self.end("closed")
 
 
 def _json(response: httpx.Response) -> Any:
@@ -118,7 +119,7 @@ class SseTransport:
     def __init__(self, url: str, *, token: TokenSource | None = None, silence_s: float = STATEWIRE_SILENCE_S) -> None:
         self.url = url.rstrip("/")
         self.token = token
-        self.http = httpx.AsyncClient(timeout=httpx.Timeout(OPEN_TIMEOUT_S, read=silence_s))
+        self.http = httpx.AsyncClient(timeout=httpx.Timeout(OPEN_TIMEOUT_S, read=silence_s), limits=NO_KEEPALIVE)
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -185,6 +186,7 @@ class _WebSocketConnection(_Queued):
         self.reader.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await self.reader
+        self.end("closed")
 
 
 class WebSocketTransport:
