@@ -119,6 +119,12 @@ enum Command {
         agent_step_ms: Option<u64>,
         #[command(flatten)]
         model: ledgerwire::agent::model::ModelArgs,
+        /// The URL other instances on the same store reach this one at
+        /// (e.g. http://10.0.0.5:8080), for Statewire `/frames` that a
+        /// load balancer sends to another instance than the attach's.
+        /// Unset: http://<--addr> unless it is an unspecified address.
+        #[arg(long, env = "LEDGERWIRE_ADVERTISE_URL")]
+        advertise_url: Option<String>,
     },
     /// Inspect a store.
     #[command(subcommand)]
@@ -202,6 +208,10 @@ enum Command {
         /// Statewire threads driven at once (harness-sdk over WebSocket).
         #[arg(long, default_value_t = 2)]
         threads: u32,
+        /// Statewire threads driven over HTTP at once (`acme-chat`, each
+        /// `POST /frames` to a random live instance).
+        #[arg(long, default_value_t = 1)]
+        http_threads: u32,
         /// Seed of the campaign's choices (default: from the clock).
         #[arg(long)]
         seed: Option<u64>,
@@ -218,6 +228,15 @@ enum Command {
         /// The servers' heartbeat, in milliseconds.
         #[arg(long, default_value_t = 100)]
         heartbeat: u64,
+        /// Instances of `serve` on the store at once, each request sent
+        /// to a random live one (more than one needs --store).
+        #[arg(long, default_value_t = 1)]
+        instances: u32,
+        /// A shell command that restarts the database (e.g. `pg_ctl -D …
+        /// -m immediate restart`): some rounds then end with it instead
+        /// of a kill. Needs --store.
+        #[arg(long)]
+        db_restart_cmd: Option<String>,
     },
 }
 
@@ -395,6 +414,7 @@ fn run(command: Command) -> Result<(), ToolError> {
             keep_on_disconnect,
             agent_step_ms,
             model,
+            advertise_url,
         } => {
             let refuse = |error: settings::SettingsError| ToolError::Failed(error.to_string());
             settings::check_timing(heartbeat, lease_ttl).map_err(refuse)?;
@@ -427,6 +447,7 @@ fn run(command: Command) -> Result<(), ToolError> {
                         drain_timeout_ms: drain_timeout,
                         cors,
                         admin_token,
+                        advertise_url,
                         ..Operations::default()
                     },
                 },
@@ -566,11 +587,14 @@ fn run(command: Command) -> Result<(), ToolError> {
             kills,
             conversations,
             threads,
+            http_threads,
             seed,
             min_uptime,
             max_uptime,
             lease_ttl,
             heartbeat,
+            instances,
+            db_restart_cmd,
         } => {
             let config = ledgerwire::crashtest::CrashtestConfig {
                 binary: std::env::current_exe()?,
@@ -586,6 +610,7 @@ fn run(command: Command) -> Result<(), ToolError> {
                 kills,
                 conversations,
                 threads,
+                http_threads,
                 seed: seed.unwrap_or_else(|| {
                     std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
@@ -595,6 +620,8 @@ fn run(command: Command) -> Result<(), ToolError> {
                 max_uptime_ms: max_uptime,
                 lease_ttl_ms: lease_ttl,
                 heartbeat_ms: heartbeat,
+                instances,
+                db_restart_cmd,
             };
             let runtime = tokio::runtime::Runtime::new()?;
             let summary = runtime

@@ -6,6 +6,7 @@ mod bench;
 mod caveats;
 mod chat;
 mod chat_recovery;
+mod client_py;
 mod client_ts;
 mod conformance;
 mod crash;

@@ -375,10 +375,16 @@ impl ServerProcess {
     /// Spawns a prepared `ledgerwire serve` command and reads the address
     /// it prints once listening.
     pub fn spawn(mut command: Command) -> Self {
+        command.stderr(std::process::Stdio::null());
+        Self::spawn_logging(command)
+    }
+
+    /// [`ServerProcess::spawn`] for a command whose standard error (its
+    /// log) the caller has directed.
+    pub fn spawn_logging(mut command: Command) -> Self {
         use std::io::{BufRead, BufReader};
         let mut child = command
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
             .spawn()
             .expect("spawn ledgerwire serve");
         let stdout = child.stdout.take().expect("stdout");

@@ -6,6 +6,7 @@
 //! database, the tools.
 
 pub mod cluster;
+mod faults;
 mod instances;
 mod store;
 mod tools;
