@@ -299,86 +299,93 @@ struct Clients {
     frames: Vec<FramesDriver>,
 }
 
-/// Runs the clients against `base` until `stop` is set; hands them back.
+/// A client of the campaign: it takes one step at a time (a request, an
+/// answer awaited) until its round stops.
+trait Driver: Send + Sized + 'static {
+    fn step<'a>(
+        &'a mut self,
+        acks: &'a Arc<Mutex<Acks>>,
+    ) -> futures_util::future::BoxFuture<'a, Result<(), String>>;
+}
+
+impl Driver for StudioDriver {
+    fn step<'a>(
+        &'a mut self,
+        acks: &'a Arc<Mutex<Acks>>,
+    ) -> futures_util::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(StudioDriver::step(self, acks))
+    }
+}
+
+impl Driver for StatewireDriver {
+    fn step<'a>(
+        &'a mut self,
+        acks: &'a Arc<Mutex<Acks>>,
+    ) -> futures_util::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(StatewireDriver::step(self, acks))
+    }
+}
+
+impl Driver for FramesDriver {
+    fn step<'a>(
+        &'a mut self,
+        acks: &'a Arc<Mutex<Acks>>,
+    ) -> futures_util::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(FramesDriver::step(self, acks))
+    }
+}
+
+/// Steps `drivers` in tasks of their own until `stop` is set; hands back
+/// those whose task ended.
+async fn run_drivers<D: Driver>(
+    drivers: Vec<D>,
+    acks: &Arc<Mutex<Acks>>,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> Vec<D> {
+    let tasks: Vec<_> = drivers
+        .into_iter()
+        .map(|mut driver| {
+            let (acks, mut stop) = (Arc::clone(acks), stop.clone());
+            tokio::spawn(async move {
+                while !*stop.borrow() {
+                    tokio::select! {
+                        _ = stop.changed() => break,
+                        stepped = driver.step(&acks) => {
+                            if stepped.is_err() {
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                        }
+                    }
+                }
+                driver
+            })
+        })
+        .collect();
+    let mut returned = Vec::new();
+    for task in tasks {
+        if let Ok(driver) = task.await {
+            returned.push(driver);
+        }
+    }
+    returned
+}
+
+/// Runs the clients until `stop` is set; hands them back.
 async fn run_clients(
     clients: Clients,
     acks: &Arc<Mutex<Acks>>,
-    seed: u64,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> Clients {
-    let mut studio_tasks = Vec::new();
-    for (n, mut driver) in clients.studio.into_iter().enumerate() {
-        let (acks, mut stop) = (Arc::clone(acks), stop.clone());
-        let mut rng = Rng::new(seed ^ (n as u64 + 1).wrapping_mul(0x9E37_79B9));
-        studio_tasks.push(tokio::spawn(async move {
-            while !*stop.borrow() {
-                tokio::select! {
-                    _ = stop.changed() => break,
-                    stepped = driver.step(&mut rng, &acks) => {
-                        if stepped.is_err() {
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                    }
-                }
-            }
-            driver
-        }));
+    let (studio, statewire, frames) = tokio::join!(
+        run_drivers(clients.studio, acks, &stop),
+        run_drivers(clients.statewire, acks, &stop),
+        run_drivers(clients.frames, acks, &stop),
+    );
+    Clients {
+        studio,
+        statewire,
+        frames,
     }
-    let mut statewire_tasks = Vec::new();
-    for mut driver in clients.statewire {
-        let (acks, mut stop) = (Arc::clone(acks), stop.clone());
-        statewire_tasks.push(tokio::spawn(async move {
-            while !*stop.borrow() {
-                tokio::select! {
-                    _ = stop.changed() => break,
-                    stepped = driver.step(&acks) => {
-                        if stepped.is_err() {
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                    }
-                }
-            }
-            driver
-        }));
-    }
-    let mut frames_tasks = Vec::new();
-    for mut driver in clients.frames {
-        let (acks, mut stop) = (Arc::clone(acks), stop.clone());
-        frames_tasks.push(tokio::spawn(async move {
-            while !*stop.borrow() {
-                tokio::select! {
-                    _ = stop.changed() => break,
-                    stepped = driver.step(&acks) => {
-                        if stepped.is_err() {
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                    }
-                }
-            }
-            driver
-        }));
-    }
-    let mut clients = Clients {
-        studio: Vec::new(),
-        statewire: Vec::new(),
-        frames: Vec::new(),
-    };
-    for task in frames_tasks {
-        if let Ok(driver) = task.await {
-            clients.frames.push(driver);
-        }
-    }
-    for task in studio_tasks {
-        if let Ok(driver) = task.await {
-            clients.studio.push(driver);
-        }
-    }
-    for task in statewire_tasks {
-        if let Ok(driver) = task.await {
-            clients.statewire.push(driver);
-        }
-    }
-    clients
 }
 
 fn commands_of(acks: &Acks) -> u64 {
@@ -471,8 +478,9 @@ pub async fn run(
                 .map(|server| format!("http://{}", server.addr))
                 .collect(),
         );
-        for driver in &mut clients.studio {
-            driver.restarted(round, rng.below(3) == 0);
+        for (n, driver) in clients.studio.iter_mut().enumerate() {
+            let seed = rng.next_u64() ^ (n as u64 + 1).wrapping_mul(0x9E37_79B9);
+            driver.restarted(round, rng.below(3) == 0, seed);
         }
         for driver in &mut clients.statewire {
             driver.restarted();
@@ -483,7 +491,7 @@ pub async fn run(
         let uptime_ms = rng.between(config.min_uptime_ms, config.max_uptime_ms);
         let fault = Fault::choose(&mut rng, config);
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let running = run_clients(clients, &acks, rng.next_u64(), stopped);
+        let running = run_clients(clients, &acks, stopped);
         let started = Instant::now();
         let mut fault_failed = None;
         let faulting = async {

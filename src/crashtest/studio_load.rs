@@ -54,6 +54,8 @@ pub struct StudioDriver {
     pub round: u32,
     /// This round, pauses wait for the next one (chosen each round).
     hold_pauses: bool,
+    /// The client's choices, seeded each round.
+    rng: Rng,
 }
 
 /// How often a held pause looks again, in milliseconds.
@@ -80,22 +82,24 @@ impl StudioDriver {
             asked: 0,
             round: 0,
             hold_pauses: false,
+            rng: Rng::new(1),
         }
     }
 
     /// A new round begins (instances restarted); `hold_pauses`: leave
-    /// the pauses of this round for the next.
-    pub fn restarted(&mut self, round: u32, hold_pauses: bool) {
+    /// the pauses of this round for the next; `seed`: the round's choices.
+    pub fn restarted(&mut self, round: u32, hold_pauses: bool, seed: u64) {
         self.round = round;
         self.hold_pauses = hold_pauses;
+        self.rng = Rng::new(seed);
     }
 
     /// Takes one step: a turn, an answer, or a canvas edit. An error is a
     /// request the kill cut off; the next step picks up from the stage.
-    pub async fn step(&mut self, rng: &mut Rng, acks: &Arc<Mutex<Acks>>) -> Result<(), String> {
+    pub async fn step(&mut self, acks: &Arc<Mutex<Acks>>) -> Result<(), String> {
         match self.stage.clone() {
-            Stage::Idle if rng.below(5) == 0 => self.edit_canvas(acks).await,
-            Stage::Idle => self.ask(rng, acks).await,
+            Stage::Idle if self.rng.below(5) == 0 => self.edit_canvas(acks).await,
+            Stage::Idle => self.ask(acks).await,
             Stage::Paused {
                 turn,
                 answer,
@@ -128,11 +132,11 @@ impl StudioDriver {
             .map_err(|error| error.to_string())
     }
 
-    async fn ask(&mut self, rng: &mut Rng, acks: &Arc<Mutex<Acks>>) -> Result<(), String> {
+    async fn ask(&mut self, acks: &Arc<Mutex<Acks>>) -> Result<(), String> {
         self.asked += 1;
         // The minimal agent: `slow` makes each step take 3 s, so kills land
         // mid-segment; the others stream at once.
-        let slow = if rng.below(4) == 0 { "slow " } else { "" };
+        let slow = if self.rng.below(4) == 0 { "slow " } else { "" };
         let message = format!("{slow}chart number {}", self.asked);
         let body = json!({"kind": "turn.request", "conversation_id": self.conversation, "message": message});
         let response = self.post("/api/studio/turn", &body).await?;
