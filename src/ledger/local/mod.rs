@@ -17,6 +17,7 @@ pub mod damage;
 mod entry;
 mod error;
 mod group_commit;
+pub mod index;
 mod indexer;
 pub(crate) mod journal;
 mod keys;
@@ -75,7 +76,7 @@ pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<crate::l
     Ok(LocalStore::open_scrubbing(path, mode)?.ledger())
 }
 pub(crate) use recovery::stored_next_global;
-use recovery::{check_watermark, recover, sled_durable};
+use recovery::{check_watermark, sled_durable};
 use writer::{AppendRequest, Command, WritePath};
 
 /// Streams watched by tails past which a new watch first drops the
@@ -134,6 +135,8 @@ pub(crate) struct Shared {
     watermark: Mutex<Option<watermark::Watermark>>,
     /// When the watermark was last advanced after a group commit.
     watermark_at: Mutex<Option<std::time::Instant>>,
+    /// What the open found wrong with the index, if it rebuilt it.
+    rebuilt: Option<index::Rebuilt>,
 }
 
 /// TEST-ONLY: a gate every journal sync passes first.
@@ -418,22 +421,53 @@ impl LocalStore {
         mode: OpenMode,
         hooks: powerloss::TestHooks,
     ) -> Result<(Self, VerifyReport)> {
-        let path = path.as_ref().to_path_buf();
-        open::refuse_damaged_snapshots(&path)?;
-        let db = open::open_sled(&path, mode)?;
-        let log = db.open_tree("log")?;
+        Self::open_checked(path.as_ref(), mode, hooks, None)
+    }
+
+    /// Sets the index of the store in `path` aside and builds it again
+    /// from the journal, whatever its state, then checks every record
+    /// (`ledgerwire log repair`).
+    pub fn repair(path: impl AsRef<Path>) -> Result<(Self, VerifyReport)> {
+        let why = "a rebuild was asked for (`log repair`)";
+        Self::open_checked(
+            path.as_ref(),
+            OpenMode::MustExist,
+            powerloss::TestHooks::from_env(),
+            Some(why),
+        )
+    }
+
+    /// Opens the store and checks every record through the index; if
+    /// records fail their checks while the journal is intact, the index
+    /// is what is damaged: it is rebuilt and the records checked again.
+    fn open_checked(
+        path: &Path,
+        mode: OpenMode,
+        hooks: powerloss::TestHooks,
+        rebuild: Option<&str>,
+    ) -> Result<(Self, VerifyReport)> {
+        let path = path.to_path_buf();
         let files = journal::JournalFiles::new(&path);
-        let stored = match stored_next_global(&log) {
-            Ok(next_global) => next_global,
-            Err(LocalError::Sled(error)) if damage::is_damage(&error) => {
-                scan::verify(&log, &files)?.next_global
-            }
-            Err(error) => return Err(error),
-        };
-        let (next_global, mut journal) = recover(&path, &db, &log, stored, &hooks)?;
-        let report = scan::verify(&log, &files)?;
-        check_watermark(&path, report.next_global.max(next_global))?;
-        if report.next_global != next_global {
+        let mut opened = index::open(&path, mode, &hooks, rebuild)?;
+        let mut report = scan::verify(&opened.index.log, &files)?;
+        if let Some(first) = report
+            .problems
+            .first()
+            .filter(|_| opened.index.rebuilt.is_none())
+            && let Ok(scans) = index::derivable(&path, Some(report.next_global))?
+        {
+            let found = format!(
+                "{} records fail their checks through it while the journal is intact, the first: {}",
+                report.problems.len(),
+                first.problem
+            );
+            drop(opened);
+            opened = index::rebuild_from(&path, &hooks, found, &scans)?;
+            report = scan::verify(&opened.index.log, &files)?;
+        }
+        check_watermark(&path, report.next_global.max(opened.next_global))?;
+        let mut journal = opened.journal;
+        if report.next_global != opened.next_global {
             // Records past the stored counter (damage): appends go on
             // after them, in a journal file starting there.
             journal = journal::JournalWriter::create(
@@ -444,7 +478,14 @@ impl LocalStore {
             )?;
         }
         let corrupt = report.corrupt_streams();
-        let shared = Self::shared(path, db, log, report.next_global, corrupt, &journal, hooks)?;
+        let shared = Self::shared(
+            path,
+            opened.index,
+            report.next_global,
+            corrupt,
+            &journal,
+            hooks,
+        )?;
         *shared.scrub.lock().unwrap_or_else(|p| p.into_inner()) = Some(report.clone());
         Ok((Self::start(shared, journal, false)?, report))
     }
@@ -453,38 +494,38 @@ impl LocalStore {
     /// on a background thread (the scrubber) while the ledger serves: a
     /// cold open costs sled's recovery, not a read of every record. Reads
     /// check every record they return in either mode, and a stream the
-    /// scrubber finds corrupt is refused from then on.
+    /// scrubber finds corrupt is refused from then on. A damaged index is
+    /// rebuilt from the journal before this returns.
     pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let hooks = powerloss::TestHooks::from_env();
-        let db = open::open_sled_setting_aside(&path, mode)?;
-        let log = db.open_tree("log")?;
-        let (next_global, corrupt) = match stored_next_global(&log) {
-            Ok(next_global) => (next_global, HashMap::new()),
-            // The page holding it is damaged: find it the slow way, and
-            // the damaged streams with it.
-            Err(LocalError::Sled(error)) if damage::is_damage(&error) => {
-                tracing::error!(%error, "the stored next global position cannot be read; scanning the whole store");
-                let report = scan::verify(&log, &journal::JournalFiles::new(&path))?;
-                (report.next_global, report.corrupt_streams())
-            }
-            Err(error) => return Err(error),
-        };
-        let (next_global, journal) = recover(&path, &db, &log, next_global, &hooks)?;
-        check_watermark(&path, next_global)?;
-        let shared = Self::shared(path, db, log, next_global, corrupt, &journal, hooks)?;
-        Self::start(shared, journal, true)
+        let opened = index::open(&path, mode, &hooks, None)?;
+        check_watermark(&path, opened.next_global)?;
+        let shared = Self::shared(
+            path,
+            opened.index,
+            opened.next_global,
+            HashMap::new(),
+            &opened.journal,
+            hooks,
+        )?;
+        Self::start(shared, opened.journal, true)
+    }
+
+    /// What the open found wrong with the index and rebuilt, if it did.
+    pub fn index_rebuilt(&self) -> Option<&index::Rebuilt> {
+        self.shared.rebuilt.as_ref()
     }
 
     fn shared(
         path: PathBuf,
-        db: sled::Db,
-        log: sled::Tree,
+        index: index::Index,
         next_global: u64,
         corrupt: HashMap<String, (u64, Corruption)>,
         journal: &journal::JournalWriter,
         hooks: powerloss::TestHooks,
     ) -> Result<Arc<Shared>> {
+        let index::Index { db, log, rebuilt } = index;
         let snapshots = db.open_tree("snapshots")?;
         let data_file = File::open(path.join("db"))?;
         let watermark = watermark::Watermark::open(&path)
@@ -516,6 +557,7 @@ impl LocalStore {
             sync_gate: SyncGate::default(),
             watermark: Mutex::new(watermark),
             watermark_at: Mutex::new(None),
+            rebuilt,
         }))
     }
 

@@ -34,6 +34,16 @@ pub(super) fn recover(
             "journal rounds sled had not kept applied again"
         );
     }
+    finish_recovery(path, db, hooks, replayed)
+}
+
+/// The rest of [`recover`] once the journal was replayed into sled.
+pub(super) fn finish_recovery(
+    path: &Path,
+    db: &sled::Db,
+    hooks: &powerloss::TestHooks,
+    replayed: journal::Replayed,
+) -> Result<(u64, journal::JournalWriter)> {
     for damage in &replayed.covered_damage {
         tracing::warn!(
             file = %damage.file.display(),
