@@ -116,7 +116,7 @@ fn use_as_found(path: &Path, hooks: &powerloss::TestHooks) -> Result<Opened, Ref
     };
     let log = db.open_tree("log").map_err(|e| damaged(&e))?;
     let stored = recovery::stored_next_global(&log).map_err(|e| damaged(&e))?;
-    match recovery::recover(path, &db, &log, stored, hooks) {
+    match recovery::recover(path, &log, stored, hooks) {
         Ok((next_global, journal)) => {
             check(&log, next_global).map_err(Refused::Damaged)?;
             Ok(Opened {
@@ -232,7 +232,7 @@ pub(super) fn rebuild_from(
     let log = db.open_tree("log")?;
     let replayed = journal::replay_scans(path, scans, &log, 0, REBUILD_ROUNDS_PER_BATCH)?;
     let (rounds, records) = (replayed.rounds, replayed.records);
-    let (next_global, journal) = recovery::finish_recovery(path, &db, hooks, replayed)?;
+    let (next_global, journal) = recovery::finish_recovery(path, hooks, replayed)?;
     let rebuilt = Rebuilt {
         found,
         set_aside,

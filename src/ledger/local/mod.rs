@@ -41,7 +41,6 @@ pub(crate) use stats::Counters;
 pub use stats::LedgerStats;
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -75,8 +74,8 @@ pub fn open(
 pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<crate::ledger::Ledger> {
     Ok(LocalStore::open_scrubbing(path, mode)?.ledger())
 }
+use recovery::check_watermark;
 pub(crate) use recovery::stored_next_global;
-use recovery::{check_watermark, sled_durable};
 use writer::{AppendRequest, Command, WritePath};
 
 /// Streams watched by tails past which a new watch first drops the
@@ -94,18 +93,11 @@ pub(crate) struct Shared {
     db: sled::Db,
     log: sled::Tree,
     snapshots: sled::Tree,
-    /// sled's data file, synced after each sled flush (at a checkpoint):
-    /// sled 0.34 makes its log stable with `sync_file_range`, which does
-    /// not persist the file's size nor flush the disk's cache;
-    /// `fdatasync` does both.
-    data_file: File,
     /// The journal file the writer appends to: what the flusher syncs.
     journal_file: Mutex<Arc<journal::JournalFile>>,
     /// The journal files readers read records from (sled's entries point
     /// into them).
     journal_files: journal::JournalFiles,
-    /// TEST-ONLY switches, read from the environment once at open.
-    hooks: powerloss::TestHooks,
     /// The records appended last, per stream (reads skip sled for them).
     recent: recent::Recent,
     next_global_on_open: u64,
@@ -254,12 +246,6 @@ impl Shared {
         })
     }
 
-    /// Makes sled hold every round applied to it on stable storage (a
-    /// checkpoint); see [`sled_durable`].
-    fn make_sled_durable(&self) -> Result<()> {
-        sled_durable(&self.db, &self.data_file, &self.path, &self.hooks)
-    }
-
     /// [`Shared::advance_watermark`] at most once per
     /// `WATERMARK_INTERVAL_MS`.
     fn advance_watermark_now_and_then(&self, position: u64) {
@@ -384,16 +370,17 @@ impl Drop for Threads {
                 let _ = handle.join();
             }
         }
-        // A clean close: everything applied is made durable in sled and
-        // marked so (the next open replays nothing, and goes on writing
-        // the newest journal file). A close after a failure leaves the
-        // rounds sled lacks for the next open to replay.
+        // A clean close: the journal synced and the watermark at its
+        // end; sled's writes handed to the file system (no sync: it is
+        // derived), so the next open usually replays nothing. A close
+        // after a failure leaves the rounds sled lacks to the next open.
         let shared = &self.shared;
-        if shared.poisoned().is_none()
-            && shared.make_durable().is_ok()
-            && shared.make_sled_durable().is_ok()
-        {
-            shared.advance_watermark(shared.applied_next_global.load(Ordering::Acquire));
+        let journaled = shared.journaled_next_global.load(Ordering::Acquire);
+        if shared.poisoned().is_none() && shared.make_durable().is_ok() {
+            shared.advance_watermark(journaled);
+            if let Err(error) = shared.db.flush() {
+                tracing::warn!(%error, "sled's writes could not be flushed at close; the next open replays the journal");
+            }
         }
     }
 }
@@ -478,14 +465,7 @@ impl LocalStore {
             )?;
         }
         let corrupt = report.corrupt_streams();
-        let shared = Self::shared(
-            path,
-            opened.index,
-            report.next_global,
-            corrupt,
-            &journal,
-            hooks,
-        )?;
+        let shared = Self::shared(path, opened.index, report.next_global, corrupt, &journal)?;
         *shared.scrub.lock().unwrap_or_else(|p| p.into_inner()) = Some(report.clone());
         Ok((Self::start(shared, journal, false)?, report))
     }
@@ -507,7 +487,6 @@ impl LocalStore {
             opened.next_global,
             HashMap::new(),
             &opened.journal,
-            hooks,
         )?;
         Self::start(shared, opened.journal, true)
     }
@@ -523,11 +502,9 @@ impl LocalStore {
         next_global: u64,
         corrupt: HashMap<String, (u64, Corruption)>,
         journal: &journal::JournalWriter,
-        hooks: powerloss::TestHooks,
     ) -> Result<Arc<Shared>> {
         let index::Index { db, log, rebuilt } = index;
         let snapshots = db.open_tree("snapshots")?;
-        let data_file = File::open(path.join("db"))?;
         let watermark = watermark::Watermark::open(&path)
             .inspect_err(|error| tracing::warn!(%error, "no durable watermark"))
             .ok();
@@ -538,9 +515,7 @@ impl LocalStore {
             db,
             log,
             snapshots,
-            data_file,
             journal_file: Mutex::new(journal.file()),
-            hooks,
             recent: recent::Recent::default(),
             next_global_on_open: next_global,
             corrupt: RwLock::new(corrupt),
@@ -561,13 +536,12 @@ impl LocalStore {
         }))
     }
 
-    /// Starts the writer, the indexer, the flusher, the checkpointer and,
-    /// if asked, the scrubber.
+    /// Starts the writer, the indexer, the flusher and, if asked, the
+    /// scrubber.
     fn start(shared: Arc<Shared>, journal: journal::JournalWriter, scrub: bool) -> Result<Self> {
         let (commands, receiver) = mpsc::channel(MAX_PENDING_APPENDS);
         let queue = Arc::new(FlushQueue::default());
         let write_path = WritePath::new(&shared, journal, queue.clone());
-        let (checkpoints, checkpoint_requests) = std::sync::mpsc::channel();
         let writer = {
             let shared = shared.clone();
             std::thread::Builder::new()
@@ -578,13 +552,7 @@ impl LocalStore {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("ledger-indexer".into())
-                .spawn(move || indexer::run_indexer(shared, checkpoints))?
-        };
-        let checkpointer = {
-            let shared = shared.clone();
-            std::thread::Builder::new()
-                .name("ledger-checkpointer".into())
-                .spawn(move || writer::run_checkpointer(shared, checkpoint_requests))?
+                .spawn(move || indexer::run_indexer(shared))?
         };
         let flusher = {
             let shared = shared.clone();
@@ -592,7 +560,7 @@ impl LocalStore {
                 .name("ledger-flusher".into())
                 .spawn(move || group_commit::run_flusher(shared, queue))?
         };
-        let mut handles = vec![writer, indexer, flusher, checkpointer];
+        let mut handles = vec![writer, indexer, flusher];
         handles.extend(shared.read_threads.start()?);
         if scrub {
             let shared = shared.clone();
