@@ -1,30 +1,20 @@
-//! Damage below the records: what sled, the storage engine under the log,
-//! reports or trips over, named for an operator with what to do.
+//! Damage to the store's files, worded for an operator with what to do:
+//! the journal's (the truth: restore from a backup, naming the file, the
+//! byte, the global positions and the watermark), and the index's when it
+//! cannot be rebuilt.
 //!
-//! Owns: recognising a damaged sled snapshot file (`snap.*`, a derivable
-//! index sled rebuilds from its data file) by its own checksum, setting
-//! such a file aside, and wording damage sled reports in its data file.
-//! Must never: touch the data file, or set aside a snapshot whose
-//! checksum holds.
+//! Owns: [`Damage`] and telling sled's damage from its other failures.
+//! Must never: send an operator to a backup for damage a rebuild mends.
 
-use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 
-/// Where snapshots set aside go, inside the store directory.
+/// Where a damaged index is set aside, inside the store directory.
 pub const DISCARDED_DIR: &str = "discarded";
 
-/// Damage to the files sled keeps, as an operator reads it.
+/// Damage to the store's files, as an operator reads it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Damage {
-    #[error(
-        "sled's snapshot file {} is damaged (its checksum does not match); it holds nothing the data file does not: move it out of the store directory and run `ledgerwire log verify` again (`ledgerwire serve` sets it aside by itself)",
-        file.display()
-    )]
-    Snapshot { file: PathBuf },
-    #[error(
-        "sled cannot read its data file ({detail}); the store is damaged: restore it from a backup"
-    )]
+    #[error("sled cannot read its data file ({detail})")]
     DataFile { detail: String },
     #[error(
         "the journal holds records only up to global position {found}, but its watermark (DURABLE) says records up to {durable} were acknowledged durable: at least {} acknowledged records are lost (the newest journal file ends early); restore the store from a backup (the whole directory, journal/ and DURABLE included)",
@@ -99,104 +89,8 @@ fn journal_text(
     text
 }
 
-/// CRC-32 (IEEE), the checksum sled puts on its snapshot files.
-fn crc32(bytes: &[u8]) -> u32 {
-    const TABLE: [u32; 256] = {
-        let mut table = [0u32; 256];
-        let mut n = 0;
-        while n < 256 {
-            let mut c = n as u32;
-            let mut k = 0;
-            while k < 8 {
-                c = if c & 1 != 0 {
-                    0xEDB8_8320 ^ (c >> 1)
-                } else {
-                    c >> 1
-                };
-                k += 1;
-            }
-            table[n] = c;
-            n += 1;
-        }
-        table
-    };
-    let mut crc = !0u32;
-    for &byte in bytes {
-        crc = TABLE[((crc ^ u32::from(byte)) & 0xFF) as usize] ^ (crc >> 8);
-    }
-    !crc
-}
-
-/// Whether the bytes of a sled snapshot file pass sled's own check: the
-/// body, then 8 bytes of length and 4 of CRC-32 over the body.
-pub fn snapshot_intact(bytes: &[u8]) -> bool {
-    let Some(body_len) = bytes.len().checked_sub(12).filter(|len| *len > 0) else {
-        return false;
-    };
-    let stored = &bytes[bytes.len() - 4..];
-    stored == crc32(&bytes[..body_len]).to_le_bytes()
-}
-
-/// sled's snapshot files in `dir` (`snap.*`, not those being written).
-fn snapshot_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        let path = entry?.path();
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        if name.starts_with("snap.") && !name.ends_with(".generating") && path.is_file() {
-            files.push(path);
-        }
-    }
-    files.sort();
-    Ok(files)
-}
-
-/// sled's snapshot files in `dir` that fail sled's check.
-pub fn damaged_snapshots(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    let mut damaged = Vec::new();
-    for file in snapshot_files(dir)? {
-        if !snapshot_intact(&fs::read(&file)?) {
-            damaged.push(file);
-        }
-    }
-    Ok(damaged)
-}
-
 /// Whether a sled error says its files are damaged (rather than that the
 /// disk or the process failed).
 pub fn is_damage(error: &sled::Error) -> bool {
     matches!(error, sled::Error::Corruption { .. })
-}
-
-/// The damage a failed or panicked sled open in `dir` reveals: a damaged
-/// snapshot file when there is one, the data file otherwise.
-pub fn of_failed_open(dir: &Path, detail: String) -> Damage {
-    match damaged_snapshots(dir)
-        .ok()
-        .and_then(|mut files| files.pop())
-    {
-        Some(file) => Damage::Snapshot { file },
-        None => Damage::DataFile { detail },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_checksum_is_crc32_ieee() {
-        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
-        let mut file = b"snapshot body".to_vec();
-        let crc = crc32(&file);
-        file.extend_from_slice(&13u64.to_le_bytes());
-        file.extend_from_slice(&crc.to_le_bytes());
-        assert!(snapshot_intact(&file));
-        file[2] ^= 1;
-        assert!(!snapshot_intact(&file));
-        assert!(!snapshot_intact(&[0; 12]));
-    }
 }

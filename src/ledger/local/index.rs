@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::damage::{self, DISCARDED_DIR, Damage};
+use super::damage::{DISCARDED_DIR, Damage};
 use super::entry::{self, Pointer};
 use super::error::{LocalError, Result, StoreProblem};
 use super::keys::{RECORD_KEY_TAG, parse_record_key};
@@ -24,6 +24,39 @@ use super::{journal, powerloss, recovery};
 /// sled two writebacks of its buffer whatever it holds, so a rebuild
 /// applying rounds one by one would spend most of its time there.
 pub const REBUILD_ROUNDS_PER_BATCH: usize = 1024;
+
+/// A file a running store writes when a read finds the index damaged
+/// (a pointer or an entry that does not check while the records do):
+/// the next open rebuilds the index, whatever else it finds.
+pub const INDEX_DAMAGED_FILE: &str = "INDEX-DAMAGED";
+
+/// Notes, for the next open, that a read found the index damaged.
+pub(super) fn mark_damaged(path: &Path, found: &str) {
+    let marker = path.join(INDEX_DAMAGED_FILE);
+    if marker.exists() {
+        return;
+    }
+    match std::fs::write(&marker, found) {
+        Ok(()) => tracing::error!(
+            %found,
+            "the index (sled's files) is damaged: the stream is refused until the next open rebuilds the index from the journal (restart, or `ledgerwire log repair`)"
+        ),
+        Err(error) => {
+            tracing::error!(%found, %error, "the index is damaged, and the note for the next open could not be written: run `ledgerwire log repair`")
+        }
+    }
+}
+
+/// Whether a record that failed its checks through the index tells of
+/// damage to the index rather than to the journal: the entry itself, or
+/// a record that checks but is not the one the entry names.
+pub(super) fn blames_the_index(corruption: &crate::ledger::error::Corruption) -> bool {
+    use crate::ledger::error::Corruption::*;
+    matches!(
+        corruption,
+        Pointer { .. } | Storage { .. } | BadKey | Gap { .. } | Misplaced { .. }
+    )
+}
 
 /// sled's files in the store directory: the index.
 const INDEX_FILES: [&str; 3] = ["conf", "db", "blobs"];
@@ -76,16 +109,24 @@ pub(super) fn open(
     rebuild: Option<&str>,
 ) -> Result<Opened> {
     opening::prepare_directory(path, mode)?;
-    let found = match rebuild {
-        Some(reason) => reason.to_owned(),
-        None => match use_as_found(path, hooks) {
+    let marked = std::fs::read_to_string(path.join(INDEX_DAMAGED_FILE)).ok();
+    let found = match (rebuild, marked) {
+        (Some(reason), _) => reason.to_owned(),
+        (None, Some(found)) => format!("a read found it damaged: {found}"),
+        (None, None) => match use_as_found(path, hooks) {
             Ok(opened) => return Ok(opened),
             Err(Refused::Failed(error)) => return Err(error),
             Err(Refused::Damaged(found)) => found,
         },
     };
     match derivable(path, None)? {
-        Ok(scans) => rebuild_from(path, hooks, found, &scans),
+        Ok(scans) => {
+            let opened = rebuild_from(path, hooks, found, &scans)?;
+            match std::fs::remove_file(path.join(INDEX_DAMAGED_FILE)) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error.into()),
+                _ => Ok(opened),
+            }
+        }
         Err(damage) => Err(LocalError::Damaged(damage.with_index_finding(&found))),
     }
 }
@@ -93,20 +134,11 @@ pub(super) fn open(
 /// The index as sled recovers it, brought up to the journal's end.
 fn use_as_found(path: &Path, hooks: &powerloss::TestHooks) -> Result<Opened, Refused> {
     let damaged = |error: &dyn std::fmt::Display| Refused::Damaged(error.to_string());
-    if let Some(file) = damage::damaged_snapshots(path)
-        .map_err(|error| Refused::Failed(error.into()))?
-        .pop()
-    {
-        return Err(Refused::Damaged(format!(
-            "sled's snapshot file {} fails its checksum",
-            file.display()
-        )));
-    }
     let db = match opening::open_sled_in(path) {
         Ok(db) => db,
+        Err(LocalError::Damaged(damage)) => return Err(damaged(&damage)),
         Err(
-            error @ (LocalError::Damaged(_)
-            | LocalError::Sled(_)
+            error @ (LocalError::Sled(_)
             | LocalError::Store {
                 problem: StoreProblem::Sled(_),
                 ..
@@ -131,7 +163,8 @@ fn use_as_found(path: &Path, hooks: &powerloss::TestHooks) -> Result<Opened, Ref
         }
         // sled failed, or holds what the journal does not follow on from:
         // a rebuild tells whose fault (it refuses a damaged journal).
-        Err(error @ (LocalError::Sled(_) | LocalError::Damaged(_))) => Err(damaged(&error)),
+        Err(LocalError::Damaged(damage)) => Err(damaged(&damage)),
+        Err(error @ LocalError::Sled(_)) => Err(damaged(&error)),
         Err(error) => Err(Refused::Failed(error)),
     }
 }
@@ -287,4 +320,50 @@ fn set_aside(path: &Path) -> Result<Option<PathBuf>> {
         std::fs::rename(path.join(&name), to.join(&name))?;
     }
     Ok(Some(to))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ledger::local::{LocalStore, OpenMode, keys};
+    use crate::ledger::{Durability, ExpectedPosition, NewRecord, StreamKey};
+
+    /// A pointer that fails its check on a read while the store runs: the
+    /// stream is refused then, the next open rebuilds the index and
+    /// serves every record.
+    #[test]
+    fn a_pointer_failing_on_a_read_has_the_next_open_rebuild_the_index() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let stream = StreamKey::new("p/damaged").expect("a key");
+        let records = (0..4u8).map(|n| NewRecord {
+            kind: 1,
+            payload: vec![n],
+        });
+        {
+            let (store, _) = LocalStore::open(dir.path(), OpenMode::CreateIfMissing).unwrap();
+            store
+                .append_blocking(
+                    &stream,
+                    ExpectedPosition::Exactly(0),
+                    records.collect(),
+                    Durability::Durable,
+                )
+                .unwrap();
+            store.wait_until_indexed();
+            store.shared.recent.forget(stream.as_str());
+            let key = keys::record_key(&stream, 0);
+            let mut value = store.shared.log.get(&key).unwrap().unwrap().to_vec();
+            let last = value.len() - 1;
+            value[last] ^= 1;
+            store.shared.log.insert(key, value).unwrap();
+            let read: Result<Vec<_>, _> = store.read_blocking(&stream, 0).unwrap().collect();
+            assert!(read.is_err(), "the damaged pointer is not read through");
+            assert!(dir.path().join(super::INDEX_DAMAGED_FILE).exists());
+        }
+        let (store, report) = LocalStore::open(dir.path(), OpenMode::MustExist).unwrap();
+        assert!(report.is_clean(), "{:?}", report.problems);
+        let rebuilt = store.index_rebuilt().expect("rebuilt");
+        assert!(rebuilt.found.contains("p/damaged"), "{}", rebuilt.found);
+        assert_eq!(store.read_blocking(&stream, 0).unwrap().count(), 4);
+        assert!(!dir.path().join(super::INDEX_DAMAGED_FILE).exists());
+    }
 }

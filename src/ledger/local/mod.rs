@@ -192,6 +192,11 @@ impl Shared {
             }
         };
         for problem in &report.problems {
+            if index::blames_the_index(&problem.corruption) {
+                let stream = problem.stream.as_deref().unwrap_or("?");
+                let found = format!("stream {stream}: {}", problem.problem);
+                index::mark_damaged(&self.path, &found);
+            }
             tracing::error!(
                 stream = problem.stream.as_deref().unwrap_or("?"),
                 position = problem.position,

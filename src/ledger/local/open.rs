@@ -89,10 +89,9 @@ pub(super) fn open_sled_in(path: &Path) -> Result<sled::Db> {
                 std::thread::sleep(std::time::Duration::from_millis(LOCK_RETRY_MS));
             }
             Ok(Err(error)) if damage::is_damage(&error) => {
-                return Err(LocalError::Damaged(damage::of_failed_open(
-                    path,
-                    error.to_string(),
-                )));
+                return Err(LocalError::Damaged(damage::Damage::DataFile {
+                    detail: error.to_string(),
+                }));
             }
             Ok(Err(error)) => return Err(problem(path, StoreProblem::Sled(error))),
             Err(panic) => {
@@ -101,10 +100,9 @@ pub(super) fn open_sled_in(path: &Path) -> Result<sled::Db> {
                     .map(|s| (*s).to_owned())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "it stopped while recovering".to_owned());
-                return Err(LocalError::Damaged(damage::of_failed_open(
-                    path,
-                    format!("recovery failed: {detail}"),
-                )));
+                return Err(LocalError::Damaged(damage::Damage::DataFile {
+                    detail: format!("recovery failed: {detail}"),
+                }));
             }
         }
     }
