@@ -120,8 +120,8 @@ pub(super) fn open(
         },
     };
     match derivable(path, None)? {
-        Ok(scans) => {
-            let opened = rebuild_from(path, hooks, found, &scans)?;
+        Ok(files) => {
+            let opened = rebuild_from(path, hooks, found, &files)?;
             match std::fs::remove_file(path.join(INDEX_DAMAGED_FILE)) {
                 Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error.into()),
                 _ => Ok(opened),
@@ -205,40 +205,54 @@ fn check(log: &sled::Tree, next_global: u64) -> std::result::Result<(), String> 
     Ok(())
 }
 
-/// The whole journal read, if the index can be derived from it: it starts
-/// at global position 0, holds no damage, and reaches every record
-/// acknowledged (the watermark) and every record the index as found
-/// reached (`index_end`, when it could tell): a newest file ending in
-/// bytes that do not make an entry looks torn, and is damage if records
-/// past it were acknowledged. Otherwise the damage that stops a rebuild.
+/// The journal's files, if the index can be derived from them: they
+/// start at global position 0, each where the one before ended, hold no
+/// damage, and reach every record acknowledged (the watermark) and every
+/// record the index as found reached (`index_end`, when it could tell):
+/// a newest file ending in bytes that do not make an entry looks torn,
+/// and is damage if records past it were acknowledged. Otherwise the
+/// damage that stops a rebuild. Reads one file at a time.
 pub(super) fn derivable(
     path: &Path,
     index_end: Option<u64>,
-) -> Result<std::result::Result<Vec<journal::FileScan>, Damage>> {
-    let scans = journal::scan_from(path, 0, None)?;
-    let starts_at = scans.first().map(|scan| scan.base);
-    if starts_at != Some(Some(0)) {
+) -> Result<std::result::Result<Vec<PathBuf>, Damage>> {
+    let files = journal::files(path)?;
+    if files.first().map(|(base, _)| *base) != Some(0) {
         return Ok(Err(Damage::Underived {
-            journal_starts_at: starts_at.flatten(),
+            journal_starts_at: files.first().map(|(base, _)| *base),
         }));
     }
-    if let Some(found) = journal::damage_of(&scans).into_iter().next() {
-        return Ok(Err(journal::journal_damage(found, path)));
-    }
     let watermark = super::watermark::read(path);
-    let reached = watermark.max(index_end).unwrap_or(0);
-    if let Some(newest) = scans.last()
-        && let Some(torn_at) = newest.torn_at
-    {
-        let end = newest
+    let mut end = 0;
+    for (i, (_, file)) in files.iter().enumerate() {
+        let newest = i + 1 == files.len();
+        let scan = journal::scan_file_from(file, newest, None)?;
+        let mut damage = scan.damage.first().cloned();
+        if damage.is_none() && scan.base != Some(end) {
+            damage = Some(journal::JournalDamage {
+                file: file.clone(),
+                offset: 0,
+                detail: format!(
+                    "the file begins at global position {:?}, but the one before it ends at {end}",
+                    scan.base
+                ),
+                from_global: Some(end),
+                resumes_at: None,
+            });
+        }
+        if let Some(found) = damage {
+            return Ok(Err(journal::journal_damage(found, path)));
+        }
+        end = scan
             .entries
             .last()
             .map(|entry| entry.next)
-            .or(newest.start_global)
-            .unwrap_or(0);
-        if reached > end {
+            .or(scan.start_global)
+            .unwrap_or(end);
+        let reached = watermark.max(index_end).unwrap_or(0);
+        if let Some(torn_at) = scan.torn_at.filter(|_| newest && reached > end) {
             return Ok(Err(Damage::Journal {
-                file: newest.path.clone(),
+                file: file.clone(),
                 offset: torn_at,
                 detail:
                     "the bytes there do not make an entry, and records past them were acknowledged"
@@ -249,32 +263,39 @@ pub(super) fn derivable(
             }));
         }
     }
-    Ok(Ok(scans))
+    Ok(Ok(files.into_iter().map(|(_, file)| file).collect()))
 }
 
-/// Sets the index aside and builds it again from the journal `scans`.
+/// Sets the index aside and builds it again from the journal `files`
+/// (checked by [`derivable`]), one file at a time.
 pub(super) fn rebuild_from(
     path: &Path,
     hooks: &powerloss::TestHooks,
     found: String,
-    scans: &[journal::FileScan],
+    files: &[PathBuf],
 ) -> Result<Opened> {
     let started = Instant::now();
     let set_aside = set_aside(path)?;
     let db = opening::open_sled_in(path)?;
     let log = db.open_tree("log")?;
-    let replayed = journal::replay_scans(path, scans, &log, 0, REBUILD_ROUNDS_PER_BATCH)?;
-    let (rounds, records) = (replayed.rounds, replayed.records);
+    let mut replayed = journal::Replayed::default();
+    let (mut rounds, mut records, mut journal_bytes) = (0, 0, 0);
+    for (i, file) in files.iter().enumerate() {
+        let newest = i + 1 == files.len();
+        let scan = journal::scan_file_from(file, newest, None)?;
+        journal_bytes += scan.entries.last().map_or(0, |entry| entry.end);
+        let batch = REBUILD_ROUNDS_PER_BATCH;
+        replayed = journal::replay_scans(path, &[scan], &log, replayed.next_global, batch, newest)?;
+        rounds += replayed.rounds;
+        records += replayed.records;
+    }
     let (next_global, journal) = recovery::finish_recovery(path, hooks, replayed)?;
     let rebuilt = Rebuilt {
         found,
         set_aside,
         rounds,
         records,
-        journal_bytes: scans
-            .iter()
-            .filter_map(|scan| scan.entries.last().map(|entry| entry.end))
-            .sum(),
+        journal_bytes,
         elapsed: started.elapsed(),
     };
     tracing::warn!(

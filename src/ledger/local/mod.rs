@@ -446,7 +446,7 @@ impl LocalStore {
             .problems
             .first()
             .filter(|_| opened.index.rebuilt.is_none())
-            && let Ok(scans) = index::derivable(&path, Some(report.next_global))?
+            && let Ok(journal_files) = index::derivable(&path, Some(report.next_global))?
         {
             let found = format!(
                 "{} records fail their checks through it while the journal is intact, the first: {}",
@@ -454,7 +454,7 @@ impl LocalStore {
                 first.problem
             );
             drop(opened);
-            opened = index::rebuild_from(&path, &hooks, found, &scans)?;
+            opened = index::rebuild_from(&path, &hooks, found, &journal_files)?;
             report = scan::verify(&opened.index.log, &files)?;
         }
         check_watermark(&path, report.next_global.max(opened.next_global))?;

@@ -585,20 +585,23 @@ fn settle_tail(newest: &FileScan, sled_next_global: u64) -> io::Result<Option<Ta
 /// lost, and the damage is reported.
 pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replayed> {
     let scans = scan_from(store, next_global, JournalEnd::stored(log))?;
-    replay_scans(store, &scans, log, next_global, 1)
+    replay_scans(store, &scans, log, next_global, 1, true)
 }
 
 /// [`replay`] of journal files already read (`scans`, from [`scan_from`]),
 /// applying up to `rounds_per_batch` rounds in one sled batch: one a
 /// batch at an open (a replay cut short leaves sled at a round's end),
 /// many for a rebuild into an empty index, where a batch's fixed cost
-/// would otherwise dominate.
+/// would otherwise dominate. The newest file is settled only if `scans`
+/// end with it (`holds_the_newest`): a rebuild replays one file at a
+/// time, so as to hold one file's records in memory, not the journal's.
 pub fn replay_scans(
     store: &Path,
     scans: &[FileScan],
     log: &sled::Tree,
     next_global: u64,
     rounds_per_batch: usize,
+    holds_the_newest: bool,
 ) -> Result<Replayed> {
     let damage = damage_of(scans);
     let refuse = |expected: u64, found: u64| {
@@ -608,7 +611,9 @@ pub fn replay_scans(
         })
     };
     let tail = match scans.last() {
-        Some(newest) if newest.damage.is_empty() => settle_tail(newest, next_global)?,
+        Some(newest) if holds_the_newest && newest.damage.is_empty() => {
+            settle_tail(newest, next_global)?
+        }
         _ => None,
     };
     let mut replayed = Replayed {
