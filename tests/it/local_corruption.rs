@@ -23,10 +23,10 @@ use crate::golden::copy_dir;
 use crate::support::{StudioClient, quick_studio, scratch, start_stoppable_studio, stream};
 
 /// Trials per run, at most.
-const MAX_TRIALS: usize = 96;
+const MAX_TRIALS: usize = 64;
 
 /// Time the trials may take, at most, in seconds (a slow host runs fewer).
-const MAX_CAMPAIGN_SECS: u64 = 150;
+const MAX_CAMPAIGN_SECS: u64 = 120;
 
 /// Journal files rotate past this many bytes here, so the store has several.
 const CAMPAIGN_JOURNAL_FILE_BYTES: u64 = 192 * 1024;
