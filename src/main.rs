@@ -274,6 +274,12 @@ enum LogCommand {
         #[arg(long, conflicts_with_all = ["data", "url"])]
         store: Option<String>,
     },
+    /// Set the local store's index (sled's files) aside and rebuild it from the journal, then verify.
+    Repair {
+        /// The store (stopped server).
+        #[arg(long, default_value = DEFAULT_DATA_DIR)]
+        data: PathBuf,
+    },
     /// Print records as JSON lines (payload decoded, JSON members nested).
     Dump {
         /// The store (stopped server).
@@ -484,6 +490,7 @@ fn run(command: Command) -> Result<(), ToolError> {
         Command::Log(LogCommand::Verify { data, .. }) => {
             log_commands::verify(&data, &mut out).map(drop)
         }
+        Command::Log(LogCommand::Repair { data }) => log_commands::repair(&data, &mut out),
         Command::Log(LogCommand::Dump {
             url: Some(url),
             stream,

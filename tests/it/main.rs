@@ -15,6 +15,7 @@ mod digest;
 mod golden;
 mod harness_sdk;
 mod keyed;
+mod local_corruption;
 mod local_store;
 mod log_secrets;
 mod model_agent;
