@@ -69,6 +69,7 @@ fn context(message: &str, answers: Vec<AnsweredPause>) -> TurnContext {
         history: Vec::new(),
         recall: Default::default(),
         retried: false,
+        exchanges: Default::default(),
     }
 }
 

@@ -92,8 +92,9 @@ enum Command {
         )]
         cors_origins: Vec<String>,
         /// The agent behind the Studio: `builtin` (real data, the default),
-        /// `minimal` (the scripted test double) or `scenario` (plays the
-        /// scripts in --scenarios).
+        /// `minimal` (the scripted test double), `scenario` (plays the
+        /// scripts in --scenarios) or `model` (a language model behind
+        /// --model-url drives the built-in agent's tools).
         #[arg(long, env = "LEDGERWIRE_AGENT", value_enum, default_value_t = AgentChoice::Builtin)]
         agent: AgentChoice,
         /// Directory of scenario scripts for `--agent scenario`.
@@ -116,6 +117,14 @@ enum Command {
         /// (0: the zero-work agent `ledgerwire bench` measures).
         #[arg(long, env = "LEDGERWIRE_AGENT_STEP_MS")]
         agent_step_ms: Option<u64>,
+        #[command(flatten)]
+        model: ledgerwire::agent::model::ModelArgs,
+        /// The URL other instances on the same store reach this one at
+        /// (e.g. http://10.0.0.5:8080), for Statewire `/frames` that a
+        /// load balancer sends to another instance than the attach's.
+        /// Unset: http://<--addr> unless it is an unspecified address.
+        #[arg(long, env = "LEDGERWIRE_ADVERTISE_URL")]
+        advertise_url: Option<String>,
     },
     /// Inspect a store.
     #[command(subcommand)]
@@ -199,6 +208,10 @@ enum Command {
         /// Statewire threads driven at once (harness-sdk over WebSocket).
         #[arg(long, default_value_t = 2)]
         threads: u32,
+        /// Statewire threads driven over HTTP at once (`acme-chat`, each
+        /// `POST /frames` to a random live instance).
+        #[arg(long, default_value_t = 1)]
+        http_threads: u32,
         /// Seed of the campaign's choices (default: from the clock).
         #[arg(long)]
         seed: Option<u64>,
@@ -215,6 +228,15 @@ enum Command {
         /// The servers' heartbeat, in milliseconds.
         #[arg(long, default_value_t = 100)]
         heartbeat: u64,
+        /// Instances of `serve` on the store at once, each request sent
+        /// to a random live one (more than one needs --store).
+        #[arg(long, default_value_t = 1)]
+        instances: u32,
+        /// A shell command that restarts the database (e.g. `pg_ctl -D …
+        /// -m immediate restart`): some rounds then end with it instead
+        /// of a kill. Needs --store.
+        #[arg(long)]
+        db_restart_cmd: Option<String>,
     },
 }
 
@@ -234,6 +256,7 @@ enum AgentChoice {
     Builtin,
     Minimal,
     Scenario,
+    Model,
 }
 
 #[derive(Subcommand)]
@@ -250,6 +273,12 @@ enum LogCommand {
         /// A PostgreSQL store instead (postgres://…).
         #[arg(long, conflicts_with_all = ["data", "url"])]
         store: Option<String>,
+    },
+    /// Set the local store's index (sled's files) aside and rebuild it from the journal, then verify.
+    Repair {
+        /// The store (stopped server).
+        #[arg(long, default_value = DEFAULT_DATA_DIR)]
+        data: PathBuf,
     },
     /// Print records as JSON lines (payload decoded, JSON members nested).
     Dump {
@@ -390,6 +419,8 @@ fn run(command: Command) -> Result<(), ToolError> {
             statewire_examples,
             keep_on_disconnect,
             agent_step_ms,
+            model,
+            advertise_url,
         } => {
             let refuse = |error: settings::SettingsError| ToolError::Failed(error.to_string());
             settings::check_timing(heartbeat, lease_ttl).map_err(refuse)?;
@@ -398,7 +429,10 @@ fn run(command: Command) -> Result<(), ToolError> {
             let admin_token = settings::admin_token(std::env::var(settings::ADMIN_TOKEN_ENV).ok())
                 .map_err(refuse)?;
             let addr = settings::resolve_addr(&addr).map_err(refuse)?;
-            let agent = load_agent(agent, &scenarios, agent_step_ms)?;
+            let agent = match agent {
+                AgentChoice::Model => model_agent(&model)?,
+                other => load_agent(other, &scenarios, agent_step_ms)?,
+            };
             let store = store.or_else(|| std::env::var("DATABASE_URL").ok());
             serve(
                 ServerConfig {
@@ -419,6 +453,7 @@ fn run(command: Command) -> Result<(), ToolError> {
                         drain_timeout_ms: drain_timeout,
                         cors,
                         admin_token,
+                        advertise_url,
                         ..Operations::default()
                     },
                 },
@@ -455,6 +490,7 @@ fn run(command: Command) -> Result<(), ToolError> {
         Command::Log(LogCommand::Verify { data, .. }) => {
             log_commands::verify(&data, &mut out).map(drop)
         }
+        Command::Log(LogCommand::Repair { data }) => log_commands::repair(&data, &mut out),
         Command::Log(LogCommand::Dump {
             url: Some(url),
             stream,
@@ -558,11 +594,14 @@ fn run(command: Command) -> Result<(), ToolError> {
             kills,
             conversations,
             threads,
+            http_threads,
             seed,
             min_uptime,
             max_uptime,
             lease_ttl,
             heartbeat,
+            instances,
+            db_restart_cmd,
         } => {
             let config = ledgerwire::crashtest::CrashtestConfig {
                 binary: std::env::current_exe()?,
@@ -578,6 +617,7 @@ fn run(command: Command) -> Result<(), ToolError> {
                 kills,
                 conversations,
                 threads,
+                http_threads,
                 seed: seed.unwrap_or_else(|| {
                     std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
@@ -587,6 +627,8 @@ fn run(command: Command) -> Result<(), ToolError> {
                 max_uptime_ms: max_uptime,
                 lease_ttl_ms: lease_ttl,
                 heartbeat_ms: heartbeat,
+                instances,
+                db_restart_cmd,
             };
             let runtime = tokio::runtime::Runtime::new()?;
             let summary = runtime
@@ -665,6 +707,18 @@ fn chat(config: ledgerwire::chat::ChatConfig) -> Result<(), ToolError> {
     })
 }
 
+/// The model-backed agent, its key read from LEDGERWIRE_MODEL_API_KEY.
+fn model_agent(
+    args: &ledgerwire::agent::model::ModelArgs,
+) -> Result<std::sync::Arc<dyn ledgerwire::agent::Agent>, ToolError> {
+    use ledgerwire::agent::model::{MODEL_API_KEY_ENV, ModelAgent, ModelSettings};
+    let settings = ModelSettings::new(args, std::env::var(MODEL_API_KEY_ENV).ok())
+        .map_err(|error| ToolError::Failed(error.to_string()))?;
+    let agent =
+        ModelAgent::connect(settings).map_err(|error| ToolError::Failed(error.to_string()))?;
+    Ok(std::sync::Arc::new(agent))
+}
+
 /// The agent `choice` names (scenario scripts read from `scenarios`).
 fn load_agent(
     choice: AgentChoice,
@@ -691,6 +745,7 @@ fn load_agent(
         AgentChoice::Builtin => "builtin",
         AgentChoice::Minimal => "minimal",
         AgentChoice::Scenario => "scenario",
+        AgentChoice::Model => "model",
     };
     ledgerwire::agent::by_name(name, scenarios)
         .map_err(|error| ToolError::Failed(error.to_string()))?

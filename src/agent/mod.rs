@@ -4,13 +4,16 @@
 //! time, and the agents shipped with ledgerwire. The contract treats the
 //! agent as internal: it yields frames, and the server numbers them
 //! (`seq`), mints pause ids, records them and streams them.
-//! Must never: touch the ledger or the network, or depend on anything but
-//! its [`TurnContext`]; an agent is deterministic, so a replayed
-//! conversation produces the same frames.
+//! Must never: touch the ledger, or depend on anything but its
+//! [`TurnContext`]; an agent is deterministic, so a replayed conversation
+//! produces the same frames. The one agent that reaches the network
+//! (`model`) hands every exchange to the server to record, and reads it
+//! back from the context, so it is deterministic in its context too.
 
 pub mod builtin;
 pub mod frames;
 pub mod minimal;
+pub mod model;
 pub mod scenario;
 
 use std::collections::BTreeMap;
@@ -196,6 +199,11 @@ pub struct TurnContext {
     /// before it ended (the client re-posted the answer after a crash or a
     /// lost stream). Only scripted faults read it: they play once.
     pub retried: bool,
+    /// Model exchanges recorded for this point of the turn (the same
+    /// answered pauses): completed calls of earlier tries of this segment,
+    /// which a retried segment reuses instead of asking again, and, in a
+    /// replay, the segment's own calls.
+    pub exchanges: Arc<Vec<model::exchange::ModelExchange>>,
 }
 
 /// The frames of one segment, in order. Time between two frames is time
@@ -218,11 +226,13 @@ pub enum Fault {
     Exit,
 }
 
-/// What a segment yields: a frame, or a fault to act out.
+/// What a segment yields: a frame, a fault to act out, or a model
+/// exchange for the server to record (durably, before the next frame).
 #[derive(Clone, Debug)]
 pub enum Beat {
     Frame(Box<Frame>),
     Fault(Fault),
+    Exchange(Box<model::exchange::ModelExchange>),
 }
 
 /// A segment's frames with the faults between them.
@@ -249,7 +259,7 @@ pub fn play(steps: Vec<Step>) -> SegmentFrames {
     Box::pin(play_beats(steps).filter_map(|beat| async move {
         match beat {
             Beat::Frame(frame) => Some(*frame),
-            Beat::Fault(_) => None,
+            Beat::Fault(_) | Beat::Exchange(_) => None,
         }
     }))
 }
@@ -295,8 +305,9 @@ impl std::fmt::Display for AgentIdentity {
 }
 
 /// The agent of this build with `name` (`builtin`, `minimal`,
-/// `scenario` with its scripts in `scenarios`); `Ok(None)` for a name
-/// this build does not have.
+/// `scenario` with its scripts in `scenarios`, `model` as a replay reads
+/// it: its recorded exchanges, no endpoint); `Ok(None)` for a name this
+/// build does not have.
 pub fn by_name(
     name: &str,
     scenarios: &std::path::Path,
@@ -307,6 +318,7 @@ pub fn by_name(
         "scenario" => Some(std::sync::Arc::new(scenario::ScenarioAgent::load(
             scenarios,
         )?)),
+        "model" => Some(std::sync::Arc::new(model::ModelAgent::replay())),
         _ => None,
     })
 }

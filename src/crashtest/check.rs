@@ -75,6 +75,11 @@ pub struct Acks {
     pub continued: u64,
     /// Why a paused turn could not continue after a kill.
     pub stuck: Vec<String>,
+    /// Promises broken while serving: a stream ended without a closing
+    /// frame, a command's answer that changed.
+    pub broken: Vec<String>,
+    /// Commands answered to each thread driven over `/frames`.
+    pub frames_answered: BTreeMap<String, u64>,
 }
 
 impl Acks {
@@ -126,6 +131,13 @@ async fn read_conversations<'a, T: Payload>(
     read
 }
 
+/// Whether a frame is an `error` frame with `transient_unavailable`.
+fn is_transient_error(data: &str) -> bool {
+    serde_json::from_str::<Value>(data).is_ok_and(|frame| {
+        frame["event"] == "error" && frame["error"]["code"] == "transient_unavailable"
+    })
+}
+
 /// Every loss: each acknowledged item the log does not hold as it was
 /// acknowledged, each repeated seq, each paused turn that could not go on.
 pub async fn check(ledger: &Ledger, acks: &Acks, token: &str) -> Vec<String> {
@@ -148,6 +160,10 @@ pub async fn check(ledger: &Ledger, acks: &Acks, token: &str) -> Vec<String> {
                 "{} turn {} seq {}: the recorded frame differs from the one received",
                 acked.conversation, acked.turn, acked.seq
             )),
+            // A stream the server could not finish (its store was down)
+            // ends on a transient error it sends without recording: it
+            // acknowledges nothing, and says what to retry.
+            None if is_transient_error(&acked.data) => {}
             None => losses.push(format!(
                 "{} turn {} seq {}: a received {} frame is not in the log",
                 acked.conversation,
@@ -212,6 +228,7 @@ pub async fn check(ledger: &Ledger, acks: &Acks, token: &str) -> Vec<String> {
         losses.extend(check_thread(ledger, thread, principal.as_str()).await);
     }
     losses.extend(acks.stuck.iter().cloned());
+    losses.extend(acks.broken.iter().cloned());
     losses
 }
 

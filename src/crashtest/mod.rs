@@ -1,12 +1,15 @@
 //! `ledgerwire crashtest`: the kill-anywhere campaign, built in, against
 //! the real binary on a directory the operator names (their own disk and
-//! filesystem). Each round starts `ledgerwire serve` on the directory,
-//! (or on a PostgreSQL database, `--store`) drives Studio conversations
-//! and Statewire threads against it, SIGKILLs
-//! it at a random moment, and checks the store alone: `log verify` clean,
-//! every acknowledged item in the log with the content acknowledged, no
-//! seq received twice in a turn, and (in the next round) every paused turn
-//! able to continue.
+//! filesystem). Each round starts `ledgerwire serve` on the directory
+//! (or several instances on one PostgreSQL database, `--store` and
+//! `--instances`), drives Studio conversations and Statewire threads
+//! against them (each request to a random live instance), and at a
+//! random moment SIGKILLs one instance or all, or restarts the database
+//! (`--db-restart-cmd`). Then it checks the store alone: `log verify`
+//! clean, every acknowledged item in the log with the content
+//! acknowledged, no seq received twice in a turn, no answer changed, no
+//! stream ended without a closing frame, and (in the next round) every
+//! paused turn able to continue.
 //!
 //! Owns: the campaign, its randomness (seeded, so a run can be repeated)
 //! and its report. The clients are `studio_load`'s and `statewire_load`'s,
@@ -15,6 +18,8 @@
 //! bounded), or report a clean run with a loss in it.
 
 pub mod check;
+mod frames_load;
+mod routes;
 mod statewire_load;
 mod studio_load;
 
@@ -28,6 +33,8 @@ use crate::ledger::local::{LocalStore, OpenMode};
 use crate::ledger::{Ledger, LedgerError};
 
 use check::Acks;
+use frames_load::FramesDriver;
+pub use routes::Routes;
 use statewire_load::StatewireDriver;
 use studio_load::StudioDriver;
 
@@ -37,9 +44,12 @@ pub const CRASHTEST_TOKEN: &str = "crashtest";
 pub const STARTUP_TIMEOUT_MS: u64 = 30_000;
 /// Longest the clients take to notice a kill, in milliseconds.
 const STOP_TIMEOUT_MS: u64 = 20_000;
-/// Most rounds, conversations and threads a campaign runs.
+/// Most rounds, conversations, threads and instances a campaign runs.
 pub const MAX_KILLS: u32 = 10_000;
 pub const MAX_CLIENTS: u32 = 256;
+pub const MAX_INSTANCES: u32 = 8;
+/// Longest `--db-restart-cmd` may run, in milliseconds.
+pub const DB_RESTART_TIMEOUT_MS: u64 = 120_000;
 /// Bytes of a server's standard error kept to explain a failed start.
 const STDERR_KEPT_BYTES: usize = 8 * 1024;
 
@@ -77,12 +87,56 @@ pub struct CrashtestConfig {
     pub conversations: u32,
     /// Statewire threads driven over WebSocket at once.
     pub threads: u32,
+    /// Statewire threads driven over HTTP at once (`/frames` to random
+    /// instances).
+    pub http_threads: u32,
     pub seed: u64,
     /// A server runs between these many milliseconds before its kill.
     pub min_uptime_ms: u64,
     pub max_uptime_ms: u64,
     pub lease_ttl_ms: u64,
     pub heartbeat_ms: u64,
+    /// Instances on the store at once (more than one needs PostgreSQL).
+    pub instances: u32,
+    /// A shell command that restarts the database (the campaign does not
+    /// own it); `None`: no database restarts.
+    pub db_restart_cmd: Option<String>,
+}
+
+/// What ends a round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    /// SIGKILL of the instance at this index; the others run on.
+    KillOne(usize),
+    /// SIGKILL of every instance.
+    KillAll,
+    /// The database restarted under the running instances.
+    RestartDatabase,
+}
+
+impl Fault {
+    /// One at random: a database restart in a quarter of the rounds when
+    /// the campaign may restart it; otherwise a kill, of one instance in
+    /// two thirds of those when there are several.
+    fn choose(rng: &mut Rng, config: &CrashtestConfig) -> Self {
+        if config.db_restart_cmd.is_some() && rng.below(4) == 0 {
+            return Fault::RestartDatabase;
+        }
+        if config.instances > 1 && rng.below(3) != 0 {
+            return Fault::KillOne(rng.below(u64::from(config.instances)) as usize);
+        }
+        Fault::KillAll
+    }
+
+    fn describe(self, instances: u32) -> String {
+        match self {
+            Fault::KillOne(_) if instances == 1 => "the instance killed".to_owned(),
+            Fault::KillOne(at) => format!("instance {} of {instances} killed", at + 1),
+            Fault::KillAll if instances == 1 => "the instance killed".to_owned(),
+            Fault::KillAll => format!("all {instances} instances killed"),
+            Fault::RestartDatabase => "the database restarted".to_owned(),
+        }
+    }
 }
 
 /// Why a campaign could not run.
@@ -144,6 +198,7 @@ pub struct Round {
     pub commands: u64,
     pub verify_clean: bool,
     pub lost: usize,
+    pub fault: String,
 }
 
 /// What a campaign found.
@@ -166,6 +221,7 @@ impl Server {
     fn start(config: &CrashtestConfig) -> Result<Self, CrashtestError> {
         let mut command = Command::new(&config.binary);
         command.args(["serve", "--addr", "127.0.0.1:0", "--agent", "minimal"]);
+        command.arg("--statewire-examples");
         match &config.store {
             CrashStore::Local(directory) => command.arg("--data").arg(directory),
             CrashStore::Postgres(url) => command.arg("--store").arg(url),
@@ -240,73 +296,106 @@ impl Server {
 struct Clients {
     studio: Vec<StudioDriver>,
     statewire: Vec<StatewireDriver>,
+    frames: Vec<FramesDriver>,
 }
 
-/// Runs the clients against `base` until `stop` is set; hands them back.
+/// A client of the campaign: it takes one step at a time (a request, an
+/// answer awaited) until its round stops.
+trait Driver: Send + Sized + 'static {
+    fn step<'a>(
+        &'a mut self,
+        acks: &'a Arc<Mutex<Acks>>,
+    ) -> futures_util::future::BoxFuture<'a, Result<(), String>>;
+}
+
+impl Driver for StudioDriver {
+    fn step<'a>(
+        &'a mut self,
+        acks: &'a Arc<Mutex<Acks>>,
+    ) -> futures_util::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(StudioDriver::step(self, acks))
+    }
+}
+
+impl Driver for StatewireDriver {
+    fn step<'a>(
+        &'a mut self,
+        acks: &'a Arc<Mutex<Acks>>,
+    ) -> futures_util::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(StatewireDriver::step(self, acks))
+    }
+}
+
+impl Driver for FramesDriver {
+    fn step<'a>(
+        &'a mut self,
+        acks: &'a Arc<Mutex<Acks>>,
+    ) -> futures_util::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(FramesDriver::step(self, acks))
+    }
+}
+
+/// Steps `drivers` in tasks of their own until `stop` is set; hands back
+/// those whose task ended.
+async fn run_drivers<D: Driver>(
+    drivers: Vec<D>,
+    acks: &Arc<Mutex<Acks>>,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> Vec<D> {
+    let tasks: Vec<_> = drivers
+        .into_iter()
+        .map(|mut driver| {
+            let (acks, mut stop) = (Arc::clone(acks), stop.clone());
+            tokio::spawn(async move {
+                while !*stop.borrow() {
+                    tokio::select! {
+                        _ = stop.changed() => break,
+                        stepped = driver.step(&acks) => {
+                            if stepped.is_err() {
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                        }
+                    }
+                }
+                driver
+            })
+        })
+        .collect();
+    let mut returned = Vec::new();
+    for task in tasks {
+        if let Ok(driver) = task.await {
+            returned.push(driver);
+        }
+    }
+    returned
+}
+
+/// Runs the clients until `stop` is set; hands them back.
 async fn run_clients(
     clients: Clients,
     acks: &Arc<Mutex<Acks>>,
-    seed: u64,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> Clients {
-    let mut studio_tasks = Vec::new();
-    for (n, mut driver) in clients.studio.into_iter().enumerate() {
-        let (acks, mut stop) = (Arc::clone(acks), stop.clone());
-        let mut rng = Rng::new(seed ^ (n as u64 + 1).wrapping_mul(0x9E37_79B9));
-        studio_tasks.push(tokio::spawn(async move {
-            while !*stop.borrow() {
-                tokio::select! {
-                    _ = stop.changed() => break,
-                    stepped = driver.step(&mut rng, &acks) => {
-                        if stepped.is_err() {
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                    }
-                }
-            }
-            driver
-        }));
+    let (studio, statewire, frames) = tokio::join!(
+        run_drivers(clients.studio, acks, &stop),
+        run_drivers(clients.statewire, acks, &stop),
+        run_drivers(clients.frames, acks, &stop),
+    );
+    Clients {
+        studio,
+        statewire,
+        frames,
     }
-    let mut statewire_tasks = Vec::new();
-    for mut driver in clients.statewire {
-        let (acks, mut stop) = (Arc::clone(acks), stop.clone());
-        statewire_tasks.push(tokio::spawn(async move {
-            while !*stop.borrow() {
-                tokio::select! {
-                    _ = stop.changed() => break,
-                    stepped = driver.step(&acks) => {
-                        if stepped.is_err() {
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                    }
-                }
-            }
-            driver
-        }));
-    }
-    let mut clients = Clients {
-        studio: Vec::new(),
-        statewire: Vec::new(),
-    };
-    for task in studio_tasks {
-        if let Ok(driver) = task.await {
-            clients.studio.push(driver);
-        }
-    }
-    for task in statewire_tasks {
-        if let Ok(driver) = task.await {
-            clients.statewire.push(driver);
-        }
-    }
-    clients
 }
 
 fn commands_of(acks: &Acks) -> u64 {
-    acks.threads
+    let harness: u64 = acks
+        .threads
         .values()
         .filter_map(|t| t.session.lanes.get(crate::harness_sdk::HARNESS_SDK))
         .map(|lane| lane.watermark)
-        .sum()
+        .sum();
+    harness + acks.frames_answered.values().sum::<u64>()
 }
 
 /// Runs a campaign, printing progress and a summary to `out`.
@@ -319,9 +408,10 @@ pub async fn run(
             "--kills must be 1 to {MAX_KILLS}"
         )));
     }
-    if config.conversations + config.threads == 0
+    if config.conversations + config.threads + config.http_threads == 0
         || config.conversations > MAX_CLIENTS
         || config.threads > MAX_CLIENTS
+        || config.http_threads > MAX_CLIENTS
     {
         return Err(CrashtestError::Config(format!(
             "run at least one conversation or thread, and at most {MAX_CLIENTS} of each"
@@ -332,61 +422,99 @@ pub async fn run(
             "--min-uptime is above --max-uptime".into(),
         ));
     }
+    check_instances(config)?;
     writeln!(
         out,
-        "crashtest: {} kills of `ledgerwire serve` on {}, {} conversation(s) and {} thread(s), seed {}",
-        config.kills, config.store, config.conversations, config.threads, config.seed
+        "crashtest: {} kills of `ledgerwire serve` on {} ({} instance(s)), {} conversation(s) and {} thread(s), seed {}",
+        config.kills,
+        config.store,
+        config.instances,
+        config.conversations,
+        config.threads,
+        config.seed
     )?;
     let acks = Arc::new(Mutex::new(Acks::default()));
     let mut rng = Rng::new(config.seed);
     let campaign = Rng::new(config.seed).next_u64() % 1_000_000;
+    let routes = Routes::new(rng.next_u64());
     let mut clients = Clients {
         studio: (0..config.conversations)
-            .map(|n| StudioDriver::new(format!("crash-{campaign}-c{n}"), "", CRASHTEST_TOKEN))
+            .map(|n| {
+                let name = format!("crash-{campaign}-c{n}");
+                StudioDriver::new(name, routes.clone(), CRASHTEST_TOKEN)
+            })
             .collect(),
         statewire: (0..config.threads)
-            .map(|n| StatewireDriver::new(format!("crash-{campaign}-t{n}"), "", CRASHTEST_TOKEN))
+            .map(|n| {
+                let name = format!("crash-{campaign}-t{n}");
+                StatewireDriver::new(name, routes.clone(), CRASHTEST_TOKEN)
+            })
+            .collect(),
+        frames: (0..config.http_threads)
+            .map(|n| {
+                let name = format!("crash-{campaign}-h{n}");
+                FramesDriver::new(name, routes.clone(), CRASHTEST_TOKEN)
+            })
             .collect(),
     };
+    let mut servers: Vec<Option<Server>> = (0..config.instances).map(|_| None).collect();
     let mut summary = Summary::default();
     let mut before = Round::default();
-    for round in 1..=config.kills {
-        let server = match Server::start(config) {
-            Ok(server) => server,
-            Err(error) => {
-                summary.losses.push(format!("round {round}: {error}"));
-                writeln!(out, "round {round}: the server did not restart: {error}")?;
-                break;
+    'rounds: for round in 1..=config.kills {
+        for slot in servers.iter_mut().filter(|slot| slot.is_none()) {
+            match Server::start(config) {
+                Ok(server) => *slot = Some(server),
+                Err(error) => {
+                    summary.losses.push(format!("round {round}: {error}"));
+                    writeln!(out, "round {round}: a server did not restart: {error}")?;
+                    break 'rounds;
+                }
             }
-        };
-        let base = format!("http://{}", server.addr);
-        for driver in &mut clients.studio {
-            driver.restarted(&base, round, rng.below(3) == 0);
+        }
+        routes.set(
+            servers
+                .iter()
+                .flatten()
+                .map(|server| format!("http://{}", server.addr))
+                .collect(),
+        );
+        for (n, driver) in clients.studio.iter_mut().enumerate() {
+            let seed = rng.next_u64() ^ (n as u64 + 1).wrapping_mul(0x9E37_79B9);
+            driver.restarted(round, rng.below(3) == 0, seed);
         }
         for driver in &mut clients.statewire {
-            driver.restarted(&base);
+            driver.restarted();
+        }
+        for driver in &mut clients.frames {
+            driver.restarted();
         }
         let uptime_ms = rng.between(config.min_uptime_ms, config.max_uptime_ms);
+        let fault = Fault::choose(&mut rng, config);
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let running = run_clients(clients, &acks, rng.next_u64(), stopped);
+        let running = run_clients(clients, &acks, stopped);
         let started = Instant::now();
-        let killer = async {
+        let mut fault_failed = None;
+        let faulting = async {
             tokio::time::sleep(Duration::from_millis(uptime_ms)).await;
-            // Killed first, so the kill lands in whatever the clients
-            // were doing; then they stop.
-            server.kill();
+            // The fault lands in whatever the clients were doing; then
+            // they stop.
+            fault_failed = strike(fault, &mut servers, config).await.err();
             let _ = stop.send(true);
         };
         let (returned, ()) = tokio::join!(
-            tokio::time::timeout(Duration::from_millis(uptime_ms + STOP_TIMEOUT_MS), running),
-            killer
+            tokio::time::timeout(
+                Duration::from_millis(uptime_ms + STOP_TIMEOUT_MS + DB_RESTART_TIMEOUT_MS),
+                running
+            ),
+            faulting
         );
         clients = returned.map_err(|_| {
-            CrashtestError::Startup("the clients did not stop after the kill".into())
+            CrashtestError::Startup("the clients did not stop after the fault".into())
         })?;
         let uptime_ms = started.elapsed().as_millis() as u64;
         let snapshot = acks.lock().map(|a| a.clone()).unwrap_or_default();
-        let (verify_clean, losses) = check_store(config, &snapshot).await;
+        let (verify_clean, mut losses) = check_store(config, &snapshot).await;
+        losses.extend(fault_failed);
         let now = Round {
             round,
             uptime_ms,
@@ -396,11 +524,13 @@ pub async fn run(
             commands: commands_of(&snapshot),
             verify_clean,
             lost: losses.len(),
+            fault: fault.describe(config.instances),
         };
         writeln!(
             out,
-            "kill {round}/{}: after {uptime_ms} ms; acknowledged +{} frames, +{} answers, +{} edits, +{} commands; log verify {}; lost {}",
+            "kill {round}/{} ({}): after {uptime_ms} ms; acknowledged +{} frames, +{} answers, +{} edits, +{} commands; log verify {}; lost {}",
             config.kills,
+            now.fault,
             now.frames - before.frames,
             now.answers - before.answers,
             now.edits - before.edits,
@@ -421,8 +551,82 @@ pub async fn run(
         summary.rounds.push(now.clone());
         before = now;
     }
+    for server in servers.into_iter().flatten() {
+        server.kill();
+    }
     print_summary(config, &summary, out)?;
     Ok(summary)
+}
+
+/// Several instances share only a PostgreSQL store; a database restart
+/// needs one too.
+fn check_instances(config: &CrashtestConfig) -> Result<(), CrashtestError> {
+    if config.instances == 0 || config.instances > MAX_INSTANCES {
+        return Err(CrashtestError::Config(format!(
+            "--instances must be 1 to {MAX_INSTANCES}"
+        )));
+    }
+    let local = matches!(config.store, CrashStore::Local(_));
+    if local && config.instances > 1 {
+        return Err(CrashtestError::Config(
+            "several instances share only a PostgreSQL store: give --store postgres://…".into(),
+        ));
+    }
+    if local && config.db_restart_cmd.is_some() {
+        return Err(CrashtestError::Config(
+            "--db-restart-cmd needs a PostgreSQL store (--store)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Carries out a round's fault; `Err` says why a database restart failed.
+async fn strike(
+    fault: Fault,
+    servers: &mut [Option<Server>],
+    config: &CrashtestConfig,
+) -> Result<(), String> {
+    match fault {
+        Fault::KillOne(at) => {
+            if let Some(server) = servers.get_mut(at).and_then(Option::take) {
+                server.kill();
+            }
+            Ok(())
+        }
+        Fault::KillAll => {
+            for server in servers.iter_mut().filter_map(Option::take) {
+                server.kill();
+            }
+            Ok(())
+        }
+        Fault::RestartDatabase => {
+            let command = config.db_restart_cmd.clone().unwrap_or_default();
+            restart_database(command).await
+        }
+    }
+}
+
+/// Runs the operator's restart command through `sh -c`, bounded by
+/// [`DB_RESTART_TIMEOUT_MS`].
+async fn restart_database(command: String) -> Result<(), String> {
+    let mut child = tokio::process::Command::new("sh")
+        .args(["-c", &command])
+        // Not piped: a database started by the command inherits them.
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|error| format!("--db-restart-cmd cannot run: {error}"))?;
+    let waited =
+        tokio::time::timeout(Duration::from_millis(DB_RESTART_TIMEOUT_MS), child.wait()).await;
+    match waited {
+        Ok(Ok(status)) if status.success() => Ok(()),
+        Ok(Ok(status)) => Err(format!("--db-restart-cmd failed ({status})")),
+        Ok(Err(error)) => Err(format!("--db-restart-cmd failed: {error}")),
+        Err(_) => Err(format!(
+            "--db-restart-cmd ran past {DB_RESTART_TIMEOUT_MS} ms"
+        )),
+    }
 }
 
 /// Opens the store after a kill: whether it verifies, and every loss.

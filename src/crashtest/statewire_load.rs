@@ -15,6 +15,7 @@ use crate::harness_sdk::client::{HarnessClient, config};
 use crate::statewire::client::Session;
 use crate::statewire::ids::ClientId;
 
+use super::Routes;
 use super::check::{Acks, ThreadAcks};
 use super::studio_load::REQUEST_TIMEOUT_MS;
 
@@ -25,7 +26,7 @@ const STREAMING_WAIT_MS: u64 = 2_000;
 /// One thread's client.
 pub struct StatewireDriver {
     thread: String,
-    base: String,
+    routes: Routes,
     token: String,
     session: Session,
     client: Option<HarnessClient>,
@@ -36,10 +37,10 @@ pub struct StatewireDriver {
 }
 
 impl StatewireDriver {
-    pub fn new(thread: String, base: &str, token: &str) -> Self {
+    pub fn new(thread: String, routes: Routes, token: &str) -> Self {
         Self {
             thread,
-            base: base.to_owned(),
+            routes,
             token: token.to_owned(),
             session: Session::new(ClientId::mint()),
             client: None,
@@ -48,13 +49,12 @@ impl StatewireDriver {
         }
     }
 
-    /// Points the client at a restarted server (the next step attaches
-    /// again with the same session).
-    pub fn restarted(&mut self, base: &str) {
+    /// A new round begins (the next step attaches again, to any live
+    /// instance, with the same session).
+    pub fn restarted(&mut self) {
         if let Some(client) = self.client.take() {
             self.session = client.connection.abort();
         }
-        base.clone_into(&mut self.base);
     }
 
     fn record(&self, acks: &Arc<Mutex<Acks>>) {
@@ -69,9 +69,25 @@ impl StatewireDriver {
                 answers: Default::default(),
             });
         entry.session = client.connection.session.clone();
+        let mut changed = Vec::new();
         for ((protocol, seq), answer) in &client.connection.answers {
-            if protocol == HARNESS_SDK {
-                entry.answers.insert(*seq, answer.clone());
+            if protocol != HARNESS_SDK {
+                continue;
+            }
+            match entry.answers.get(seq) {
+                Some(first) if first != answer => changed.push(format!(
+                    "{} seq {seq}: the answer changed from {first:?} to {answer:?}",
+                    self.thread
+                )),
+                Some(_) => {}
+                None => {
+                    entry.answers.insert(*seq, answer.clone());
+                }
+            }
+        }
+        for change in changed {
+            if !acks.broken.contains(&change) {
+                acks.broken.push(change);
             }
         }
     }
@@ -80,7 +96,8 @@ impl StatewireDriver {
     pub async fn step(&mut self, acks: &Arc<Mutex<Acks>>) -> Result<(), String> {
         let timeout = Duration::from_millis(REQUEST_TIMEOUT_MS);
         if self.client.is_none() {
-            let url = format!("ws://{}", self.base.trim_start_matches("http://"));
+            let base = self.routes.pick();
+            let url = format!("ws://{}", base.trim_start_matches("http://"));
             let client = HarnessClient::connect(
                 config(&url, &self.thread, &self.token),
                 &self.thread,

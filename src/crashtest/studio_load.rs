@@ -14,8 +14,8 @@ use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use super::Rng;
 use super::check::{AckedAnswer, AckedFrame, AckedMutation, Acks};
+use super::{Rng, Routes};
 
 /// Longest one request of the campaign may take, in milliseconds.
 pub const REQUEST_TIMEOUT_MS: u64 = 15_000;
@@ -46,7 +46,7 @@ const TRIES_BEFORE_CANCEL: u32 = 2;
 /// One conversation's client.
 pub struct StudioDriver {
     pub conversation: String,
-    base: String,
+    routes: Routes,
     token: String,
     http: reqwest::Client,
     stage: Stage,
@@ -54,6 +54,8 @@ pub struct StudioDriver {
     pub round: u32,
     /// This round, pauses wait for the next one (chosen each round).
     hold_pauses: bool,
+    /// The client's choices, seeded each round.
+    rng: Rng,
 }
 
 /// How often a held pause looks again, in milliseconds.
@@ -70,33 +72,34 @@ fn turn_of_trace(id: &str) -> Option<u32> {
 }
 
 impl StudioDriver {
-    pub fn new(conversation: String, base: &str, token: &str) -> Self {
+    pub fn new(conversation: String, routes: Routes, token: &str) -> Self {
         Self {
             conversation,
-            base: base.to_owned(),
+            routes,
             token: token.to_owned(),
             http: reqwest::Client::new(),
             stage: Stage::Idle,
             asked: 0,
             round: 0,
             hold_pauses: false,
+            rng: Rng::new(1),
         }
     }
 
-    /// Points the client at a restarted server; `hold_pauses`: leave the
-    /// pauses of this round for the next.
-    pub fn restarted(&mut self, base: &str, round: u32, hold_pauses: bool) {
-        base.clone_into(&mut self.base);
+    /// A new round begins (instances restarted); `hold_pauses`: leave
+    /// the pauses of this round for the next; `seed`: the round's choices.
+    pub fn restarted(&mut self, round: u32, hold_pauses: bool, seed: u64) {
         self.round = round;
         self.hold_pauses = hold_pauses;
+        self.rng = Rng::new(seed);
     }
 
     /// Takes one step: a turn, an answer, or a canvas edit. An error is a
     /// request the kill cut off; the next step picks up from the stage.
-    pub async fn step(&mut self, rng: &mut Rng, acks: &Arc<Mutex<Acks>>) -> Result<(), String> {
+    pub async fn step(&mut self, acks: &Arc<Mutex<Acks>>) -> Result<(), String> {
         match self.stage.clone() {
-            Stage::Idle if rng.below(5) == 0 => self.edit_canvas(acks).await,
-            Stage::Idle => self.ask(rng, acks).await,
+            Stage::Idle if self.rng.below(5) == 0 => self.edit_canvas(acks).await,
+            Stage::Idle => self.ask(acks).await,
             Stage::Paused {
                 turn,
                 answer,
@@ -120,7 +123,7 @@ impl StudioDriver {
 
     async fn post(&self, path: &str, body: &Value) -> Result<reqwest::Response, String> {
         self.http
-            .post(format!("{}{path}", self.base))
+            .post(format!("{}{path}", self.routes.pick()))
             .bearer_auth(&self.token)
             .timeout(Duration::from_millis(REQUEST_TIMEOUT_MS))
             .json(body)
@@ -129,11 +132,11 @@ impl StudioDriver {
             .map_err(|error| error.to_string())
     }
 
-    async fn ask(&mut self, rng: &mut Rng, acks: &Arc<Mutex<Acks>>) -> Result<(), String> {
+    async fn ask(&mut self, acks: &Arc<Mutex<Acks>>) -> Result<(), String> {
         self.asked += 1;
         // The minimal agent: `slow` makes each step take 3 s, so kills land
         // mid-segment; the others stream at once.
-        let slow = if rng.below(4) == 0 { "slow " } else { "" };
+        let slow = if self.rng.below(4) == 0 { "slow " } else { "" };
         let message = format!("{slow}chart number {}", self.asked);
         let body = json!({"kind": "turn.request", "conversation_id": self.conversation, "message": message});
         let response = self.post("/api/studio/turn", &body).await?;
@@ -175,7 +178,7 @@ impl StudioDriver {
                 return Ok(());
             }
         }
-        Err("the stream ended before its closing frame".to_owned())
+        unclosed(&self.conversation, acks)
     }
 
     async fn answer(
@@ -265,13 +268,14 @@ impl StudioDriver {
                 return Ok(());
             }
         }
-        Err("the stream ended before its closing frame".to_owned())
+        unclosed(&self.conversation, acks)
     }
 
     async fn edit_canvas(&mut self, acks: &Arc<Mutex<Acks>>) -> Result<(), String> {
         let url = format!(
             "{}/api/studio/conversations/{}/composition",
-            self.base, self.conversation
+            self.routes.pick(),
+            self.conversation
         );
         let read = self
             .http
@@ -307,7 +311,16 @@ impl StudioDriver {
     }
 }
 
-/// Waits out a busy answer (`409`, `retry_after_delay`).
+/// A stream the server ended (cleanly: a killed server's stream breaks
+/// instead) without a frame that ends a stream: a broken promise.
+fn unclosed(conversation: &str, acks: &Arc<Mutex<Acks>>) -> Result<(), String> {
+    let broken = format!("{conversation}: a stream ended without a closing frame");
+    if let Ok(mut acks) = acks.lock() {
+        acks.broken.push(broken.clone());
+    }
+    Err(broken)
+}
+
 /// The JSON frames of an SSE response, in order, each with its text as
 /// sent (events that are not JSON are skipped); a broken stream is the
 /// last item.
@@ -327,6 +340,7 @@ fn frames(
         })
 }
 
+/// Waits out a busy answer (`409`, `retry_after_delay`).
 async fn busy(response: reqwest::Response) -> Result<(), String> {
     let error: Value = response.json().await.unwrap_or(Value::Null);
     if error["retry"] == "retry_after_delay" {

@@ -87,15 +87,17 @@ pub async fn open_store(data: &Path, store: Option<&str>) -> Result<Ledger, Tool
 pub fn verify(data: &Path, out: &mut impl Write) -> Result<VerifyReport, ToolError> {
     // The journal first, as it is: opening settles its newest file.
     let journal = verify_journal(data, out)?;
-    let (_ledger, report) = match open_existing(data) {
-        // Damage sled meets before a record can be read is a finding too.
-        Err(ToolError::Store(LocalError::Damaged(damage))) => {
+    // Opening rebuilds a damaged index from the journal (said below);
+    // damage it cannot rebuild past is a finding.
+    let (store, report) = match LocalStore::open(data, OpenMode::MustExist) {
+        Err(LocalError::Damaged(damage)) => {
             writeln!(out, "DAMAGED: {damage}")?;
             writeln!(out, "FAILED: the store cannot be opened")?;
             return Err(ToolError::Problems(1));
         }
         opened => opened?,
     };
+    print_rebuild(&store, out)?;
     let verified = print_verify(report, out);
     for note in &journal.notes {
         writeln!(out, "{note}")?;
@@ -109,6 +111,43 @@ pub fn verify(data: &Path, out: &mut impl Write) -> Result<VerifyReport, ToolErr
         return Err(ToolError::Problems(journal.damaged));
     }
     Ok(report)
+}
+
+/// Sets the index of the local store in `data` aside, rebuilds it from
+/// the journal and prints the rebuild and the integrity report; fails if
+/// the journal is damaged or a record does not check.
+pub fn repair(data: &Path, out: &mut impl Write) -> Result<(), ToolError> {
+    let (store, report) = match LocalStore::repair(data) {
+        Err(LocalError::Damaged(damage)) => {
+            writeln!(out, "DAMAGED: {damage}")?;
+            writeln!(out, "FAILED: the index cannot be rebuilt")?;
+            return Err(ToolError::Problems(1));
+        }
+        opened => opened?,
+    };
+    print_rebuild(&store, out)?;
+    print_verify(report, out).map(drop)
+}
+
+/// The line saying the open rebuilt the index, if it did.
+fn print_rebuild(store: &LocalStore, out: &mut impl Write) -> Result<(), ToolError> {
+    if let Some(rebuilt) = store.index_rebuilt() {
+        writeln!(
+            out,
+            "index: rebuilt from the journal in {} ms ({} records, {} rounds, {} bytes of journal read; why: {}){}",
+            rebuilt.elapsed.as_millis(),
+            rebuilt.records,
+            rebuilt.rounds,
+            rebuilt.journal_bytes,
+            rebuilt.found,
+            rebuilt
+                .set_aside
+                .as_ref()
+                .map(|dir| format!("; the old index is in {}", dir.display()))
+                .unwrap_or_default()
+        )?;
+    }
+    Ok(())
 }
 
 /// What `log verify` found in the journal.

@@ -94,10 +94,42 @@ pub fn request_log() -> TraceLayer<
     RequestSpan,
     tower_http::trace::DefaultOnRequest,
     ResponseLine,
+    tower_http::trace::DefaultOnBodyChunk,
+    tower_http::trace::DefaultOnEos,
+    FailureLine,
 > {
     TraceLayer::new_for_http()
         .make_span_with(RequestSpan)
         .on_response(ResponseLine)
+        .on_failure(FailureLine)
+}
+
+/// Logs a failed request at `ERROR`, except a `503`: the server said
+/// "retry shortly" on purpose (an unavailable store, a drain), and the
+/// request's own line has it.
+#[derive(Clone, Copy, Debug)]
+pub struct FailureLine;
+
+impl tower_http::trace::OnFailure<tower_http::classify::ServerErrorsFailureClass> for FailureLine {
+    fn on_failure(
+        &mut self,
+        failure: tower_http::classify::ServerErrorsFailureClass,
+        latency: Duration,
+        _span: &Span,
+    ) {
+        use tower_http::classify::ServerErrorsFailureClass;
+        let latency_us = latency.as_micros() as u64;
+        match failure {
+            ServerErrorsFailureClass::StatusCode(status)
+                if status == axum::http::StatusCode::SERVICE_UNAVAILABLE => {}
+            ServerErrorsFailureClass::StatusCode(status) => {
+                tracing::error!(status = status.as_u16(), latency_us, "request failed");
+            }
+            ServerErrorsFailureClass::Error(error) => {
+                tracing::error!(%error, latency_us, "request failed");
+            }
+        }
+    }
 }
 
 /// Makes the span of one request.

@@ -108,6 +108,9 @@ pub struct Operations {
     pub request_log: bool,
     /// Record metrics and serve them on `/metrics`.
     pub metrics: bool,
+    /// Where other instances on a shared store reach this one (`None`:
+    /// `http://` and the bound address, unless it is unspecified).
+    pub advertise_url: Option<String>,
 }
 
 impl Default for Operations {
@@ -118,6 +121,7 @@ impl Default for Operations {
             admin_token: None,
             request_log: true,
             metrics: true,
+            advertise_url: None,
         }
     }
 }
@@ -313,6 +317,10 @@ impl BoundServer {
     ) -> Result<Self, ServeError> {
         let lifecycle = Lifecycle::default();
         let drain_timeout_ms = operations.drain_timeout_ms;
+        let advertise = operations.advertise_url.clone().or_else(|| {
+            let addr = listener.local_addr().ok()?;
+            (!addr.ip().is_unspecified()).then(|| format!("http://{addr}"))
+        });
         let (router, host) = Parts {
             ledger: ledger.clone(),
             studio,
@@ -322,6 +330,9 @@ impl BoundServer {
             lifecycle: lifecycle.clone(),
         }
         .build()?;
+        if let Some(relay) = crate::statewire::relay::Relay::new(&ledger, advertise) {
+            host.serve_relay(relay);
+        }
         Ok(Self {
             listener,
             router,

@@ -60,8 +60,15 @@ pub fn router(host: Host) -> Router {
 /// A `fin` as a JSON response with its status.
 pub fn fin_response(fin: Fin) -> Response {
     let status = StatusCode::from_u16(fin.status).unwrap_or(StatusCode::BAD_REQUEST);
+    let retry_after = fin.code.retry_after_secs();
     let body = Packet::fin(fin).to_json();
-    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+    let mut response = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+    if let Some(seconds) = retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
 }
 
 /// All lines of a header joined with ", "; `Err` if one is not text.
@@ -143,6 +150,15 @@ async fn stream(host: Host, thread: String, headers: HeaderMap, body: Bytes) -> 
         Err(fin) => return fin_response(fin),
     };
     let attach = handle.attach.clone();
+    // Other instances must find the lease before its first frame can
+    // reach them: an attach whose lease cannot be recorded ends now.
+    if let Some(relay) = host.relay()
+        && let Err(error) = relay.record(&attach.lease, attach.scope()).await
+    {
+        let fin = crate::statewire::host::store_fin(&error);
+        host.end(&attach, fin.clone());
+        return fin_response(fin);
+    }
     let mut response_headers = HeaderMap::new();
     let insert = |headers: &mut HeaderMap, name: &'static str, value: String| {
         if let Ok(value) = HeaderValue::from_str(&value) {
@@ -188,6 +204,33 @@ async fn stream(host: Host, thread: String, headers: HeaderMap, body: Bytes) -> 
     let sse = Sse::new(events)
         .keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(SSE_KEEPALIVE_SECS)));
     (response_headers, sse).into_response()
+}
+
+/// A `/frames` request under a lease this instance does not hold, relayed
+/// to the instance that does (once: a relayed request is never relayed
+/// again); `None` when no other instance holds it.
+async fn relay(
+    host: &Host,
+    thread: &str,
+    principal: Option<PrincipalId>,
+    lease: &str,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Option<Response> {
+    use crate::statewire::relay::{RELAYED_HEADER, Relayed};
+    let relay = host.relay()?;
+    if headers.contains_key(RELAYED_HEADER) {
+        return None;
+    }
+    let thread = ThreadId::new(thread).ok()?;
+    let scope = crate::statewire::ids::ThreadScope::new(principal, thread);
+    match relay.relay(lease, &scope, headers, body).await {
+        Relayed::Answered(response) => Some(response),
+        Relayed::Unknown => None,
+        Relayed::Unavailable(error) => {
+            Some(fin_response(crate::statewire::host::store_fin(&error)))
+        }
+    }
 }
 
 /// Authenticates a request's `Authorization` header for `thread`.
@@ -254,7 +297,9 @@ async fn post_frames(
         Err(fin) => return fin_response(fin),
     };
     let Some(attach) = host.lease(&lease) else {
-        return fin_response(unknown());
+        return relay(&host, &thread, principal, &lease, &headers, body)
+            .await
+            .unwrap_or_else(|| fin_response(unknown()));
     };
     if attach.thread().as_str() != thread {
         return fin_response(unknown());

@@ -29,6 +29,7 @@ pub mod negotiation;
 mod openapi;
 pub mod packet;
 pub mod records;
+pub mod relay;
 pub mod statepatch;
 pub mod version;
 pub mod view;

@@ -51,7 +51,7 @@ const FAILED: (u16, &str) = (
 );
 const UNAVAILABLE: (u16, &str) = (
     503,
-    "`too-many-attaches` or `shutting-down`: attach again later.",
+    "`too-many-attaches`, `shutting-down` or `store-unavailable`: attach again after `Retry-After` seconds.",
 );
 
 /// The thread's path parameter, its security and its tag.

@@ -180,8 +180,16 @@ pub enum FinCode {
     /// The thread's records are damaged: nothing the client does can
     /// succeed until an operator restores the store, so it is final.
     ThreadDamaged,
+    /// The store cannot be reached now; nothing of the failed statement
+    /// was applied. Attach again (here or on another instance) shortly.
+    StoreUnavailable,
     ServerError,
 }
+
+/// The `Retry-After` of a `503` refusal, in seconds: about as long as a
+/// database takes to restart or a pool to renew its connections; the
+/// clients' own backoff (50 ms doubling) goes on from there.
+pub const RETRY_AFTER_SECS: u64 = 1;
 
 /// `fin.reason`: the class of a `fin`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
@@ -219,8 +227,16 @@ impl FinCode {
             | FinCode::SlowReader
             | FinCode::ProjectionFailed
             | FinCode::ShuttingDown
+            | FinCode::StoreUnavailable
             | FinCode::ServerError => FinReason::Unavailable,
         }
+    }
+
+    /// Seconds a refused client waits before it tries again, for the
+    /// `Retry-After` header of a refusal before streaming: only a
+    /// passing condition has one.
+    pub fn retry_after_secs(self) -> Option<u64> {
+        (self.status() == 503).then_some(RETRY_AFTER_SECS)
     }
 
     /// The HTTP status carried in `fin.status` (and used before streaming).
@@ -234,7 +250,10 @@ impl FinCode {
             FinCode::Unauthorized => 401,
             FinCode::UnknownLease => 410,
             FinCode::Retired => 409,
-            FinCode::TooManyAttaches | FinCode::SlowReader | FinCode::ShuttingDown => 503,
+            FinCode::TooManyAttaches
+            | FinCode::SlowReader
+            | FinCode::ShuttingDown
+            | FinCode::StoreUnavailable => 503,
             FinCode::ServerError | FinCode::ProjectionFailed | FinCode::ThreadDamaged => 500,
         }
     }

@@ -154,6 +154,7 @@ pub const KINDS: &[KindEntry] = &[
     KindEntry::of::<CommandAnswered>(&[&["answer"]]),
     KindEntry::of::<DocumentsCommitted>(&[&["cause", "answer"], &["changes", "*", "value"]]),
     KindEntry::of::<CommandAnsweredUnder>(&[&["answer"]]),
+    KindEntry::of::<crate::statewire::relay::LeaseHeld>(&[]),
 ];
 
 /// A JSON value kept in fold state; snapshots store it as JSON text

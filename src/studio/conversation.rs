@@ -84,6 +84,10 @@ pub struct Turn {
     /// reader of this turn's frames starts.
     #[serde(default)]
     pub first_position: u64,
+    /// The model agent's completed calls at the turn's latest answer
+    /// (`studio::exchanges`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exchanges: Vec<crate::agent::model::exchange::ModelExchange>,
 }
 
 #[cfg(test)]
@@ -109,6 +113,7 @@ impl Turn {
             close: None,
             cards: Vec::new(),
             first_position: 0,
+            exchanges: Vec::new(),
         }
     }
 }
@@ -370,7 +375,8 @@ impl Fold for ConversationFold {
     /// 4: keyed requests' outcomes.
     /// 5: a turn keeps the highest first seq its segments claimed.
     /// 6: a plan's approval is a flag of its pause (no growing set of ids).
-    const VERSION: u32 = 6;
+    /// 7: a turn keeps the model agent's completed calls.
+    const VERSION: u32 = 7;
 
     fn apply(state: &mut Conversation, record: &Record) -> Result<(), FoldError> {
         let kind =
@@ -398,6 +404,10 @@ impl Fold for ConversationFold {
             }
             // Audit only: `replay --check` reads which agent served.
             StudioKind::SegmentAgent => Ok(()),
+            StudioKind::ModelExchanged => {
+                super::exchanges::model_exchanged(state, decode(record)?);
+                Ok(())
+            }
         }
     }
 }
@@ -414,6 +424,7 @@ fn turn_requested(
         .as_ref()
         .filter(|card| card.intent == ComponentIntent::Edit)
         .map(|card| card.component_id.as_str().to_owned());
+    super::exchanges::turn_started(state);
     state.turns.push(Turn {
         turn: record.turn,
         edit_of,
@@ -426,6 +437,7 @@ fn turn_requested(
         close: None,
         cards: Vec::new(),
         first_position: position,
+        exchanges: Vec::new(),
     });
     Ok(())
 }

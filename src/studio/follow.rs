@@ -63,7 +63,20 @@ pub fn ending(conversation: &Conversation, turn: u32, now_ms: u64) -> Ending {
             Retry::DoNotRetry,
             "This answer stopped before it finished, and the conversation has moved on to a later turn.",
         )
-    } else if resumed {
+    } else {
+        stopped_error(resumed)
+    };
+    Ending::Broken(ErrorFrame {
+        seq: record.unsent_seq(),
+        error,
+    })
+}
+
+/// The error of the current turn's stream that stopped without a closing
+/// frame: after an answer, post it again (the turn resumes); in the
+/// turn's first stream, ask again.
+pub fn stopped_error(resumed: bool) -> WireError {
+    if resumed {
         broken(
             Retry::RetryAfterDelay {
                 retry_after_seconds: 1,
@@ -75,11 +88,7 @@ pub fn ending(conversation: &Conversation, turn: u32, now_ms: u64) -> Ending {
             Retry::RefreshThenRetry,
             "This answer stopped before it finished (the stream was lost, or the server stopped) and the turn cannot resume; ask again with a new turn.request.",
         )
-    };
-    Ending::Broken(ErrorFrame {
-        seq: record.unsent_seq(),
-        error,
-    })
+    }
 }
 
 fn broken(retry: Retry, detail: &str) -> WireError {

@@ -28,6 +28,7 @@
 pub mod auth;
 pub mod canvas;
 pub mod conversation;
+mod exchanges;
 pub mod follow;
 mod keyed;
 mod openapi;

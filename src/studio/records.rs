@@ -2,7 +2,7 @@
 //! `studio/<principal>/<conversation_id>`, holding every request, answer,
 //! frame sent, segment lease change, cancel and canvas mutation.
 //!
-//! Owns: the payload types of record kinds 16 to 24 (see
+//! Owns: the payload types of record kinds 16 to 27 (see
 //! log-format/LOG-FORMAT.md). JSON members (requests, frames) are stored as
 //! the exact JSON text sent or accepted, so a replay shows byte for byte
 //! what a client received.
@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::agent::model::exchange::ModelExchange;
 use crate::ledger::{Kind, KindEntry, Payload, StreamKey};
 
 use super::auth::Principal;
@@ -141,6 +142,68 @@ pub struct SegmentAgent {
     pub version: String,
 }
 
+/// A call the model agent made for a segment, recorded before any frame
+/// it led to: what was asked (the request body, never the key), what came
+/// back and how long it took. A retried segment reuses a completed one,
+/// and `replay --check` replays the segment from these with no model.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelExchanged {
+    pub turn: u32,
+    pub segment: u32,
+    /// Answered pauses of the turn the segment started from.
+    pub answers: u32,
+    /// The call's place among the segment's calls.
+    pub index: u32,
+    /// SHA-256 of the request's messages, hex.
+    pub request_digest: String,
+    /// The request body, JSON text.
+    pub request: String,
+    /// The reply's content, when the call completed.
+    pub reply: Option<String>,
+    /// Why the call failed, when it did.
+    pub error: Option<String>,
+    /// The failure was an unusable reply rather than none.
+    pub bad_output: bool,
+    pub elapsed_ms: u64,
+}
+
+impl ModelExchanged {
+    /// The record of `exchange`, made by `segment` of `turn`.
+    pub fn of(turn: u32, segment: u32, exchange: ModelExchange) -> Self {
+        Self {
+            turn,
+            segment,
+            answers: exchange.answers,
+            index: exchange.index,
+            request_digest: exchange.request_digest,
+            request: exchange.request,
+            reply: exchange.reply,
+            error: exchange.error,
+            bad_output: exchange.bad_output,
+            elapsed_ms: exchange.elapsed_ms,
+        }
+    }
+
+    /// The exchange as the agent reads it back (`with_request`: keep the
+    /// request body, which only a replay of this segment needs).
+    pub fn exchange(&self, with_request: bool) -> ModelExchange {
+        ModelExchange {
+            answers: self.answers,
+            index: self.index,
+            request_digest: self.request_digest.clone(),
+            request: if with_request {
+                self.request.clone()
+            } else {
+                String::new()
+            },
+            reply: self.reply.clone(),
+            error: self.error.clone(),
+            bad_output: self.bad_output,
+            elapsed_ms: self.elapsed_ms,
+        }
+    }
+}
+
 /// The Studio's record kinds (codes 16 to 63 are the Studio's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u16)]
@@ -158,10 +221,12 @@ pub enum StudioKind {
     RequestApplied = 25,
     /// The agent serving a segment, appended with its claim.
     SegmentAgent = 26,
+    /// A call of the model agent.
+    ModelExchanged = 27,
 }
 
 impl StudioKind {
-    const ALL: [StudioKind; 11] = [
+    const ALL: [StudioKind; 12] = [
         StudioKind::TurnRequested,
         StudioKind::InterruptAnswered,
         StudioKind::FrameSent,
@@ -173,6 +238,7 @@ impl StudioKind {
         StudioKind::CompositionMutated,
         StudioKind::RequestApplied,
         StudioKind::SegmentAgent,
+        StudioKind::ModelExchanged,
     ];
 
     /// The Studio kind stored under `code`, if it is one.
@@ -193,6 +259,7 @@ impl StudioKind {
             StudioKind::CompositionMutated => "studio.composition_mutated",
             StudioKind::RequestApplied => "studio.request_applied",
             StudioKind::SegmentAgent => "studio.segment_agent",
+            StudioKind::ModelExchanged => "studio.model_exchanged",
         };
         Kind::new(self as u16, name)
     }
@@ -218,6 +285,7 @@ studio_payload!(
     CompositionMutated => CompositionMutated,
     RequestApplied => RequestApplied,
     SegmentAgent => SegmentAgent,
+    ModelExchanged => ModelExchanged,
 );
 
 /// The Studio's kinds for the binary's registry. Requests, answers,
@@ -235,4 +303,5 @@ pub const KINDS: &[KindEntry] = &[
     KindEntry::of::<CompositionMutated>(&[&["mutation"]]),
     KindEntry::of::<RequestApplied>(&[&["outcome"]]),
     KindEntry::of::<SegmentAgent>(&[]),
+    KindEntry::of::<ModelExchanged>(&[&["request"]]),
 ];

@@ -11,12 +11,18 @@ use crate::ledger::LedgerError;
 use super::service::HEARTBEAT_MS;
 use crate::wire::WireError;
 
-pub(super) fn seconds_ceil(ms: u64) -> u64 {
+fn seconds_ceil(ms: u64) -> u64 {
     ms.div_ceil(1000).max(1)
 }
 
 pub(super) fn ledger_failure(error: &LedgerError) -> WireError {
-    tracing::error!(%error, "ledger refused a studio append");
+    // An unavailable store is the store's to report (once per outage);
+    // the client is told to retry, so it is not an error of ours.
+    if error.is_transient() {
+        tracing::debug!(%error, "ledger refused a studio append for now");
+    } else {
+        tracing::error!(%error, "ledger refused a studio append");
+    }
     WireError::transient(
         seconds_ceil(HEARTBEAT_MS),
         "The server could not record this request; nothing was applied. Retry shortly.",

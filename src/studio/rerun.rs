@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::conversation::{Conversation, ConversationFold};
-use super::records::{FrameSent, SegmentClaimed, SegmentEnd, SegmentReleased};
+use super::records::{FrameSent, ModelExchanged, SegmentClaimed, SegmentEnd, SegmentReleased};
 use super::service::{SWITCH_CANCELLED, past_turns};
 use super::turn_context::segment_start;
 use crate::agent::{Agent, Recall, TurnContext};
@@ -84,6 +84,15 @@ pub async fn check_segments(
                 && let Ok(frame) = serde_json::from_str::<Value>(&sent.frame)
             {
                 current.frames.push(frame);
+            }
+        } else if let Some(Ok(call)) = ModelExchanged::from_record(&record) {
+            // The segment's own calls, failed ones included, replay it.
+            if let Some(context) = open
+                .as_mut()
+                .filter(|o| o.claim.segment == call.segment)
+                .and_then(|o| o.context.as_mut())
+            {
+                Arc::make_mut(&mut context.exchanges).push(call.exchange(false));
             }
         } else if let Some(Ok(release)) = SegmentReleased::from_record(&record)
             && let Some(current) = open.take_if(|o| o.claim.segment == release.segment)

@@ -29,7 +29,7 @@ use crate::wire::ids::{InterruptId, PlanVersionId, TraceId};
 use crate::wire::plan::{PlanProposed, PlanVersioned};
 
 use super::seq::SeqGuard;
-use super::service::{FAULT_EXIT_CODE, MAX_DECISION_ATTEMPTS, Studio, json, now_ms, seconds_ceil};
+use super::service::{FAULT_EXIT_CODE, MAX_DECISION_ATTEMPTS, Studio, json, now_ms};
 use super::sse::SseEvent;
 use super::turn_context::{REPLAN_NOTICE, Recovery};
 
@@ -104,6 +104,11 @@ pub(super) struct Segment {
     /// How the segment released its lease, once it has (`None`: it lost
     /// the lease or died without releasing it).
     pub(super) ended: Option<SegmentEnd>,
+    /// Whether the segment resumes the turn after an answer (a stream
+    /// that stops can then be resumed by posting the answer again).
+    pub(super) resumed: bool,
+    /// Whether the client was sent a frame that ends the stream.
+    pub(super) closed: bool,
     /// What the last fold showed: the stream's position and, as the
     /// segment owned the lease there, when the lease runs out. An append
     /// at exactly that position lands only on that same state, so the
@@ -177,8 +182,12 @@ impl Segment {
         recovery: Option<Recovery>,
     ) -> SegmentOutcome {
         self.stream(context, approved, recovery).await;
-        // Whatever way the segment ended, what it recorded is sent.
+        // Whatever way the segment ended, what it recorded is sent, and
+        // the stream ends on a closing frame.
         let _ = self.send_held().await;
+        if !self.closed {
+            self.close_broken().await;
+        }
         SegmentOutcome {
             end: self.ended,
             next_seq: self.next_seq,
@@ -297,6 +306,12 @@ impl Segment {
         let frame = match beat {
             Some(Beat::Frame(frame)) => Some(*frame),
             Some(Beat::Fault(fault)) => return self.act_out(fault, ticker).await,
+            // A model call is durable before any frame it led to.
+            Some(Beat::Exchange(call)) => {
+                let record = super::records::ModelExchanged::of(self.turn, self.segment, *call);
+                let records = vec![record.to_record()];
+                return self.append(records, Durability::Durable).await.is_ok();
+            }
             None => None,
         };
         let Some(frame) = frame else {
@@ -435,6 +450,8 @@ impl Segment {
                 // segment dies as its owner would, the lease left to lapse.
                 self.listener.drained().await;
                 self.listener = Listener::Detached;
+                // Nothing more is written: the lease is left to lapse.
+                self.closed = true;
                 false
             }
         }
@@ -461,15 +478,40 @@ impl Segment {
     /// what works next (post the same answer again, or ask again).
     async fn stop_for_shutdown(&mut self) {
         tracing::warn!(stream = %self.stream, segment = self.segment, "shutdown: cutting a live segment");
-        let Ok(state) = self
-            .release_with(SegmentEnd::Disconnected, Durability::Durable)
-            .await
-        else {
-            return;
+        self.close_broken().await;
+    }
+
+    /// Ends a stream that stopped without a closing frame (an append or a
+    /// renewal failed, the lease was lost, the server is cutting it): the
+    /// lease is released durably as a stopped segment if the store takes
+    /// it (the turn stays resumable), and the client gets the error frame
+    /// a reconnect would end on, in any case. Without the store's word,
+    /// the segment words it from what it knows.
+    async fn close_broken(&mut self) {
+        let released = match self.ended {
+            Some(_) => None,
+            None => self
+                .release_with(SegmentEnd::Disconnected, Durability::Durable)
+                .await
+                .ok(),
         };
-        if let Ending::Broken(frame) = super::follow::ending(&state.state, self.turn, now_ms()) {
-            let _ = self.send(&Frame::Error(frame)).await;
+        if matches!(self.listener, Listener::Detached) {
+            return;
         }
+        let ending = released.map(|state| super::follow::ending(&state.state, self.turn, now_ms()));
+        let frame = match ending {
+            Some(Ending::Broken(frame)) => frame,
+            _ => ErrorFrame {
+                // Past every seq this turn's streams sent: this segment is
+                // the turn's latest, and it sent below `next_seq`.
+                seq: self.next_seq,
+                error: super::follow::stopped_error(self.resumed),
+            },
+        };
+        self.closed = true;
+        // Sent directly: the held run went out before this.
+        self.held = None;
+        let _ = self.send(&Frame::Error(frame)).await;
     }
 
     /// Appends as the lease owner; refuses once the lease is someone else's.
@@ -589,6 +631,12 @@ impl Segment {
                     return Ok(());
                 }
                 Err(LedgerError::Conflict { .. }) => continue,
+                // An unavailable store reports itself once per outage;
+                // the stream ends on the error that says to retry.
+                Err(error) if error.is_transient() => {
+                    tracing::debug!(%error, stream = %self.stream, "segment append refused for now");
+                    return Err(Lost);
+                }
                 Err(error) => {
                     tracing::error!(%error, stream = %self.stream, "segment append failed");
                     return Err(Lost);
@@ -680,23 +728,13 @@ impl Segment {
         }
         // Encoded once: the record holds these bytes, and the client gets them.
         let frame_json = json(&frame);
-        match self.record(&frame, &frame_json, ends).await {
-            Ok(()) => {}
-            Err(Lost) => {
-                if ends {
-                    // The pausing or closing frame is not durable: the client
-                    // must not see it; it sees why instead.
-                    let error = WireError::transient(
-                        seconds_ceil(self.studio.inner.config.heartbeat_ms),
-                        "The server could not save this step of the answer; retry the request.",
-                    );
-                    let frame = Frame::Error(ErrorFrame { seq, error });
-                    let _ = self.send(&frame).await;
-                }
-                return false;
-            }
-        };
+        // A frame that cannot be recorded is never sent; the stream then
+        // ends on the error `close_broken` words (in `run`).
+        if self.record(&frame, &frame_json, ends).await.is_err() {
+            return false;
+        }
         if ends {
+            self.closed = true;
             let _ = self.send_encoded(frame.seq(), frame_json).await;
             return false;
         }

@@ -38,8 +38,8 @@ use crate::wire::request::{CancelRequest, Decision, InterruptResponse, TurnReque
 
 use super::keyed::Decided;
 pub use super::keyed::{Applied, MAX_REQUEST_KEY_BYTES, RequestKey};
+pub(super) use super::refusals::refusal;
 use super::refusals::{busy, count_refusal, ledger_failure};
-pub(super) use super::refusals::{refusal, seconds_ceil};
 use super::segment::{Listener, Segment, log_segment_end};
 use super::sse::SseEvent;
 use super::turn_context::{LiveRecall, ReadPause, answered_plan, segment_start, switch_reoffer};
@@ -750,6 +750,8 @@ impl Studio {
             listener,
             switch_reoffer: switch_reoffer(&context),
             ended: None,
+            resumed: start.interrupt_id.is_some(),
+            closed: false,
             owned_at: None,
             held: None,
             pending: Default::default(),

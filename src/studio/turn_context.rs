@@ -136,6 +136,7 @@ pub(super) fn segment_start(
         history: digest(conversation, turn),
         recall,
         retried: false,
+        exchanges: super::exchanges::reusable(record, record.answers().count()),
     };
     Some((context, recovery))
 }

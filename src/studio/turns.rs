@@ -294,6 +294,7 @@ mod tests {
             close: Some(format!("answer {n}")),
             cards: vec![format!("c{n}")],
             first_position: u64::from(n) * 10,
+            exchanges: Vec::new(),
         }
     }
 

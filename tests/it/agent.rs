@@ -59,6 +59,7 @@ pub(crate) fn context(message: &str, answers: Vec<AnsweredPause>) -> TurnContext
         history: Vec::new(),
         recall: Default::default(),
         retried: false,
+        exchanges: Default::default(),
     }
 }
 

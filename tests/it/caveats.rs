@@ -546,3 +546,38 @@ async fn the_approval_repeats_the_cards_caveats_and_a_later_turn_keeps_the_years
         ]
     );
 }
+
+/// Asked "since" a year the places' figures do not hold (GDP per capita is
+/// every five years: 1987, then 1992), the plan starts at the first year
+/// they do, and the card, the message and the answer all name it.
+#[test]
+fn since_a_year_before_the_first_figure_names_the_first_year_the_data_has() {
+    let question = "GDP per capita in Kenya since 1990";
+    let frames = segment_frames(&context(question, Vec::new()));
+    let message = frames
+        .iter()
+        .find_map(|f| match f {
+            Frame::MessageDelta(delta) => Some(delta.text.clone()),
+            _ => None,
+        })
+        .expect("a message");
+    assert!(
+        message.contains("1992") && !message.contains("1990"),
+        "{message}"
+    );
+    let plan = json_of(frames.last().expect("a plan"));
+    let summary = plan["summary"].as_str().unwrap_or_default();
+    assert!(summary.contains("1992"), "{summary}");
+    let said = caveats(&plan).join(" ");
+    assert!(said.contains("no year from 1990 until 1992"), "{said}");
+    let approve = answered(frames.last().unwrap(), json!({"decision": "approve"}));
+    let run = segment_frames(&context(question, vec![approve]));
+    let answer = run
+        .iter()
+        .find_map(|f| match f {
+            Frame::MessageComplete(done) => Some(done.text.clone()),
+            _ => None,
+        })
+        .expect("an answer");
+    assert!(answer.contains("1992"), "{answer}");
+}

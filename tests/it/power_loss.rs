@@ -1,11 +1,11 @@
 //! Power-loss simulation: the real binary appends durably from several
 //! concurrent writers with the TEST-ONLY trace on (`ledger::powerloss`:
-//! each journal sync's length, sled's files at each checkpoint), and with
-//! journal files small enough to rotate and checkpoint every few hundred
-//! records. It is SIGKILLed at a random moment; the store is then rolled
-//! back to what a power loss at that moment could leave (journal files cut
-//! to their synced length, sled's files as of the last checkpoint: every
-//! write not `fdatasync`ed dropped), opened, and must hold every
+//! each journal sync's length), and with journal files small enough to
+//! rotate every few hundred records. It is SIGKILLed at a random moment;
+//! the store is then rolled back to what a power loss at that moment could
+//! leave (journal files cut to their synced length, sled's files, never
+//! synced, gone: every write not `fdatasync`ed dropped), opened (which
+//! rebuilds the index from the journal), and must hold every
 //! acknowledged append at its position and global position, with exactly
 //! the bytes written, and verify clean.
 //!
@@ -29,7 +29,7 @@ use crate::support::{binary, ledgerwire_ok, open_local, scratch, stream};
 const POWER_LOSSES: usize = 12;
 const WRITERS: u32 = 8;
 const FILLER_BYTES: usize = 300;
-/// Journal rotation size for the test, in bytes: a checkpoint every
+/// Journal rotation size for the test, in bytes: a new file every
 /// couple of hundred records.
 const TEST_JOURNAL_FILE_BYTES: u64 = 64 * 1024;
 /// Most acknowledgements awaited before a kill.

@@ -375,10 +375,16 @@ impl ServerProcess {
     /// Spawns a prepared `ledgerwire serve` command and reads the address
     /// it prints once listening.
     pub fn spawn(mut command: Command) -> Self {
+        command.stderr(std::process::Stdio::null());
+        Self::spawn_logging(command)
+    }
+
+    /// [`ServerProcess::spawn`] for a command whose standard error (its
+    /// log) the caller has directed.
+    pub fn spawn_logging(mut command: Command) -> Self {
         use std::io::{BufRead, BufReader};
         let mut child = command
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
             .spawn()
             .expect("spawn ledgerwire serve");
         let stdout = child.stdout.take().expect("stdout");
@@ -468,22 +474,16 @@ pub fn open_sled(dir: &std::path::Path) -> sled::Db {
     sled_once_released(|| sled::open(dir))
 }
 
-/// Cuts the stored bytes of one record short, as a torn write would: the
-/// sled entry holding it ends 7 bytes before the record's end (records
-/// stored after it in the same entry go with it).
+/// Cuts one record short where it lives, in the journal, as a torn write
+/// would: its length word says 7 bytes fewer than its header does. (The
+/// index, sled, is derived: damage there is rebuilt away, not reported.)
 pub fn tear_record(dir: &std::path::Path, key: &ledgerwire::ledger::StreamKey, position: u64) {
-    let db = open_sled(dir);
-    let log = db.open_tree("log").unwrap();
-    let (entry_key, value, first) = entry_holding(&log, key, position);
-    // The entry points into the journal: it is replaced by a value holding
-    // the records themselves (as stores before format 4 held them), torn.
-    let files = ledgerwire::ledger::local::testing::JournalFiles::new(dir);
-    let held: Vec<u8> = ledgerwire::ledger::local::testing::envelopes(value, &files)
-        .take((position - first + 1) as usize)
-        .flat_map(|envelope| envelope.expect("an intact envelope").to_vec())
-        .collect();
-    log.insert(&entry_key, &held[..held.len() - 7]).unwrap();
-    db.flush().unwrap();
+    let (file, offset) = record_in_journal(dir, key, position);
+    let mut bytes = std::fs::read(&file).unwrap();
+    let word = offset as usize - 4;
+    let len = u32::from_le_bytes(bytes[word..word + 4].try_into().unwrap());
+    bytes[word..word + 4].copy_from_slice(&(len - 7).to_le_bytes());
+    std::fs::write(&file, bytes).unwrap();
 }
 
 /// The journal file and byte offset of one record's envelope, as the
@@ -494,7 +494,7 @@ pub fn record_in_journal(
     position: u64,
 ) -> (std::path::PathBuf, u64) {
     use ledgerwire::ledger::local::testing::{Pointer, RECORD_PREFIX_BYTES};
-    let db = sled::open(dir).unwrap();
+    let db = open_sled(dir);
     let log = db.open_tree("log").unwrap();
     let (_, value, first) = entry_holding(&log, key, position);
     let pointer = Pointer::decode(&value)

@@ -4,7 +4,7 @@
 // Must never: run anything at import time (safe under server rendering).
 
 export { StatewireClient, PendingCommand, CommandRejected, StatewireStopped, WIRE_VERSION, RETRY_FOR_MS, BACKOFF, MAX_OUTBOX_COMMANDS } from './statewire/client.js';
-export { StatewireHttp, StatewireWebSocket, TransportError, SUBPROTOCOL, STATEWIRE_SILENCE_MS } from './statewire/transports.js';
+export { StatewireHttp, StatewireWebSocket, TransportError, TransportUnavailable, SUBPROTOCOL, STATEWIRE_SILENCE_MS } from './statewire/transports.js';
 export {
   SESSION_FORMAT, MAX_VERDICTS, MemorySession, LocalStorageSession, MemoryDocuments, LocalStorageDocuments,
   upgradeSession, restoreSession, compatible, newSession, mintClientId,

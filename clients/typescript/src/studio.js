@@ -264,6 +264,12 @@ export class Conversation {
     this.set({ busy: true });
     try {
       return await work(anySignal(signal, this.disposed.signal));
+    } catch (error) {
+      // An aborted call streams nothing any more: the status says what is true.
+      if (isAbort(error) && (this.state.status === 'streaming' || this.state.status === 'reconnecting')) {
+        this.set({ status: this.state.pause ? 'paused' : 'idle', note: null });
+      }
+      throw error;
     } finally {
       this.busy = false;
       this.set({ busy: false });

@@ -206,3 +206,23 @@ describe('stored sessions', () => {
     assert.equal(/** @type {any} */ (session.load()).format, SESSION_FORMAT);
   });
 });
+
+test('without a WebSocket (Node 20 without --experimental-websocket) connect() rejects at once, saying what to do', async (t) => {
+  const saved = Object.getOwnPropertyDescriptor(globalThis, 'WebSocket');
+  Object.defineProperty(globalThis, 'WebSocket', { value: undefined, configurable: true, writable: true });
+  t.after(() => {
+    if (saved) Object.defineProperty(globalThis, 'WebSocket', saved);
+    else delete globalThis.WebSocket;
+  });
+  const client = new StatewireClient({
+    applicationProtocols: [{ name: 'harness-sdk', version: '2026-12-01' }],
+    transport: StatewireWebSocket({ url: 'http://127.0.0.1:9/threads/t1', token: TOKEN }),
+    backoff: FAST,
+  });
+  t.after(() => client.close());
+  const started = Date.now();
+  await assert.rejects(client.connect(), (error) => error.name === 'StatewireStopped'
+    && /pass `WebSocket`/.test(error.message) && /--experimental-websocket/.test(error.message));
+  assert.ok(Date.now() - started < FAST.initialMs * 4, 'at once, not after retries');
+  assert.equal(client.getSnapshot().status, 'failed');
+});

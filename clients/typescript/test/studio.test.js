@@ -203,6 +203,19 @@ describe('scenarios on one server', { concurrency: 4 }, async () => {
     assert.ok(seen.includes('suggestions'));
   });
 
+  test('a call aborted mid-stream leaves the status at what is true, not streaming', async () => {
+    const c = client(server.base).conversation(conversationId('aborted'));
+    const controller = new AbortController();
+    const asked = c.ask('scenario long-tool-call', { signal: controller.signal });
+    await frameWhere(c, (f) => f.event === 'activity.step');
+    assert.equal(c.getSnapshot().status, 'streaming');
+    controller.abort();
+    await assert.rejects(asked, { name: 'AbortError' });
+    const state = c.getSnapshot();
+    assert.equal(state.status, 'idle', 'nothing streams after the abort');
+    assert.equal(state.busy, false);
+  });
+
   test('a refused mutation is a StudioError and an aborted signal ends a call as AbortError', async () => {
     const studio = client(server.base);
     const c = studio.conversation(conversationId('canvas'));

@@ -906,7 +906,7 @@ fn canvas_answer(context: &TurnContext) -> Vec<Frame> {
 
 /// The built-in agent's behaviour version: bump it whenever the frames it
 /// yields for the same context change (recorded with every segment).
-pub const BEHAVIOUR_VERSION: &str = "2026-12-01";
+pub const BEHAVIOUR_VERSION: &str = "2026-12-07";
 
 impl Agent for BuiltinAgent {
     fn identity(&self) -> crate::agent::AgentIdentity {

@@ -240,6 +240,22 @@ pub fn resolve(
     Resolution::Ready(settle(data, u, base, indicator, places, assumed))
 }
 
+/// The first year in `from..=to` for which any of `places` has a figure
+/// of `indicator`.
+fn first_year_held(
+    data: &Dataset,
+    indicator: Indicator,
+    places: &[String],
+    from: i32,
+    to: i32,
+) -> Option<i32> {
+    places
+        .iter()
+        .filter_map(|code| data.series(indicator, code)?.range(from..=to).next())
+        .map(|(year, _)| *year)
+        .min()
+}
+
 fn place_label(data: &Dataset, code: &str) -> String {
     let Some(place) = data.place(code) else {
         return code.to_owned();
@@ -387,6 +403,12 @@ fn settle(
     }
     from = from.clamp(lo, hi);
     to = to.clamp(from, hi);
+    // The places' figures may start after the year asked (a series every
+    // five years, a place with later figures): the plan starts at the
+    // first year they hold, so the card and the answer name it.
+    if from < to {
+        from = first_year_held(data, indicator, &places, from, to).unwrap_or(from);
+    }
     if operation == Operation::Share && places.len() > 1 {
         // "share of world population in China": the world is the denominator.
         places.retain(|c| c != "Earth");

@@ -553,6 +553,12 @@ pub fn years(query: &Query, caveat: YearsCaveat, data_years: (i32, i32)) -> Stri
             cover(data_years),
             span(from, to)
         ),
+        // The figures start after the year asked: name their first year.
+        YearsCaveat::SinceToday { since } if query.from > since && since >= lo => format!(
+            "The bundled {ind} figures hold no year from {since} until {}, and {}, so the plan covers {read}, not {since} to today.",
+            query.from,
+            end(data_years)
+        ),
         YearsCaveat::SinceToday { since } => format!(
             "The bundled {ind} figures {}, so the plan covers {read}, not {since} to today.",
             if query.from == since {

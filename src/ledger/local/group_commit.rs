@@ -261,8 +261,8 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, queue: Arc<FlushQueue>) {
 pub(crate) fn commit(shared: &Shared, waiters: Vec<Waiter>) {
     let started = Instant::now();
     // Read before the flush: every record below it was journaled before
-    // the indexer applied it, so the flush covers it.
-    let covered = shared.applied_next_global.load(Ordering::Acquire);
+    // it began, so the flush covers it.
+    let covered = shared.journaled_next_global.load(Ordering::Acquire);
     // After a failed write or sync, a later sync may succeed without
     // the lost pages (the kernel drops them on a writeback error), so
     // nothing is acknowledged once the ledger is poisoned.

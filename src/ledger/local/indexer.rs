@@ -6,11 +6,9 @@
 //! bytes: a writer that gets too far ahead waits), how far the journal is
 //! known to be on stable storage, their inserts, the stored next global
 //! position (`m/next_global`, once per batch of rounds), publishing
-//! `applied_next_global`, and handing each checkpoint on once every round
-//! before it is in sled. Must never: apply a round before one journaled
+//! `applied_next_global`. Must never: apply a round before one journaled
 //! earlier, apply a round before the journal holds it on stable storage,
-//! publish an end before every record below it is inserted, or pass a
-//! checkpoint on before sled holds the rounds it covers.
+//! or publish an end before every record below it is inserted.
 //!
 //! Why a thread of its own: sled's inserts were about four fifths of the
 //! writer's time (node copies and splits on every insert), all of it
@@ -25,8 +23,7 @@
 //! hands out again. Opening replays the journal over sled from the end
 //! sled stored, which rewrites every position the journal holds, but
 //! nothing rewrites a position the journal lost. Applying only synced
-//! rounds makes sled's records a subset of the journal's durable ones
-//! (until a checkpoint, when sled itself is made durable).
+//! rounds makes sled's records a subset of the journal's durable ones.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -73,14 +70,6 @@ pub(crate) struct Round {
     pub awaits_commit: bool,
 }
 
-enum Item {
-    Round(Round),
-    /// The writer started a journal file at this global position: once
-    /// every round before it is in sled, sled may be checkpointed and the
-    /// older journal files deleted.
-    Checkpoint(u64),
-}
-
 /// The rounds waiting for the indexer.
 #[derive(Default)]
 pub(crate) struct IndexQueue {
@@ -95,7 +84,7 @@ pub(crate) struct IndexQueue {
 
 #[derive(Default)]
 struct QueueState {
-    items: VecDeque<Item>,
+    items: VecDeque<Round>,
     /// Bytes of the rounds queued or being applied.
     bytes: usize,
     /// Rounds ever queued, and ever applied (or skipped once poisoned).
@@ -185,7 +174,7 @@ impl IndexQueue {
         // that began after the round was journaled already noted it (its
         // own commit then notes nothing new and would wake no one).
         let wake = !round.awaits_commit || state.durable >= round.next_global;
-        state.items.push_back(Item::Round(round));
+        state.items.push_back(round);
         if wake {
             self.wake_indexer(&state);
         }
@@ -299,13 +288,6 @@ impl IndexQueue {
         !waited.timed_out()
     }
 
-    /// Queues a checkpoint at `base`, behind every round queued before.
-    pub(crate) fn push_checkpoint(&self, base: u64) {
-        let mut state = self.lock();
-        state.items.push_back(Item::Checkpoint(base));
-        self.wake_indexer(&state);
-    }
-
     /// No more rounds: the indexer applies what is queued and ends.
     pub(crate) fn close(&self) {
         let mut state = self.lock();
@@ -325,7 +307,7 @@ impl IndexQueue {
     }
 
     /// Everything queued, or `None` once the queue is closed and empty.
-    fn take(&self) -> Option<Vec<Item>> {
+    fn take(&self) -> Option<Vec<Round>> {
         let mut state = self.lock();
         loop {
             #[cfg(test)]
@@ -385,29 +367,17 @@ impl Drop for GoneOnExit<'_> {
 }
 
 /// The indexer thread: takes everything queued, applies the rounds in
-/// order, then publishes their end; passes checkpoints on to the
-/// checkpointer once what precedes them is published.
-pub(crate) fn run_indexer(
-    shared: std::sync::Arc<Shared>,
-    checkpoints: std::sync::mpsc::Sender<u64>,
-) {
+/// order, then publishes their end.
+pub(crate) fn run_indexer(shared: std::sync::Arc<Shared>) {
     let queue = &shared.index_queue;
     let _gone = GoneOnExit(&shared);
     let mut batch = Batch::default();
     while let Some(items) = queue.take() {
         let (mut rounds, mut bytes) = (0, 0);
-        for item in items {
-            match item {
-                Item::Round(round) => {
-                    rounds += 1;
-                    bytes += round.bytes;
-                    batch.join(round);
-                }
-                Item::Checkpoint(base) => {
-                    batch.apply_and_publish(&shared);
-                    let _ = checkpoints.send(base);
-                }
-            }
+        for round in items {
+            rounds += 1;
+            bytes += round.bytes;
+            batch.join(round);
         }
         batch.apply_and_publish(&shared);
         shared.stats.index_batches.fetch_add(1, Ordering::Relaxed);

@@ -17,6 +17,7 @@ pub mod damage;
 mod entry;
 mod error;
 mod group_commit;
+pub mod index;
 mod indexer;
 pub(crate) mod journal;
 mod keys;
@@ -40,7 +41,6 @@ pub(crate) use stats::Counters;
 pub use stats::LedgerStats;
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -74,8 +74,8 @@ pub fn open(
 pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<crate::ledger::Ledger> {
     Ok(LocalStore::open_scrubbing(path, mode)?.ledger())
 }
+use recovery::check_watermark;
 pub(crate) use recovery::stored_next_global;
-use recovery::{check_watermark, recover, sled_durable};
 use writer::{AppendRequest, Command, WritePath};
 
 /// Streams watched by tails past which a new watch first drops the
@@ -93,18 +93,11 @@ pub(crate) struct Shared {
     db: sled::Db,
     log: sled::Tree,
     snapshots: sled::Tree,
-    /// sled's data file, synced after each sled flush (at a checkpoint):
-    /// sled 0.34 makes its log stable with `sync_file_range`, which does
-    /// not persist the file's size nor flush the disk's cache;
-    /// `fdatasync` does both.
-    data_file: File,
     /// The journal file the writer appends to: what the flusher syncs.
     journal_file: Mutex<Arc<journal::JournalFile>>,
     /// The journal files readers read records from (sled's entries point
     /// into them).
     journal_files: journal::JournalFiles,
-    /// TEST-ONLY switches, read from the environment once at open.
-    hooks: powerloss::TestHooks,
     /// The records appended last, per stream (reads skip sled for them).
     recent: recent::Recent,
     next_global_on_open: u64,
@@ -134,6 +127,8 @@ pub(crate) struct Shared {
     watermark: Mutex<Option<watermark::Watermark>>,
     /// When the watermark was last advanced after a group commit.
     watermark_at: Mutex<Option<std::time::Instant>>,
+    /// What the open found wrong with the index, if it rebuilt it.
+    rebuilt: Option<index::Rebuilt>,
 }
 
 /// TEST-ONLY: a gate every journal sync passes first.
@@ -197,6 +192,11 @@ impl Shared {
             }
         };
         for problem in &report.problems {
+            if index::blames_the_index(&problem.corruption) {
+                let stream = problem.stream.as_deref().unwrap_or("?");
+                let found = format!("stream {stream}: {}", problem.problem);
+                index::mark_damaged(&self.path, &found);
+            }
             tracing::error!(
                 stream = problem.stream.as_deref().unwrap_or("?"),
                 position = problem.position,
@@ -249,12 +249,6 @@ impl Shared {
         self.make_durable().inspect_err(|error| {
             self.poison(format!("flush failed: {error}"));
         })
-    }
-
-    /// Makes sled hold every round applied to it on stable storage (a
-    /// checkpoint); see [`sled_durable`].
-    fn make_sled_durable(&self) -> Result<()> {
-        sled_durable(&self.db, &self.data_file, &self.path, &self.hooks)
     }
 
     /// [`Shared::advance_watermark`] at most once per
@@ -381,16 +375,17 @@ impl Drop for Threads {
                 let _ = handle.join();
             }
         }
-        // A clean close: everything applied is made durable in sled and
-        // marked so (the next open replays nothing, and goes on writing
-        // the newest journal file). A close after a failure leaves the
-        // rounds sled lacks for the next open to replay.
+        // A clean close: the journal synced and the watermark at its
+        // end; sled's writes handed to the file system (no sync: it is
+        // derived), so the next open usually replays nothing. A close
+        // after a failure leaves the rounds sled lacks to the next open.
         let shared = &self.shared;
-        if shared.poisoned().is_none()
-            && shared.make_durable().is_ok()
-            && shared.make_sled_durable().is_ok()
-        {
-            shared.advance_watermark(shared.applied_next_global.load(Ordering::Acquire));
+        let journaled = shared.journaled_next_global.load(Ordering::Acquire);
+        if shared.poisoned().is_none() && shared.make_durable().is_ok() {
+            shared.advance_watermark(journaled);
+            if let Err(error) = shared.db.flush() {
+                tracing::warn!(%error, "sled's writes could not be flushed at close; the next open replays the journal");
+            }
         }
     }
 }
@@ -418,22 +413,53 @@ impl LocalStore {
         mode: OpenMode,
         hooks: powerloss::TestHooks,
     ) -> Result<(Self, VerifyReport)> {
-        let path = path.as_ref().to_path_buf();
-        open::refuse_damaged_snapshots(&path)?;
-        let db = open::open_sled(&path, mode)?;
-        let log = db.open_tree("log")?;
+        Self::open_checked(path.as_ref(), mode, hooks, None)
+    }
+
+    /// Sets the index of the store in `path` aside and builds it again
+    /// from the journal, whatever its state, then checks every record
+    /// (`ledgerwire log repair`).
+    pub fn repair(path: impl AsRef<Path>) -> Result<(Self, VerifyReport)> {
+        let why = "a rebuild was asked for (`log repair`)";
+        Self::open_checked(
+            path.as_ref(),
+            OpenMode::MustExist,
+            powerloss::TestHooks::from_env(),
+            Some(why),
+        )
+    }
+
+    /// Opens the store and checks every record through the index; if
+    /// records fail their checks while the journal is intact, the index
+    /// is what is damaged: it is rebuilt and the records checked again.
+    fn open_checked(
+        path: &Path,
+        mode: OpenMode,
+        hooks: powerloss::TestHooks,
+        rebuild: Option<&str>,
+    ) -> Result<(Self, VerifyReport)> {
+        let path = path.to_path_buf();
         let files = journal::JournalFiles::new(&path);
-        let stored = match stored_next_global(&log) {
-            Ok(next_global) => next_global,
-            Err(LocalError::Sled(error)) if damage::is_damage(&error) => {
-                scan::verify(&log, &files)?.next_global
-            }
-            Err(error) => return Err(error),
-        };
-        let (next_global, mut journal) = recover(&path, &db, &log, stored, &hooks)?;
-        let report = scan::verify(&log, &files)?;
-        check_watermark(&path, report.next_global.max(next_global))?;
-        if report.next_global != next_global {
+        let mut opened = index::open(&path, mode, &hooks, rebuild)?;
+        let mut report = scan::verify(&opened.index.log, &files)?;
+        if let Some(first) = report
+            .problems
+            .first()
+            .filter(|_| opened.index.rebuilt.is_none())
+            && let Ok(journal_files) = index::derivable(&path, Some(report.next_global))?
+        {
+            let found = format!(
+                "{} records fail their checks through it while the journal is intact, the first: {}",
+                report.problems.len(),
+                first.problem
+            );
+            drop(opened);
+            opened = index::rebuild_from(&path, &hooks, found, &journal_files)?;
+            report = scan::verify(&opened.index.log, &files)?;
+        }
+        check_watermark(&path, report.next_global.max(opened.next_global))?;
+        let mut journal = opened.journal;
+        if report.next_global != opened.next_global {
             // Records past the stored counter (damage): appends go on
             // after them, in a journal file starting there.
             journal = journal::JournalWriter::create(
@@ -444,7 +470,7 @@ impl LocalStore {
             )?;
         }
         let corrupt = report.corrupt_streams();
-        let shared = Self::shared(path, db, log, report.next_global, corrupt, &journal, hooks)?;
+        let shared = Self::shared(path, opened.index, report.next_global, corrupt, &journal)?;
         *shared.scrub.lock().unwrap_or_else(|p| p.into_inner()) = Some(report.clone());
         Ok((Self::start(shared, journal, false)?, report))
     }
@@ -453,40 +479,37 @@ impl LocalStore {
     /// on a background thread (the scrubber) while the ledger serves: a
     /// cold open costs sled's recovery, not a read of every record. Reads
     /// check every record they return in either mode, and a stream the
-    /// scrubber finds corrupt is refused from then on.
+    /// scrubber finds corrupt is refused from then on. A damaged index is
+    /// rebuilt from the journal before this returns.
     pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let hooks = powerloss::TestHooks::from_env();
-        let db = open::open_sled_setting_aside(&path, mode)?;
-        let log = db.open_tree("log")?;
-        let (next_global, corrupt) = match stored_next_global(&log) {
-            Ok(next_global) => (next_global, HashMap::new()),
-            // The page holding it is damaged: find it the slow way, and
-            // the damaged streams with it.
-            Err(LocalError::Sled(error)) if damage::is_damage(&error) => {
-                tracing::error!(%error, "the stored next global position cannot be read; scanning the whole store");
-                let report = scan::verify(&log, &journal::JournalFiles::new(&path))?;
-                (report.next_global, report.corrupt_streams())
-            }
-            Err(error) => return Err(error),
-        };
-        let (next_global, journal) = recover(&path, &db, &log, next_global, &hooks)?;
-        check_watermark(&path, next_global)?;
-        let shared = Self::shared(path, db, log, next_global, corrupt, &journal, hooks)?;
-        Self::start(shared, journal, true)
+        let opened = index::open(&path, mode, &hooks, None)?;
+        check_watermark(&path, opened.next_global)?;
+        let shared = Self::shared(
+            path,
+            opened.index,
+            opened.next_global,
+            HashMap::new(),
+            &opened.journal,
+        )?;
+        Self::start(shared, opened.journal, true)
+    }
+
+    /// What the open found wrong with the index and rebuilt, if it did.
+    pub fn index_rebuilt(&self) -> Option<&index::Rebuilt> {
+        self.shared.rebuilt.as_ref()
     }
 
     fn shared(
         path: PathBuf,
-        db: sled::Db,
-        log: sled::Tree,
+        index: index::Index,
         next_global: u64,
         corrupt: HashMap<String, (u64, Corruption)>,
         journal: &journal::JournalWriter,
-        hooks: powerloss::TestHooks,
     ) -> Result<Arc<Shared>> {
+        let index::Index { db, log, rebuilt } = index;
         let snapshots = db.open_tree("snapshots")?;
-        let data_file = File::open(path.join("db"))?;
         let watermark = watermark::Watermark::open(&path)
             .inspect_err(|error| tracing::warn!(%error, "no durable watermark"))
             .ok();
@@ -497,9 +520,7 @@ impl LocalStore {
             db,
             log,
             snapshots,
-            data_file,
             journal_file: Mutex::new(journal.file()),
-            hooks,
             recent: recent::Recent::default(),
             next_global_on_open: next_global,
             corrupt: RwLock::new(corrupt),
@@ -516,16 +537,16 @@ impl LocalStore {
             sync_gate: SyncGate::default(),
             watermark: Mutex::new(watermark),
             watermark_at: Mutex::new(None),
+            rebuilt,
         }))
     }
 
-    /// Starts the writer, the indexer, the flusher, the checkpointer and,
-    /// if asked, the scrubber.
+    /// Starts the writer, the indexer, the flusher and, if asked, the
+    /// scrubber.
     fn start(shared: Arc<Shared>, journal: journal::JournalWriter, scrub: bool) -> Result<Self> {
         let (commands, receiver) = mpsc::channel(MAX_PENDING_APPENDS);
         let queue = Arc::new(FlushQueue::default());
         let write_path = WritePath::new(&shared, journal, queue.clone());
-        let (checkpoints, checkpoint_requests) = std::sync::mpsc::channel();
         let writer = {
             let shared = shared.clone();
             std::thread::Builder::new()
@@ -536,13 +557,7 @@ impl LocalStore {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("ledger-indexer".into())
-                .spawn(move || indexer::run_indexer(shared, checkpoints))?
-        };
-        let checkpointer = {
-            let shared = shared.clone();
-            std::thread::Builder::new()
-                .name("ledger-checkpointer".into())
-                .spawn(move || writer::run_checkpointer(shared, checkpoint_requests))?
+                .spawn(move || indexer::run_indexer(shared))?
         };
         let flusher = {
             let shared = shared.clone();
@@ -550,7 +565,7 @@ impl LocalStore {
                 .name("ledger-flusher".into())
                 .spawn(move || group_commit::run_flusher(shared, queue))?
         };
-        let mut handles = vec![writer, indexer, flusher, checkpointer];
+        let mut handles = vec![writer, indexer, flusher];
         handles.extend(shared.read_threads.start()?);
         if scrub {
             let shared = shared.clone();

@@ -69,9 +69,10 @@ fn sled_config(path: &Path) -> sled::Config {
 /// Pause between two attempts to take the lock, in milliseconds.
 const LOCK_RETRY_MS: u64 = 20;
 
-/// Checks (and if allowed creates) the store directory and opens sled in it.
-pub fn open_sled(path: &Path, mode: OpenMode) -> Result<sled::Db> {
-    prepare_directory(path, mode)?;
+/// Opens sled in a store directory already checked, waiting out a lock
+/// held a moment longer by a store just closed. Damage sled meets (an
+/// error or a panic while it recovers) is [`LocalError::Damaged`].
+pub(super) fn open_sled_in(path: &Path) -> Result<sled::Db> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(LOCK_WAIT_MS);
     loop {
         // sled panics on some damage it meets while recovering (a page
@@ -88,10 +89,9 @@ pub fn open_sled(path: &Path, mode: OpenMode) -> Result<sled::Db> {
                 std::thread::sleep(std::time::Duration::from_millis(LOCK_RETRY_MS));
             }
             Ok(Err(error)) if damage::is_damage(&error) => {
-                return Err(LocalError::Damaged(damage::of_failed_open(
-                    path,
-                    error.to_string(),
-                )));
+                return Err(LocalError::Damaged(damage::Damage::DataFile {
+                    detail: error.to_string(),
+                }));
             }
             Ok(Err(error)) => return Err(problem(path, StoreProblem::Sled(error))),
             Err(panic) => {
@@ -100,10 +100,9 @@ pub fn open_sled(path: &Path, mode: OpenMode) -> Result<sled::Db> {
                     .map(|s| (*s).to_owned())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "it stopped while recovering".to_owned());
-                return Err(LocalError::Damaged(damage::of_failed_open(
-                    path,
-                    format!("recovery failed: {detail}"),
-                )));
+                return Err(LocalError::Damaged(damage::Damage::DataFile {
+                    detail: format!("recovery failed: {detail}"),
+                }));
             }
         }
     }
@@ -114,35 +113,7 @@ fn io_problem(path: &Path, action: &'static str) -> impl FnOnce(std::io::Error) 
     move |error| problem(path, StoreProblem::Io { action, error })
 }
 
-/// Opens sled in `path` as [`open_sled`] does, after setting aside any
-/// damaged sled snapshot file (sled rebuilds its index from the data file
-/// without it): what `serve` opens with, so a damaged derivable file never
-/// stops a server.
-pub fn open_sled_setting_aside(path: &Path, mode: OpenMode) -> Result<sled::Db> {
-    prepare_directory(path, mode)?;
-    let moved = damage::set_aside_damaged_snapshots(path)?;
-    for file in &moved {
-        tracing::warn!(
-            file = %file.display(),
-            "sled's snapshot file was damaged; set aside (sled rebuilds its index from the data file)"
-        );
-    }
-    open_sled(path, mode)
-}
-
-/// Refuses a store whose sled snapshot file is damaged, naming the file
-/// and the fix, before sled trips over it (what read-only tools open with).
-pub fn refuse_damaged_snapshots(path: &Path) -> Result<()> {
-    if !path.is_dir() {
-        return Ok(());
-    }
-    match damage::damaged_snapshots(path)?.pop() {
-        Some(file) => Err(LocalError::Damaged(damage::Damage::Snapshot { file })),
-        None => Ok(()),
-    }
-}
-
-fn prepare_directory(path: &Path, mode: OpenMode) -> Result<()> {
+pub(super) fn prepare_directory(path: &Path, mode: OpenMode) -> Result<()> {
     if !path.exists() {
         return match mode {
             OpenMode::MustExist => Err(problem(path, StoreProblem::Missing)),

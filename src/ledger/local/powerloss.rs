@@ -7,20 +7,17 @@
 //! - at each journal sync, after `fdatasync` returned and before any
 //!   append it covers is acknowledged, the file's name and the length it
 //!   synced (a line of `synced`);
-//! - at each checkpoint, after sled's flush and the syncs of its files and
-//!   before any journal file is deleted, a copy of sled's files
-//!   (`conf`, `db`, `snap.*`, `blobs/`) in `sled/`.
 //!
 //! [`roll_back`] then turns a store whose process was killed into what a
 //! power loss at that moment could leave: every journal file cut to the
-//! length last synced (a file never synced removed), sled's files put
-//! back as they were at the last checkpoint. Everything written and not
-//! `fdatasync`ed is dropped. An append acknowledged before the sync that
+//! length last synced (a file never synced removed), and sled's files
+//! gone (sled's files are never synced: they are the index, derived from
+//! the journal, and the worst a power loss can leave of them is nothing).
+//! Everything written and not `fdatasync`ed is dropped. An append acknowledged before the sync that
 //! covers it would not be in the trace and would be lost by the roll-back,
 //! which is what makes the test able to fail (see the unit test below).
 //!
-//! [`JOURNAL_FILE_BYTES_ENV`] makes journal files rotate (and checkpoints
-//! run) after that many bytes instead of `journal::JOURNAL_FILE_BYTES`,
+//! [`JOURNAL_FILE_BYTES_ENV`] makes journal files rotate after that many bytes instead of `journal::JOURNAL_FILE_BYTES`,
 //! so a short test crosses many checkpoints.
 //!
 //! Owns: the trace's layout, taking it, and rolling a store back by it.
@@ -30,10 +27,14 @@
 #[cfg(feature = "test-hooks")]
 use std::collections::HashMap;
 #[cfg(feature = "test-hooks")]
+use std::fs;
+use std::fs::File;
+#[cfg(feature = "test-hooks")]
 use std::fs::OpenOptions;
-use std::fs::{self, File};
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+#[cfg(feature = "test-hooks")]
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 #[cfg(feature = "test-hooks")]
@@ -52,10 +53,6 @@ pub const JOURNAL_FILE_BYTES_ENV: &str = "LEDGERWIRE_TEST_JOURNAL_FILE_BYTES";
 #[cfg(feature = "test-hooks")]
 /// The list of syncs in a trace directory: `<journal file name> <length>`.
 const SYNCED_FILE: &str = "synced";
-/// sled's files as of the last checkpoint, in a trace directory.
-const SLED_COPY: &str = "sled";
-const SLED_COPY_STAGED: &str = "sled.staged";
-const SLED_COPY_OLD: &str = "sled.old";
 
 /// What the tests switch on, read once when a ledger opens.
 #[derive(Clone)]
@@ -116,7 +113,6 @@ fn fail(what: &str, error: &io::Error) -> ! {
 
 /// The power-loss trace being taken.
 pub struct Trace {
-    dir: PathBuf,
     synced: Mutex<File>,
 }
 
@@ -129,7 +125,6 @@ impl Trace {
             .append(true)
             .open(dir.join(SYNCED_FILE))?;
         Ok(Self {
-            dir: dir.to_path_buf(),
             synced: Mutex::new(synced),
         })
     }
@@ -145,35 +140,9 @@ impl Trace {
             fail("record a sync", &error);
         }
     }
-
-    /// sled's files in `store` are on stable storage as they are now.
-    pub fn checkpoint(&self, store: &Path) {
-        let staged = self.dir.join(SLED_COPY_STAGED);
-        let copy = self.dir.join(SLED_COPY);
-        let old = self.dir.join(SLED_COPY_OLD);
-        let taken = (|| {
-            remove_dir_if_any(&staged)?;
-            copy_sled_files(store, &staged)?;
-            remove_dir_if_any(&old)?;
-            if copy.exists() {
-                fs::rename(&copy, &old)?;
-            }
-            fs::rename(&staged, &copy)?;
-            remove_dir_if_any(&old)
-        })();
-        if let Err(error) = taken {
-            fail("copy sled's files at a checkpoint", &error);
-        }
-    }
 }
 
-fn remove_dir_if_any(dir: &Path) -> io::Result<()> {
-    match fs::remove_dir_all(dir) {
-        Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
-        _ => Ok(()),
-    }
-}
-
+#[cfg(feature = "test-hooks")]
 /// sled's files in `dir`, relative to it: `conf`, `db`, `snap.*` (not one
 /// being generated) and everything in `blobs/`.
 fn sled_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
@@ -194,26 +163,6 @@ fn sled_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
         }
     }
     Ok(found)
-}
-
-fn copy_sled_files(from: &Path, to: &Path) -> io::Result<()> {
-    fs::create_dir_all(to)?;
-    for relative in sled_files(from)? {
-        let source = from.join(&relative);
-        if source.is_dir() {
-            fs::create_dir_all(to.join(&relative))?;
-            continue;
-        }
-        match fs::copy(&source, to.join(&relative)) {
-            // sled removed it meanwhile (a blob collected, a snapshot
-            // replaced): it was not part of the state being copied.
-            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
-            copied => {
-                copied?;
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(feature = "test-hooks")]
@@ -268,21 +217,14 @@ pub fn roll_back(store: &Path, trace: &Path) -> io::Result<RolledBack> {
             }
         }
     }
-    let copy = [SLED_COPY, SLED_COPY_OLD]
-        .into_iter()
-        .map(|name| trace.join(name))
-        .find(|dir| dir.is_dir());
-    if let Some(copy) = copy {
-        for relative in sled_files(store)? {
-            let path = store.join(relative);
-            if path.is_dir() {
-                fs::remove_dir_all(&path)?;
-            } else if path.exists() {
-                fs::remove_file(&path)?;
-            }
+    for relative in sled_files(store)? {
+        let path = store.join(relative);
+        if path.is_dir() {
+            fs::remove_dir_all(&path)?;
+        } else if path.exists() {
+            fs::remove_file(&path)?;
         }
-        copy_sled_files(&copy, store)?;
-        rolled.sled_restored = true;
+        rolled.sled_removed = true;
     }
     Ok(rolled)
 }
@@ -293,8 +235,8 @@ pub fn roll_back(store: &Path, trace: &Path) -> io::Result<RolledBack> {
 pub struct RolledBack {
     /// Bytes of journal written but never synced, dropped.
     pub journal_bytes_dropped: u64,
-    /// Whether sled's files were put back from the last checkpoint.
-    pub sled_restored: bool,
+    /// Whether sled's files were removed (the next open rebuilds them).
+    pub sled_removed: bool,
 }
 
 #[cfg(feature = "test-hooks")]
@@ -302,12 +244,14 @@ pub struct RolledBack {
 /// for synced (a store closed cleanly): the point a later roll-back
 /// cannot go behind.
 pub fn baseline(store: &Path, trace: &Path) -> io::Result<()> {
-    remove_dir_if_any(trace)?;
+    match fs::remove_dir_all(trace) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
+        _ => {}
+    }
     let recorder = Trace::new(trace)?;
     for (_, path) in journal::files(store)? {
         recorder.synced(&path, fs::metadata(&path)?.len());
     }
-    recorder.checkpoint(store);
     Ok(())
 }
 
@@ -328,7 +272,6 @@ mod tests {
         let trace_dir = tempfile::tempdir().unwrap();
         let hooks = TestHooks {
             trace: Some(Arc::new(Trace::new(trace_dir.path()).unwrap())),
-            // No rotation: the checkpoint copy is the one taken at open.
             journal_file_bytes: JOURNAL_FILE_BYTES,
         };
         let ledger = LocalStore::open_with(live.path(), OpenMode::CreateIfMissing, hooks)
@@ -365,7 +308,7 @@ mod tests {
         copy_tree(live.path(), crashed.path());
         std::mem::forget(ledger);
         let rolled = roll_back(crashed.path(), trace_dir.path()).unwrap();
-        assert!(rolled.sled_restored);
+        assert!(rolled.sled_removed);
         assert!(rolled.journal_bytes_dropped > 0, "{rolled:?}");
         let (ledger, report) = LocalStore::open(crashed.path(), OpenMode::MustExist).unwrap();
         assert!(report.is_clean(), "{:?}", report.problems);

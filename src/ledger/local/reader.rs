@@ -126,6 +126,13 @@ impl SledReader {
     fn corrupt(&mut self, corruption: Corruption) -> LocalError {
         self.failed = true;
         tracing::error!(stream = %self.stream, position = self.next_position, %corruption, "corrupt record");
+        if crate::ledger::local::index::blames_the_index(&corruption) {
+            let found = format!(
+                "stream {} position {}: {corruption}",
+                self.stream, self.next_position
+            );
+            crate::ledger::local::index::mark_damaged(&self.shared.path, &found);
+        }
         let mut corrupt = self
             .shared
             .corrupt

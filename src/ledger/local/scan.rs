@@ -16,7 +16,7 @@ use crate::ledger::local::journal::JournalFiles;
 use crate::ledger::local::keys::RECORD_KEY_TAG;
 use crate::ledger::local::{LocalStore, keys};
 use crate::ledger::record::{Record, StreamKey};
-use crate::ledger::verify::{Problem, VerifyReport, problem};
+use crate::ledger::verify::{VerifyReport, problem};
 
 /// Global positions seen so far, one bit each.
 #[derive(Default)]
@@ -110,19 +110,18 @@ fn scan(
         ..Scan::default()
     };
     let mut seen: u64 = 0;
-    let mut entries = Entries::new(log);
-    while let Some(item) = entries.next() {
-        let (key, value) = match item? {
-            Entry::Record(key, value) => (key, value),
-            Entry::Unreadable {
-                after,
-                next,
-                detail,
-            } => {
-                let problems = entries.unreadable(after.as_deref(), next.as_deref(), &detail);
-                scan.unreadable(problems);
-                continue;
+    for item in log.scan_prefix([RECORD_KEY_TAG]) {
+        let (key, value) = match item {
+            Ok(entry) => entry,
+            // The index cannot be read on: that is the index's damage
+            // (an open rebuilds it where the journal allows), named once.
+            Err(error) if super::damage::is_damage(&error) => {
+                let detail = error.to_string();
+                let corruption = Corruption::Storage { detail };
+                scan.report.problems.push(problem(None, None, corruption));
+                break;
             }
+            Err(error) => return Err(error.into()),
         };
         seen += 1;
         if seen.is_multiple_of(STOP_CHECK_ENTRIES) && stop.load(Ordering::Relaxed) {
@@ -160,19 +159,6 @@ struct Scan {
 }
 
 impl Scan {
-    /// Problems of a region sled cannot read; the stream being scanned is
-    /// judged no further if they name it.
-    fn unreadable(&mut self, problems: Vec<Problem>) {
-        if let Some(scan) = self.current.as_mut()
-            && problems
-                .iter()
-                .any(|p| p.stream.as_deref() == Some(&scan.name))
-        {
-            scan.broken = true;
-        }
-        self.report.problems.extend(problems);
-    }
-
     /// An entry of `stream` comes next: a new stream unless it is the one
     /// being scanned.
     fn enter(&mut self, stream: &str) {
@@ -281,239 +267,6 @@ impl Scan {
             self.report.problems.push(problem(None, None, corruption));
         }
         self.report
-    }
-}
-
-/// One item of the log tree as the scan reads it.
-enum Entry {
-    Record(sled::IVec, sled::IVec),
-    /// sled could not read the records after `after` (the last key read,
-    /// if any); `next` is the first it could read again, if any.
-    Unreadable {
-        after: Option<sled::IVec>,
-        next: Option<sled::IVec>,
-        detail: String,
-    },
-}
-
-/// The record keys of the log tree in order, stepping over what sled
-/// cannot read (damage in its data file) to the next key it can.
-struct Entries<'a> {
-    log: &'a sled::Tree,
-    iter: Option<sled::Iter>,
-    last: Option<sled::IVec>,
-    /// The value under `last`: how many positions it covers is counted
-    /// only when a region after it cannot be read.
-    last_value: Option<sled::IVec>,
-}
-
-/// Bytes of the longest record key: the search for the end of a damaged
-/// region works on keys of this width.
-const PROBE_KEY_BYTES: usize = 3 + crate::ledger::record::MAX_STREAM_KEY_BYTES + 8;
-
-/// `a - b` for big-endian numbers of one width, `a >= b`.
-fn minus(a: &[u8], b: &[u8]) -> Vec<u8> {
-    let mut out = vec![0u8; a.len()];
-    let mut borrow = 0i16;
-    for i in (0..a.len()).rev() {
-        let mut digit = i16::from(a[i]) - i16::from(b[i]) - borrow;
-        borrow = i16::from(digit < 0);
-        if digit < 0 {
-            digit += 256;
-        }
-        out[i] = digit as u8;
-    }
-    out
-}
-
-/// `a + b / 2` for big-endian numbers of one width (no overflow: the
-/// caller's `b` is a difference within range).
-fn plus_half(a: &[u8], b: &[u8]) -> Vec<u8> {
-    let mut half = vec![0u8; b.len()];
-    let mut carry = 0u8;
-    for (i, &digit) in b.iter().enumerate() {
-        half[i] = (digit >> 1) | (carry << 7);
-        carry = digit & 1;
-    }
-    let mut out = vec![0u8; a.len()];
-    let mut carry = 0u16;
-    for i in (0..a.len()).rev() {
-        let sum = u16::from(a[i]) + u16::from(half[i]) + carry;
-        out[i] = sum as u8;
-        carry = sum >> 8;
-    }
-    out
-}
-
-/// Whether a big-endian difference is 0 or 1.
-fn at_most_one(difference: &[u8]) -> bool {
-    let (last, rest) = difference.split_last().unwrap_or((&0, &[]));
-    rest.iter().all(|&d| d == 0) && *last <= 1
-}
-
-impl<'a> Entries<'a> {
-    fn new(log: &'a sled::Tree) -> Self {
-        Self {
-            log,
-            iter: Some(log.range(vec![RECORD_KEY_TAG]..)),
-            last: None,
-            last_value: None,
-        }
-    }
-
-    fn next(&mut self) -> Option<Result<Entry>> {
-        let iter = self.iter.as_mut()?;
-        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| iter.next()));
-        let failure = match read {
-            Ok(None) => return None,
-            Ok(Some(Ok((key, value)))) => {
-                if key.first() != Some(&RECORD_KEY_TAG) {
-                    self.iter = None;
-                    return None;
-                }
-                self.last = Some(key.clone());
-                self.last_value = Some(value.clone());
-                return Some(Ok(Entry::Record(key, value)));
-            }
-            Ok(Some(Err(error))) if super::damage::is_damage(&error) => error.to_string(),
-            Ok(Some(Err(error))) => return Some(Err(error.into())),
-            Err(_) => "sled stopped reading it".to_owned(),
-        };
-        let next = self.next_readable();
-        self.iter = next.as_ref().map(|key| self.log.range(key.to_vec()..));
-        Some(Ok(Entry::Unreadable {
-            after: self.last.clone(),
-            next: next.filter(|key| key.first() == Some(&RECORD_KEY_TAG)),
-            detail: failure,
-        }))
-    }
-
-    /// Whether sled reads the first key after the last one read, from
-    /// `from` on.
-    fn readable_from(&self, from: &[u8]) -> bool {
-        let probe = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &self.last {
-            Some(last) if from <= last.as_ref() => {
-                let range = (Bound::Excluded(last.to_vec()), Bound::Unbounded);
-                self.log
-                    .range::<Vec<u8>, _>(range)
-                    .next()
-                    .transpose()
-                    .is_ok()
-            }
-            _ => self.log.range(from.to_vec()..).next().transpose().is_ok(),
-        }));
-        probe.unwrap_or(false)
-    }
-
-    /// The first key sled can read past the damage after the last key
-    /// read: the least key from which a read succeeds, found by halving
-    /// the key space (keys compared as big-endian numbers of one width).
-    fn next_readable(&self) -> Option<sled::IVec> {
-        let mut readable = vec![0xFF; PROBE_KEY_BYTES];
-        if !self.readable_from(&readable) {
-            return None;
-        }
-        let mut unreadable = vec![0u8; PROBE_KEY_BYTES];
-        if let Some(last) = &self.last {
-            let len = last.len().min(PROBE_KEY_BYTES);
-            unreadable[..len].copy_from_slice(&last[..len]);
-        }
-        loop {
-            let gap = minus(&readable, &unreadable);
-            if at_most_one(&gap) {
-                break;
-            }
-            let middle = plus_half(&unreadable, &gap);
-            if self.readable_from(&middle) {
-                readable = middle;
-            } else {
-                unreadable = middle;
-            }
-        }
-        let range = match &self.last {
-            Some(last) if readable.as_slice() <= last.as_ref() => {
-                (Bound::Excluded(last.to_vec()), Bound::Unbounded)
-            }
-            _ => (Bound::Included(readable), Bound::Unbounded),
-        };
-        self.log
-            .range::<Vec<u8>, _>(range)
-            .next()
-            .and_then(Result::ok)
-            .map(|(key, _)| key)
-    }
-}
-
-impl Entries<'_> {
-    /// The problems an unreadable region between the keys `after` and
-    /// `next` means: the stream it starts in, from the position after
-    /// `after`, unless that stream's last record is `after` (the region
-    /// begins with the next stream); and, when it ends in another stream,
-    /// whatever streams sort between.
-    fn unreadable(&self, after: Option<&[u8]>, next: Option<&[u8]>, detail: &str) -> Vec<Problem> {
-        // `after` is the key of an entry: its last record is the last read.
-        let span = self.last_value.as_ref().map_or(1, entry::span).max(1);
-        let parsed_after = after
-            .and_then(keys::parse_record_key)
-            .map(|(stream, first)| (stream, first + span - 1));
-        let parsed_next = next.and_then(keys::parse_record_key);
-        // sled failed between two neighbours, and a fresh read finds the
-        // second: nothing was lost (the records read are checked anyway).
-        if let (Some((first, position)), Some((then, resumed))) = (parsed_after, parsed_next)
-            && first == then
-            && resumed == position + 1
-        {
-            return Vec::new();
-        }
-        let corruption = |detail: String| Corruption::Storage { detail };
-        let mut problems = Vec::new();
-        if let (Some(key), Some((stream, position))) = (after, parsed_after)
-            && !self.last_of_its_stream(key)
-        {
-            let detail = match parsed_next {
-                Some((then, resumed)) if then == stream => format!(
-                    "{detail}; positions {} to {} cannot be read",
-                    position + 1,
-                    resumed.saturating_sub(1)
-                ),
-                _ => detail.to_owned(),
-            };
-            problems.push(problem(
-                Some(stream),
-                Some(position + 1),
-                corruption(detail),
-            ));
-        }
-        let spans_streams = match (parsed_after, parsed_next) {
-            (Some((first, _)), Some((then, _))) => first != then,
-            _ => true,
-        };
-        if spans_streams {
-            let at = |key: Option<(&str, u64)>, none: &str| {
-                key.map_or_else(|| none.to_owned(), |(s, p)| format!("{s} #{p}"))
-            };
-            let detail = format!(
-                "{detail}; nothing between {} and {} can be read, so any stream whose name sorts between them may have lost records",
-                at(parsed_after, "the first record"),
-                at(parsed_next, "the last record")
-            );
-            problems.push(problem(None, None, corruption(detail)));
-        }
-        problems
-    }
-
-    /// Whether `key` is the last record of its stream, as a read from the
-    /// stream's end finds it.
-    fn last_of_its_stream(&self, key: &[u8]) -> bool {
-        let Some(stream) = keys::parse_record_key(key).and_then(|(s, _)| StreamKey::new(s).ok())
-        else {
-            return false;
-        };
-        let prefix = keys::stream_prefix(&stream);
-        let last = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.log.scan_prefix(prefix).next_back()
-        }));
-        matches!(last, Ok(Some(Ok((last, _)))) if last.as_ref() == key)
     }
 }
 

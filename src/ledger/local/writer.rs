@@ -1,4 +1,4 @@
-//! The single writer and the checkpointer.
+//! The single writer.
 //!
 //! Owns: assigning positions, the optimistic-concurrency check, writing
 //! each round of appends to the journal as one entry, handing it to the
@@ -9,9 +9,6 @@
 //! process pass through the one writer thread, so the head check and the
 //! write are one step; two writers can never both extend the same
 //! position.
-//! The checkpointer makes sled durable when the writer starts a new
-//! journal file (once the indexer has applied every round before it), so
-//! that an open replays only the files since.
 //! Must never: acknowledge a durable append before the sync of the journal
 //! entry holding it returned, or accept a write after a write or sync
 //! failed (the process must restart, since what sled holds in memory may
@@ -220,35 +217,6 @@ fn recv_until(
     }
 }
 
-/// The checkpointer thread: after each journal rotation, once the indexer
-/// applied every round before it, makes sled hold them on stable storage
-/// (sled's flush and an `fdatasync` of its data file), so that an open
-/// replays at most the rounds of the files since. Off the commit path:
-/// appends go on meanwhile.
-pub(crate) fn run_checkpointer(shared: Arc<Shared>, rotations: std::sync::mpsc::Receiver<u64>) {
-    while let Ok(mut base) = rotations.recv() {
-        while let Ok(later) = rotations.try_recv() {
-            base = later;
-        }
-        if shared.poisoned().is_some() {
-            continue;
-        }
-        let started = Instant::now();
-        // The indexer applied every record below `base` (and stored the
-        // next global position past them) before it passed `base` on, so
-        // sled's flush now covers them.
-        if let Err(error) = shared.make_sled_durable() {
-            shared.poison(format!("checkpoint failed: {error}"));
-            continue;
-        }
-        tracing::debug!(
-            base,
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "checkpoint"
-        );
-    }
-}
-
 struct Writer {
     /// Next position of each stream the writer has touched.
     heads: StreamMap<u64>,
@@ -261,8 +229,7 @@ struct Writer {
 
 impl Writer {
     /// Starts a new journal file once the current one is full (or a
-    /// spare is ready to replace an allocated one), and asks for a
-    /// checkpoint of everything before it.
+    /// spare is ready to replace an allocated one).
     fn maybe_rotate(&mut self, shared: &Shared) {
         if !self.journal.wants_rotation() || shared.poisoned().is_some() {
             return;
@@ -278,7 +245,6 @@ impl Writer {
                     .unwrap_or_else(|p| p.into_inner()) = self.journal.file();
                 // The rotation synced the file the writer left.
                 shared.index_queue.note_durable(self.next_global);
-                shared.index_queue.push_checkpoint(self.next_global);
             }
             Err(error) => shared.poison(format!("journal rotation failed: {error}")),
         }

@@ -112,10 +112,28 @@ fn is_lost(error: &tokio_postgres::Error) -> bool {
     }
 }
 
-/// Whether the database can be reached, as the store last found it.
+/// Whether the database can be reached, as the store last found it, and
+/// what an outage cost.
+///
+/// One outage is one WARN when it starts and one INFO when it ends, with
+/// the number of calls refused meanwhile. Only a failure to get a working
+/// connection starts an outage: a statement that loses its connection
+/// while the store is up (a pooled connection that died with an earlier
+/// database restart, the LISTEN connection being replaced) is refused
+/// as retryable like any other, but the next connection decides, so
+/// `/readyz` and the log do not flap while the pool renews itself.
 #[derive(Default)]
 pub(super) struct Availability {
-    down: Mutex<Option<String>>,
+    state: Mutex<Outage>,
+}
+
+#[derive(Default)]
+struct Outage {
+    /// Why the store is down; `None` while it is up.
+    down: Option<String>,
+    since: Option<std::time::Instant>,
+    /// Calls refused since the outage began.
+    refused: u64,
 }
 
 impl Availability {
@@ -128,30 +146,58 @@ impl Availability {
                 Ok(value)
             }
             Err(error) => {
-                if error.is_lost() {
-                    self.set_down(error.to_string());
-                }
+                self.refused(&error);
                 Err(error.into())
             }
         }
     }
 
+    /// Counts a refused call; one that could not get a connection at all
+    /// starts an outage.
+    fn refused(&self, error: &PostgresError) {
+        let mut state = self.lock();
+        if state.down.is_some() {
+            state.refused += 1;
+        } else if matches!(error, PostgresError::Connection(_)) {
+            drop(state);
+            self.set_down(error.to_string());
+            self.lock().refused += 1;
+        } else if error.is_lost() {
+            tracing::debug!(%error, "a PostgreSQL connection was lost; the next one decides whether the database is down");
+        }
+    }
+
     pub(super) fn up(&self) {
-        let mut down = self.down.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(reason) = down.take() {
-            tracing::info!(was = %reason, "PostgreSQL is reachable again");
+        let mut state = self.lock();
+        if let Some(reason) = state.down.take() {
+            let seconds = state
+                .since
+                .take()
+                .map_or(0.0, |s| s.elapsed().as_secs_f64());
+            let refused = std::mem::take(&mut state.refused);
+            tracing::info!(
+                was = %reason,
+                outage_seconds = format!("{seconds:.1}"),
+                refused,
+                "PostgreSQL is reachable again"
+            );
         }
     }
 
     pub(super) fn set_down(&self, reason: String) {
-        let mut down = self.down.lock().unwrap_or_else(|p| p.into_inner());
-        if down.is_none() {
-            tracing::warn!(%reason, "PostgreSQL cannot be reached");
+        let mut state = self.lock();
+        if state.down.is_none() {
+            tracing::warn!(%reason, "PostgreSQL cannot be reached; calls that need it are refused as retryable until it is back");
+            state.since = Some(std::time::Instant::now());
         }
-        *down = Some(reason);
+        state.down = Some(reason);
     }
 
     pub(super) fn reason(&self) -> Option<String> {
-        self.down.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.lock().down.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Outage> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

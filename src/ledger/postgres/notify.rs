@@ -221,9 +221,9 @@ pub(super) async fn listen(
             Ok((client, connection)) => {
                 counters.bump(&counters.listener_connects);
                 let lost = serve(client, connection, &heads, &availability, &counters).await;
-                availability.set_down(format!(
-                    "the notification connection to PostgreSQL was lost ({lost})"
-                ));
+                // Not an outage by itself: the next connection (after the
+                // shortest pause) decides, and its catch-up covers the gap.
+                tracing::debug!(%lost, "the notification connection to PostgreSQL ended; connecting again");
                 pause = Duration::from_millis(RECONNECT_MIN_MS);
             }
             Err(error) => {

@@ -378,6 +378,7 @@ impl HostBuilder {
                 queue: self.queue,
                 threads: Mutex::new(HashMap::new()),
                 leases: Mutex::new(HashMap::new()),
+                relay: std::sync::OnceLock::new(),
                 next_attach: AtomicU64::new(1),
                 lifecycle: self.lifecycle,
             }),

@@ -182,17 +182,27 @@ impl Host {
         stream: &StreamKey,
     ) -> Result<(), HostError> {
         let lane = self.inner.lanes.state(stream).await?;
-        if lane.state.pending.is_empty() {
+        self.finish_admitted(thread, client, protocol, stream, &lane.state)
+            .await
+    }
+
+    /// Runs the admitted-but-unanswered commands of `lane` (a folded
+    /// state) in seq order; nothing when there are none. Their answers are
+    /// retained: a re-send, or the hello above the client's cursor,
+    /// delivers them in the receiving attach's contract.
+    async fn finish_admitted(
+        &self,
+        thread: &Arc<Thread>,
+        client: &ClientId,
+        protocol: &ProtocolName,
+        stream: &StreamKey,
+        lane: &LaneState,
+    ) -> Result<(), HostError> {
+        if lane.pending.is_empty() {
             return Ok(());
         }
-        let pending: Vec<(u64, PendingCommand)> = lane
-            .state
-            .pending
-            .iter()
-            .map(|(s, p)| (*s, p.clone()))
-            .collect();
-        // Their answers are retained: a re-send, or the hello above the
-        // client's cursor, delivers them in the receiving attach's contract.
+        let pending: Vec<(u64, PendingCommand)> =
+            lane.pending.iter().map(|(s, p)| (*s, p.clone())).collect();
         self.execute_admitted(thread, client, protocol, stream, pending, None)
             .await
             .map(drop)
@@ -211,11 +221,6 @@ impl Host {
             lane_stream(&thread.scope, &attach.client, protocol).map_err(|e| server(e.into()))?;
         let lane_lock = self.lane_lock(&thread, &attach.client, protocol);
         let lane_guard = lane_lock.lock().await;
-        // A re-sent seq of a pending command gets its answer, not
-        // `answer-expired`: finish it first.
-        self.finish_pending(&thread, &attach.client, protocol, &stream)
-            .await
-            .map_err(server)?;
         let contract = attach
             .contract(protocol)
             .ok_or_else(|| FrameViolation::invalid("unselected"))?;
@@ -227,6 +232,22 @@ impl Host {
                 .state(&stream)
                 .await
                 .map_err(|e| server(e.into()))?;
+            // Whatever is admitted and unanswered (a crash left it, or
+            // another instance's admission just won the append below) is
+            // finished before anything after it, every time the lane is
+            // folded: a re-sent seq then finds its answer, never
+            // `answer-expired`, and the lane answers in seq order.
+            if !lane.state.pending.is_empty() {
+                if attempt + 1 >= MAX_ADMIT_ATTEMPTS {
+                    return Err(server(HostError::Ledger(LedgerError::Unavailable {
+                        reason: "the lane kept changing under other admissions".into(),
+                    })));
+                }
+                self.finish_admitted(&thread, &attach.client, protocol, &stream, &lane.state)
+                    .await
+                    .map_err(server)?;
+                continue;
+            }
             let mut duplicates = Vec::new();
             let mut fresh = Vec::new();
             let mut next = lane.state.watermark + 1;

@@ -112,6 +112,17 @@ where
     }
 }
 
+/// The thread's documents stream cannot be read: its attaches end (they
+/// would no longer see other writers' changes), each with the `fin` that
+/// says whether attaching again can work.
+fn documents_failed(host: &Host, thread: &Thread, error: &LedgerError) {
+    thread.follows_documents.store(false, Ordering::SeqCst);
+    let attaches: Vec<Arc<Attach>> = lock(&thread.attaches).values().cloned().collect();
+    for attach in attaches {
+        host.end(&attach, server_fin(error));
+    }
+}
+
 async fn follow_documents(host: Host, thread: Arc<Thread>) {
     let ledger = host.inner.ledger.clone();
     let stopped = |thread: &Thread| {
@@ -124,11 +135,7 @@ async fn follow_documents(host: Host, thread: Arc<Thread>) {
     };
     let from = match ledger.head(&thread.documents).await {
         Ok(head) => head,
-        Err(error) => {
-            tracing::error!(thread = ?thread.scope, %error, "cannot follow a thread's documents");
-            thread.follows_documents.store(false, Ordering::SeqCst);
-            return;
-        }
+        Err(error) => return documents_failed(&host, &thread, &error),
     };
     // A command committed after the joining attach read its documents
     // and before this head is below `from`: one flush serves it.
@@ -142,11 +149,7 @@ async fn follow_documents(host: Host, thread: Arc<Thread>) {
                     skip_ready(&mut records);
                     host.flush_thread(&thread, None).await;
                 }
-                Some(Err(error)) => {
-                    tracing::error!(thread = ?thread.scope, %error, "a thread's documents stream failed");
-                    thread.follows_documents.store(false, Ordering::SeqCst);
-                    return;
-                }
+                Some(Err(error)) => return documents_failed(&host, &thread, &error),
                 None => {
                     thread.follows_documents.store(false, Ordering::SeqCst);
                     return;
@@ -211,7 +214,6 @@ impl Follower {
     /// The source stream cannot be read: its attaches end, since their
     /// documents would no longer follow the records.
     fn fail(self, error: LedgerError) {
-        tracing::error!(thread = ?self.thread.scope, protocol = %self.protocol, %error, "a derived protocol's stream failed");
         let attaches: Vec<Arc<Attach>> = lock(&self.thread.attaches)
             .values()
             .filter(|a| a.selection.get(self.protocol.as_str()).is_some())

@@ -189,6 +189,9 @@ struct Inner {
     documents: FoldCache<DocumentsFold>,
     threads: Mutex<HashMap<ThreadScope, Arc<Thread>>>,
     leases: Mutex<HashMap<String, Arc<Attach>>>,
+    /// How `/frames` reaches another instance's attaches (set once the
+    /// server knows its address; never on a store of one process).
+    relay: std::sync::OnceLock<crate::statewire::relay::Relay>,
     next_attach: AtomicU64,
     /// The server's shutdown phase: no attach starts once it drains.
     lifecycle: crate::lifecycle::Lifecycle,
@@ -341,7 +344,8 @@ fn outcome_from(ok: bool, value: &Value) -> Outcome {
 
 /// A failure of the host's own, as the `fin` that ends what it broke.
 /// Damage to the thread's records is named and final (`thread-damaged`);
-/// anything else is the generic, retryable `server-error`.
+/// an unavailable store is the retryable `store-unavailable` (503);
+/// anything else the generic, retryable `server-error`.
 fn server_fin(error: impl Failure) -> Fin {
     match error.ledger() {
         Some(LedgerError::Corrupt {
@@ -369,10 +373,11 @@ fn server_fin(error: impl Failure) -> Fin {
             )
         }
         Some(LedgerError::Unavailable { .. }) => {
-            tracing::warn!(%error, "the store is unavailable to a statewire thread");
+            // The store reports its outage once; each refusal is routine.
+            tracing::debug!(%error, "the store is unavailable to a statewire thread");
             Fin::new(
-                FinCode::ServerError,
-                "the store cannot be reached now and nothing was recorded; attach again and retry shortly",
+                FinCode::StoreUnavailable,
+                "the store cannot be reached now and nothing of this statement was recorded; attach again and retry shortly (here or on another instance): unanswered commands are sent again and run once",
             )
         }
         _ => {
@@ -383,6 +388,12 @@ fn server_fin(error: impl Failure) -> Fin {
             )
         }
     }
+}
+
+/// A ledger failure met outside the host (the HTTP transport's relay),
+/// as the `fin` the host would end with.
+pub fn store_fin(error: &LedgerError) -> Fin {
+    server_fin(error)
 }
 
 /// The same failure, as the violation a frame's handler returns.
@@ -463,6 +474,17 @@ impl Host {
     /// The live attach a lease names.
     pub fn lease(&self, lease: &str) -> Option<Arc<Attach>> {
         lock(&self.inner.leases).get(lease).cloned()
+    }
+
+    /// Lets `/frames` reach this host's attaches from other instances,
+    /// and relay there (see [`crate::statewire::relay`]); set once.
+    pub fn serve_relay(&self, relay: crate::statewire::relay::Relay) {
+        let _ = self.inner.relay.set(relay);
+    }
+
+    /// The relay, on a store several instances share.
+    pub fn relay(&self) -> Option<&crate::statewire::relay::Relay> {
+        self.inner.relay.get()
     }
 
     fn thread(&self, scope: &ThreadScope) -> Result<Arc<Thread>, Fin> {

@@ -181,6 +181,21 @@ impl Cluster {
         self.run("pg_ctl", &["-D", &data, "-m", "immediate", "-w", "stop"]);
     }
 
+    /// A shell command that restarts the server as a crash would, for
+    /// `crashtest --db-restart-cmd`.
+    pub fn restart_shell_command(&self) -> String {
+        let restart = format!(
+            "{} -D {} -l {} -m immediate -w -t 60 restart",
+            self.bin("pg_ctl").display(),
+            self.data().display(),
+            self.dir.join("server.log").display()
+        );
+        match &self.user {
+            Some(user) => format!("runuser -u {user} -- {restart}"),
+            None => restart,
+        }
+    }
+
     /// The URL of `database`.
     pub fn url(&self, database: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)

@@ -7,6 +7,7 @@
 
 mod batch;
 pub mod cluster;
+mod faults;
 mod instances;
 mod store;
 mod tools;

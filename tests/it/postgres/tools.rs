@@ -8,7 +8,7 @@ use ledgerwire::ledger::{Durability, ExpectedPosition, Payload};
 use serde_json::{Value, json};
 
 use super::cluster::{self, cluster};
-use super::instances::{ledgerwire, serve_on};
+use super::instances::ledgerwire;
 use crate::support::{StudioClient, open, scratch, stream};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,7 +114,21 @@ fn a_short_crashtest_campaign_on_postgres_loses_nothing() {
 async fn serve_answers_retryably_while_the_database_is_down_and_recovers_by_itself() {
     let own = cluster::dedicated();
     let url = own.fresh_database().await;
-    let server = serve_on(&url);
+    // Its log at `info`, to read what an operator sees of the outage.
+    let logs = crate::support::scratch();
+    let log_path = logs.path().join("serve.log");
+    let mut command = crate::support::binary();
+    command.args(["serve", "--addr", "127.0.0.1:0", "--store", &url]);
+    command.args([
+        "--heartbeat",
+        "100",
+        "--agent",
+        "minimal",
+        "--statewire-examples",
+    ]);
+    command.env("RUST_LOG", "info");
+    command.stderr(std::fs::File::create(&log_path).unwrap());
+    let server = crate::support::ServerProcess::spawn_logging(command);
     let client = StudioClient::new(server.addr, "alice");
     let http = reqwest::Client::new();
     let ready = |http: reqwest::Client| async move {
@@ -161,9 +175,31 @@ async fn serve_answers_retryably_while_the_database_is_down_and_recovers_by_itse
                 "{fin:?}"
             );
             assert!(fin.message.contains("retry"), "{fin:?}");
+            assert_eq!(
+                (fin.code, fin.status),
+                (
+                    ledgerwire::statewire::packet::FinCode::StoreUnavailable,
+                    503
+                ),
+                "{fin:?}"
+            );
         }
         other => panic!("expected a fin saying to retry, got {:?}", other.err()),
     }
+    // Over HTTP, the same outage is a 503 with Retry-After and the fin,
+    // never a 500: what a load balancer and the clients retry.
+    let refused = crate::statewire::http_attach(
+        server.addr,
+        "down",
+        crate::statewire::AUTHORIZATION,
+        crate::statewire::CHAT,
+    )
+    .await;
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let fin: Value = refused.json().await.unwrap();
+    assert_eq!(fin["fin"]["code"], "store-unavailable", "{fin}");
+    assert_eq!(fin["fin"]["reason"], "unavailable", "{fin}");
     let (status, body) = ready(http.clone()).await;
     assert_eq!(status, 503, "{body}");
     let reasons = body["reasons"].to_string();
@@ -174,6 +210,24 @@ async fn serve_answers_retryably_while_the_database_is_down_and_recovers_by_itse
     let frames = client.stream("/api/studio/turn", &turn("hello")).await;
     assert_eq!(frames.last().unwrap()["event"], "done", "{frames:?}");
     assert_eq!(ready(http).await.0, 200);
+    // One outage, one WARN and one INFO with what it cost; the refusals
+    // the clients were told to retry are no errors.
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert_eq!(
+        log.matches("PostgreSQL cannot be reached").count(),
+        1,
+        "{log}"
+    );
+    let back: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("PostgreSQL is reachable again"))
+        .collect();
+    assert_eq!(back.len(), 1, "{log}");
+    assert!(
+        back[0].contains("INFO") && back[0].contains("refused="),
+        "{log}"
+    );
+    assert!(!log.contains("ERROR"), "{log}");
     // Nothing of the refused turn was applied: two turns, both done.
     let (code, replayed) = ledgerwire(&["replay", "--store", &url, "--conversation", "d1"]);
     assert_eq!(code, 0, "{replayed}");

@@ -1,14 +1,14 @@
-//! Damage below the records, named: a flipped byte in sled's data file
-//! (`log verify` names the stream and position; the server answers the
-//! damaged conversation with `conversation_damaged` and its health routes
-//! say the store is damaged), in sled's snapshot file (named by `log
-//! verify`, set aside by `serve`, the store intact), and in the fold
-//! snapshots (discarded and rebuilt).
+//! Damage to the index and beside the records: a flipped byte in sled's
+//! data file or its snapshot file costs nothing (the store rebuilds its
+//! index from the journal; `log verify` and `serve` say so and serve every
+//! record), a damaged record in the journal is refused by name (the
+//! server answers its conversation with `conversation_damaged`, its
+//! health routes say the store is damaged), and damaged fold snapshots
+//! are discarded and rebuilt.
 
 use std::path::Path;
 
-use ledgerwire::ledger::local::Damage;
-use ledgerwire::ledger::local::{LocalError, LocalStore, OpenMode};
+use ledgerwire::ledger::local::{LocalStore, OpenMode};
 use ledgerwire::ledger::probe::{Probe, ProbeFold};
 use ledgerwire::ledger::{Durability, ExpectedPosition, FoldCache, NewRecord, Payload};
 use ledgerwire::studio::auth::Principal;
@@ -76,16 +76,6 @@ fn flip_entry_in_data_file(dir: &Path, name: &str, needle: &[u8]) -> usize {
     flip_in_data_file(dir, &value)
 }
 
-/// Whether `log verify` found that sled refuses to open the store (it
-/// met the damage while recovering); it must then say what to do.
-fn sled_refused_to_open(text: &str) -> bool {
-    let refused = text.contains("DAMAGED: sled cannot read its data file");
-    if refused {
-        assert!(text.contains("restore it from a backup"), "{text}");
-    }
-    refused
-}
-
 /// `ledgerwire log verify` on `dir`: its exit code and output.
 fn verify(dir: &Path) -> (Option<i32>, String) {
     let output = binary()
@@ -148,9 +138,8 @@ fn marked_store(dir: &Path) {
 }
 
 #[test]
-fn log_verify_names_the_stream_and_positions_sled_cannot_read() {
-    // Damage in an older segment of sled's log, behind its snapshot: sled
-    // opens, and fails when the records are read.
+fn a_damaged_page_of_the_index_is_rebuilt_and_verify_says_so() {
+    // Damage in an older segment of sled's log, behind its snapshot.
     let dir = scratch();
     marked_store(dir.path());
     fill(dir.path(), 2);
@@ -161,72 +150,47 @@ fn log_verify_names_the_stream_and_positions_sled_cannot_read() {
     );
     let (code, text) = verify(dir.path());
     println!("{text}");
-    assert_eq!(code, Some(1), "a finding, not an unusable store");
-    // sled may have moved a copy of the damaged page into the segment it
-    // recovers from (its cleaner runs when it likes); it then refuses to
-    // open, and verify says what to do instead of naming a stream.
-    if sled_refused_to_open(&text) {
-        return;
-    }
-    assert!(
-        text.contains("CORRUPT stream=d/b position="),
-        "the stream is named"
-    );
-    assert!(text.contains("cannot be read"), "{text}");
-    assert!(text.contains("restore the store from a backup"));
-    for intact in ["d/a", "d/c", "f/fill"] {
-        assert!(
-            !text.contains(&format!("stream={intact} ")),
-            "{intact} is intact"
-        );
-    }
+    assert_eq!(code, Some(0), "nothing is lost: {text}");
+    assert!(text.contains("index: rebuilt from the journal"), "{text}");
+    assert!(text.contains("ok: 21000 records"), "{text}");
+    // The rebuilt index is the store's now.
+    let (code, text) = verify(dir.path());
+    assert_eq!(code, Some(0), "{text}");
+    assert!(!text.contains("index: rebuilt"), "{text}");
 }
 
-#[test]
-fn records_sled_drops_at_damage_it_takes_for_the_end_of_its_log_are_named_lost() {
+#[tokio::test]
+async fn damage_where_sled_recovers_from_costs_nothing_and_serve_starts() {
     // Damage in the segment sled recovers from: it stops reading there, as
-    // at a torn write, and would open with every later record gone.
+    // at a torn write, and the journal gives back every later record.
     let dir = scratch();
-    marked_store(dir.path());
-    // The damaged entry is the last sled wrote: past sled's snapshot.
-    {
-        let (ledger, _) = open_local(dir.path());
-        ledger
-            .append_blocking(
-                &stream("d/b"),
-                ExpectedPosition::Exactly(3_000),
-                vec![probe(3_000, LAST_MARKER.to_vec())],
-                Durability::Durable,
-            )
-            .unwrap();
-    }
-    assert!(flip_entry_in_data_file(dir.path(), "d/b", LAST_MARKER) >= 1);
+    let path = dir.path().to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        marked_store(&path);
+        {
+            let (ledger, _) = open_local(&path);
+            ledger
+                .append_blocking(
+                    &stream("d/b"),
+                    ExpectedPosition::Exactly(3_000),
+                    vec![probe(3_000, LAST_MARKER.to_vec())],
+                    Durability::Durable,
+                )
+                .unwrap();
+        }
+        assert!(flip_entry_in_data_file(&path, "d/b", LAST_MARKER) >= 1);
+    })
+    .await
+    .unwrap();
+    let server = ServerProcess::start(dir.path(), &["--agent", "minimal"]);
+    let response = reqwest::get(format!("http://{}/healthz", server.addr));
+    let health: Value = response.await.unwrap().json().await.unwrap();
+    assert_eq!(health["store"], "intact", "{health}");
+    server.kill();
     let (code, text) = verify(dir.path());
     println!("{text}");
-    assert_eq!(code, Some(1));
-    let output = binary()
-        .args(["serve", "--addr", "127.0.0.1:0", "--data"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(2),
-        "the server refuses the store"
-    );
-    // Entries are small since store format 4, and sled's snapshot at the
-    // close may already cover the damaged one: sled then refuses to open
-    // rather than stopping its log there. Either way the store is named
-    // damaged and not served.
-    if sled_refused_to_open(&text) {
-        return;
-    }
-    assert!(
-        text.contains("DAMAGED: sled's log holds records only up to global position"),
-        "{text}"
-    );
-    assert!(text.contains("restore the store from a backup"));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("records are lost"));
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("ok: 9001 records in 3 streams"), "{text}");
 }
 
 #[tokio::test]
@@ -320,7 +284,7 @@ fn turn(conversation: &str, message: &str) -> Value {
 }
 
 #[tokio::test]
-async fn a_damaged_sled_snapshot_is_named_by_verify_and_set_aside_by_serve() {
+async fn a_damaged_sled_snapshot_costs_a_rebuild_of_the_index_and_nothing_else() {
     let dir = scratch();
     {
         let (ledger, _) = open_local(dir.path());
@@ -338,17 +302,23 @@ async fn a_damaged_sled_snapshot_is_named_by_verify_and_set_aside_by_serve() {
     bytes[middle] ^= 0x01;
     std::fs::write(&snapshot, bytes).unwrap();
 
-    let (code, text) = verify(dir.path());
-    println!("{text}");
-    assert_eq!(code, Some(1));
     let name = snapshot.file_name().unwrap().to_str().unwrap();
+    let copy = scratch();
+    crate::golden::copy_dir(dir.path(), copy.path());
+    let (code, text) = verify(copy.path());
+    println!("{text}");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("index: rebuilt from the journal"), "{text}");
+    let set_aside = std::fs::read_dir(copy.path().join("discarded"))
+        .unwrap()
+        .any(|entry| entry.unwrap().path().join(name).exists());
     assert!(
-        text.contains("DAMAGED: sled's snapshot file") && text.contains(name),
-        "{text}"
+        set_aside,
+        "the damaged snapshot file is set aside with the index"
     );
-    assert!(text.contains("move it out of the store directory"));
 
-    // The server sets it aside and serves the store intact.
+    // The server sets the index aside too, rebuilds it and serves the
+    // store intact.
     let server = ServerProcess::start(dir.path(), &["--agent", "minimal"]);
     let health: Value = reqwest::get(format!("http://{}/healthz", server.addr))
         .await
@@ -363,70 +333,48 @@ async fn a_damaged_sled_snapshot_is_named_by_verify_and_set_aside_by_serve() {
         .await;
     assert_eq!(status, 200, "{canvas}");
     server.kill();
-    assert!(
-        dir.path().join("discarded").join(name).exists(),
-        "set aside, not deleted"
-    );
+    let set_aside = std::fs::read_dir(dir.path().join("discarded"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path().join(name))
+        .any(|path| path.exists());
+    assert!(set_aside, "set aside, not deleted");
     let verified = ledgerwire_ok(&["log", "verify"], dir.path());
     assert!(verified.starts_with("ok:"), "{verified}");
 }
 
 #[tokio::test]
 async fn a_damaged_conversation_is_refused_by_name_and_the_health_routes_say_so() {
-    // sled may move a copy of the damaged page where it recovers from and
-    // refuse the whole store (another test covers that); a few fresh
-    // stores give one where the damage is met reading the conversation.
-    for _ in 0..MAX_DAMAGE_ATTEMPTS {
-        let (dir, intact) = damaged_conversation_store().await;
-        match LocalStore::open_scrubbing(dir.path(), OpenMode::MustExist) {
-            Ok(ledger) => return serve_damaged(ledger, &intact).await,
-            Err(LocalError::Damaged(Damage::DataFile { .. })) => continue,
-            Err(other) => panic!("{other}"),
-        }
-    }
-    panic!("sled refused every damaged store");
+    let (dir, intact) = damaged_conversation_store().await;
+    let ledger = LocalStore::open_scrubbing(dir.path(), OpenMode::MustExist).unwrap();
+    assert!(ledger.index_rebuilt().is_none(), "the index is intact");
+    serve_damaged(ledger, &intact).await;
 }
 
-/// Fresh stores [`a_damaged_conversation_is_refused_by_name_and_the_health_routes_say_so`] tries.
-const MAX_DAMAGE_ATTEMPTS: usize = 4;
-
-/// A store with a conversation `damaged` whose records sled cannot read,
-/// and an intact one far from it in key order (its id comes back).
+/// A store with a conversation `damaged` whose first record is damaged
+/// where it lives, in the journal, and an intact one.
 async fn damaged_conversation_store() -> (tempfile::TempDir, String) {
     let dir = scratch();
-    let marked = format!("hello {}", String::from_utf8_lossy(MARKER));
-    // Damage spoils a whole page of sled's, so the intact conversation sits
-    // far from the damaged one in key order (keys sort by length first),
-    // past a fill stream whose name is longer than the damaged one's.
     let damaged_key = format!(
         "studio/{}/damaged",
         Principal::of_token("operator").as_str()
     );
-    let between = format!("f/{}", "x".repeat(damaged_key.len() + 3));
     let intact = "i".repeat(20);
     {
         let (ledger, _) = open_local(dir.path());
         let (addr, server) = start_stoppable_studio(ledger.ledger(), quick_studio()).await;
         let client = StudioClient::new(addr, "operator");
-        for (conversation, message) in [(intact.as_str(), "hello"), ("damaged", marked.as_str())] {
+        for conversation in [intact.as_str(), "damaged"] {
             let frames = client
-                .stream("/api/studio/turn", &turn(conversation, message))
+                .stream("/api/studio/turn", &turn(conversation, "hello"))
                 .await;
             assert_eq!(frames.last().unwrap()["event"], "done");
         }
         server.stop().await;
     }
-    let path = dir.path().to_path_buf();
-    tokio::task::spawn_blocking(move || {
-        // Streams before both, so the damage is far from what sled keeps
-        // beside the records, and between them.
-        fill(&path, 2);
-        fill_stream(&path, &between, 2);
-        write_sled_snapshot(&path);
-        assert!(flip_entry_in_data_file(&path, &damaged_key, MARKER) >= 1);
-    })
-    .await
-    .unwrap();
+    let (file, offset) = crate::support::record_in_journal(dir.path(), &stream(&damaged_key), 0);
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[offset as usize + 40] ^= 0x20;
+    std::fs::write(&file, bytes).unwrap();
     (dir, intact)
 }
 

@@ -13,6 +13,7 @@
 
 import { Token, serializeList } from 'structured-headers';
 import { protocolField, validateSelection, versionField } from './negotiation.js';
+import { TransportUnavailable } from './transports.js';
 import { applyPatch } from './statepatch.js';
 import { MAX_VERDICTS, newSession, restoreSession } from './session.js';
 
@@ -314,6 +315,7 @@ export class StatewireClient {
       if (ended.hello) { attempt = 0; refusedSince = null; }
       const fin = ended.fin;
       if (ended.invalid) return this.stop(`the hello was not valid: ${ended.invalid}`, null);
+      if (ended.unavailable) return this.stop(ended.unavailable, null);
       if (fin && RETRIED_REFUSALS.has(fin.code)) {
         refusedSince ??= Date.now();
         if (Date.now() - refusedSince >= this.retryForMs) return this.stop(`the host kept refusing the offers (${fin.code})`, fin);
@@ -370,7 +372,7 @@ export class StatewireClient {
 
   /**
    * One attach, from open to its end.
-   * @returns {Promise<{hello: boolean, fin?: any, error?: string, invalid?: string}>}
+   * @returns {Promise<{hello: boolean, fin?: any, error?: string, invalid?: string, unavailable?: string}>}
    */
   attachOnce() {
     const record = this.session();
@@ -380,7 +382,7 @@ export class StatewireClient {
       let over = false;
       /** @type {TransportConnection | null} */
       let connection = null;
-      /** @param {{fin?: any, error?: string, invalid?: string}} how */
+      /** @param {{fin?: any, error?: string, invalid?: string, unavailable?: string}} how */
       const end = (how) => {
         if (over) return;
         over = true;
@@ -425,7 +427,11 @@ export class StatewireClient {
       ready.then((open) => {
         if (over) open.close();
         else connection = open;
-      }, (error) => end({ error: error instanceof Error ? error.message : String(error) }));
+      }, (error) => {
+        // A transport that cannot exist here will not on a retry either.
+        if (error instanceof TransportUnavailable) end({ unavailable: error.message });
+        else end({ error: error instanceof Error ? error.message : String(error) });
+      });
       this.wake = () => end({ error: 'closed' });
     });
   }

@@ -31,6 +31,9 @@ export const SUBPROTOCOL = 'statewire.v1';
 /** A transport that could not open or lost its connection. */
 export class TransportError extends Error {}
 
+/** A transport that cannot work here at all (no WebSocket): the client stops at once. */
+export class TransportUnavailable extends TransportError {}
+
 /** @param {TokenSource | undefined} token @returns {Promise<Record<string, string>>} */
 async function authorization(token) {
   if (token === undefined) return {};
@@ -122,7 +125,7 @@ export function StatewireWebSocket({ url, token, WebSocket: Impl }) {
     url: base,
     async open({ clientId, headers, initial, onPacket, onClose }) {
       const Socket = Impl ?? globalThis.WebSocket;
-      if (!Socket) throw new TransportError('no WebSocket here: pass `WebSocket` (Node 20: run with --experimental-websocket)');
+      if (!Socket) throw new TransportUnavailable('no WebSocket here: pass `WebSocket` (Node 20: run with --experimental-websocket)');
       const target = absolute(`${base}/ws?client=${encodeURIComponent(clientId)}`).replace(/^http/, 'ws');
       const auth = await authorization(token);
       const socket = new Socket(target, SUBPROTOCOL);

@@ -198,13 +198,14 @@ export class StatewireClient {
     initialFrame(): import("./transports.js").ClientFrame | null;
     /**
      * One attach, from open to its end.
-     * @returns {Promise<{hello: boolean, fin?: any, error?: string, invalid?: string}>}
+     * @returns {Promise<{hello: boolean, fin?: any, error?: string, invalid?: string, unavailable?: string}>}
      */
     attachOnce(): Promise<{
         hello: boolean;
         fin?: any;
         error?: string;
         invalid?: string;
+        unavailable?: string;
     }>;
     /**
      * A valid hello: the selection, the lanes reconciled with their

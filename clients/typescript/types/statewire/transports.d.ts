@@ -43,6 +43,9 @@ export const SUBPROTOCOL: "statewire.v1";
 /** A transport that could not open or lost its connection. */
 export class TransportError extends Error {
 }
+/** A transport that cannot work here at all (no WebSocket): the client stops at once. */
+export class TransportUnavailable extends TransportError {
+}
 export type TokenSource = string | (() => string | Promise<string>);
 export type Packet = {
     fin?: any;

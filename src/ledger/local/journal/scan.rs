@@ -28,6 +28,8 @@ pub struct JournalDamage {
     pub file: PathBuf,
     pub offset: u64,
     pub detail: String,
+    /// The global position due where the damaged bytes begin, if known.
+    pub from_global: Option<u64>,
     /// The global position where reading picked up again after it (the
     /// next entry that checks, or the base of the next file); `None` if
     /// nothing follows it. Records below it that sled does not hold are
@@ -35,13 +37,15 @@ pub struct JournalDamage {
     pub resumes_at: Option<u64>,
 }
 
-impl JournalDamage {
-    fn into_damage(self) -> Damage {
-        Damage::Journal {
-            file: self.file,
-            offset: self.offset,
-            detail: self.detail,
-        }
+/// `found` as the store's damage, with the journal's watermark in `store`.
+pub fn journal_damage(found: JournalDamage, store: &Path) -> Damage {
+    Damage::Journal {
+        file: found.file,
+        offset: found.offset,
+        detail: found.detail,
+        from_global: found.from_global,
+        resumes_at: found.resumes_at,
+        watermark: crate::ledger::local::watermark::read(store),
     }
 }
 
@@ -227,10 +231,11 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
         torn_at: None,
         damage: Vec::new(),
     };
-    let damage = |offset: usize, detail: String| JournalDamage {
+    let damage = |offset: usize, from_global: Option<u64>, detail: String| JournalDamage {
         file: path.to_path_buf(),
         offset: offset as u64,
         detail,
+        from_global,
         resumes_at: None,
     };
     let head_checks = bytes.get(..FILE_HEADER_BYTES).is_some_and(|head| {
@@ -247,6 +252,7 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
         if named != Some(base) {
             scan.damage.push(damage(
                 8,
+                Some(base),
                 format!("the header names base global position {base}, the file's name another"),
             ));
         }
@@ -263,13 +269,14 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
                 scan.torn_at = Some(0);
             } else {
                 scan.damage
-                    .push(damage(0, "the file's header does not check".into()));
+                    .push(damage(0, named, "the file's header does not check".into()));
             }
             return Ok(scan);
         };
         scan.base = named;
         scan.damage.push(damage(
             0,
+            named,
             "the file's header does not check, and entries follow it".into(),
         ));
         (entry.offset as usize, entry.first)
@@ -287,6 +294,7 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
             Ok((entry, len)) => {
                 scan.damage.push(damage(
                     at,
+                    Some(expected),
                     format!(
                         "an entry of global position {} where {expected} was due",
                         entry.first
@@ -313,11 +321,13 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
                     return Ok(scan);
                 }
                 let Some((later, _)) = later else {
-                    scan.damage.push(damage(at, detail.to_owned()));
+                    scan.damage
+                        .push(damage(at, Some(expected), detail.to_owned()));
                     return Ok(scan);
                 };
                 scan.damage.push(damage(
                     at,
+                    Some(expected),
                     format!(
                         "{detail}, and the entry after it (at byte {}) was written after the file was synced past it",
                         later.offset
@@ -423,6 +433,7 @@ pub fn scan_from(store: &Path, from: u64, known: Option<JournalEnd>) -> io::Resu
                 detail: format!(
                     "the file begins at global position {base}, but the one before it ends at {end}"
                 ),
+                from_global: Some(end),
                 resumes_at: None,
             });
         }
@@ -574,15 +585,35 @@ fn settle_tail(newest: &FileScan, sled_next_global: u64) -> io::Result<Option<Ta
 /// lost, and the damage is reported.
 pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replayed> {
     let scans = scan_from(store, next_global, JournalEnd::stored(log))?;
-    let damage = damage_of(&scans);
+    replay_scans(store, &scans, log, next_global, 1, true)
+}
+
+/// [`replay`] of journal files already read (`scans`, from [`scan_from`]),
+/// applying up to `rounds_per_batch` rounds in one sled batch: one a
+/// batch at an open (a replay cut short leaves sled at a round's end),
+/// many for a rebuild into an empty index, where a batch's fixed cost
+/// would otherwise dominate. The newest file is settled only if `scans`
+/// end with it (`holds_the_newest`): a rebuild replays one file at a
+/// time, so as to hold one file's records in memory, not the journal's.
+pub fn replay_scans(
+    store: &Path,
+    scans: &[FileScan],
+    log: &sled::Tree,
+    next_global: u64,
+    rounds_per_batch: usize,
+    holds_the_newest: bool,
+) -> Result<Replayed> {
+    let damage = damage_of(scans);
     let refuse = |expected: u64, found: u64| {
         LocalError::Damaged(match damage.first() {
-            Some(culprit) => culprit.clone().into_damage(),
+            Some(culprit) => journal_damage(culprit.clone(), store),
             None => Damage::JournalGap { expected, found },
         })
     };
     let tail = match scans.last() {
-        Some(newest) if newest.damage.is_empty() => settle_tail(newest, next_global)?,
+        Some(newest) if holds_the_newest && newest.damage.is_empty() => {
+            settle_tail(newest, next_global)?
+        }
         _ => None,
     };
     let mut replayed = Replayed {
@@ -590,7 +621,9 @@ pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replay
         tail,
         ..Replayed::default()
     };
-    for scan in &scans {
+    let mut batch = sled::Batch::default();
+    let mut batched = 0;
+    for scan in scans {
         let Some(file) = scan
             .path
             .file_name()
@@ -606,7 +639,6 @@ pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replay
             if entry.first != replayed.next_global {
                 return Err(refuse(replayed.next_global, entry.first));
             }
-            let mut batch = sled::Batch::default();
             let runs = runs_of(file, entry)?;
             for stored in cut(&runs) {
                 // An earlier application may have cut these records
@@ -624,16 +656,23 @@ pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replay
                 next_global: entry.next,
             };
             batch.insert(keys::JOURNAL_END_KEY, &end.encode());
-            log.apply_batch(batch)?;
+            batched += 1;
+            if batched >= rounds_per_batch {
+                log.apply_batch(std::mem::take(&mut batch))?;
+                batched = 0;
+            }
             replayed.next_global = entry.next;
             replayed.rounds += 1;
             replayed.records += entry.records.len() as u64;
         }
     }
+    if batched > 0 {
+        log.apply_batch(batch)?;
+    }
     for found in &damage {
         match found.resumes_at {
             Some(resumed) if resumed <= replayed.next_global => {}
-            _ => return Err(LocalError::Damaged(found.clone().into_damage())),
+            _ => return Err(LocalError::Damaged(journal_damage(found.clone(), store))),
         }
     }
     replayed.covered_damage = damage;

@@ -1,0 +1,390 @@
+//! The index: sled's files, derived from the journal. Opening them, and
+//! when they are damaged (sled refuses to open, a counter or a pointer
+//! does not read, the records do not check through them) setting them
+//! aside and building the index again from the journal, the one truth.
+//!
+//! Owns: telling index damage from journal damage at open, setting
+//! sled's files aside (`discarded/index-<unix ms>/`), the rebuild and its
+//! one log line. Must never: delete the files it sets aside, or rebuild
+//! from a journal that is damaged or does not start at global position 0
+//! (a store written before format 4 keeps its older records in sled
+//! alone: there the index is truth, and its damage is reported).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::damage::{DISCARDED_DIR, Damage};
+use super::entry::{self, Pointer};
+use super::error::{LocalError, Result, StoreProblem};
+use super::keys::{RECORD_KEY_TAG, parse_record_key};
+use super::open::{self as opening, OpenMode};
+use super::{journal, powerloss, recovery};
+
+/// Journal rounds a rebuild applies to sled in one batch: a batch costs
+/// sled two writebacks of its buffer whatever it holds, so a rebuild
+/// applying rounds one by one would spend most of its time there.
+pub const REBUILD_ROUNDS_PER_BATCH: usize = 1024;
+
+/// A file a running store writes when a read finds the index damaged
+/// (a pointer or an entry that does not check while the records do):
+/// the next open rebuilds the index, whatever else it finds.
+pub const INDEX_DAMAGED_FILE: &str = "INDEX-DAMAGED";
+
+/// Notes, for the next open, that a read found the index damaged.
+pub(super) fn mark_damaged(path: &Path, found: &str) {
+    let marker = path.join(INDEX_DAMAGED_FILE);
+    if marker.exists() {
+        return;
+    }
+    match std::fs::write(&marker, found) {
+        Ok(()) => tracing::error!(
+            %found,
+            "the index (sled's files) is damaged: the stream is refused until the next open rebuilds the index from the journal (restart, or `ledgerwire log repair`)"
+        ),
+        Err(error) => {
+            tracing::error!(%found, %error, "the index is damaged, and the note for the next open could not be written: run `ledgerwire log repair`")
+        }
+    }
+}
+
+/// Whether a record that failed its checks through the index tells of
+/// damage to the index rather than to the journal: the entry itself, or
+/// a record that checks but is not the one the entry names.
+pub(super) fn blames_the_index(corruption: &crate::ledger::error::Corruption) -> bool {
+    use crate::ledger::error::Corruption::*;
+    matches!(
+        corruption,
+        Pointer { .. } | Storage { .. } | BadKey | Gap { .. } | Misplaced { .. }
+    )
+}
+
+/// sled's files in the store directory: the index.
+const INDEX_FILES: [&str; 3] = ["conf", "db", "blobs"];
+
+/// What a rebuild of the index found and did.
+#[derive(Clone, Debug)]
+pub struct Rebuilt {
+    /// Why the index was set aside.
+    pub found: String,
+    /// Where its files went (none when there were none).
+    pub set_aside: Option<PathBuf>,
+    pub rounds: u64,
+    pub records: u64,
+    /// Bytes of journal entries read.
+    pub journal_bytes: u64,
+    pub elapsed: Duration,
+}
+
+/// sled open as the index.
+pub(super) struct Index {
+    pub db: sled::Db,
+    pub log: sled::Tree,
+    /// What the open found wrong with it, if it rebuilt it.
+    pub rebuilt: Option<Rebuilt>,
+}
+
+/// The index open and up to date with the journal.
+pub(super) struct Opened {
+    pub index: Index,
+    pub next_global: u64,
+    pub journal: journal::JournalWriter,
+}
+
+/// Why the index as found cannot be used.
+enum Refused {
+    /// It is damaged: rebuild it.
+    Damaged(String),
+    /// Something else (the store is locked, the disk failed, the journal
+    /// is damaged): opening fails with it.
+    Failed(LocalError),
+}
+
+/// Opens the index of the store in `path` (creating the store if `mode`
+/// allows), rebuilding it from the journal when it is damaged, or always
+/// when `rebuild` gives a reason (`log repair`).
+pub(super) fn open(
+    path: &Path,
+    mode: OpenMode,
+    hooks: &powerloss::TestHooks,
+    rebuild: Option<&str>,
+) -> Result<Opened> {
+    opening::prepare_directory(path, mode)?;
+    let marked = std::fs::read_to_string(path.join(INDEX_DAMAGED_FILE)).ok();
+    let found = match (rebuild, marked) {
+        (Some(reason), _) => reason.to_owned(),
+        (None, Some(found)) => format!("a read found it damaged: {found}"),
+        (None, None) => match use_as_found(path, hooks) {
+            Ok(opened) => return Ok(opened),
+            Err(Refused::Failed(error)) => return Err(error),
+            Err(Refused::Damaged(found)) => found,
+        },
+    };
+    match derivable(path, None)? {
+        Ok(files) => {
+            let opened = rebuild_from(path, hooks, found, &files)?;
+            match std::fs::remove_file(path.join(INDEX_DAMAGED_FILE)) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error.into()),
+                _ => Ok(opened),
+            }
+        }
+        Err(damage) => Err(LocalError::Damaged(damage.with_index_finding(&found))),
+    }
+}
+
+/// The index as sled recovers it, brought up to the journal's end.
+fn use_as_found(path: &Path, hooks: &powerloss::TestHooks) -> Result<Opened, Refused> {
+    let damaged = |error: &dyn std::fmt::Display| Refused::Damaged(error.to_string());
+    let db = match opening::open_sled_in(path) {
+        Ok(db) => db,
+        Err(LocalError::Damaged(damage)) => return Err(damaged(&damage)),
+        Err(
+            error @ (LocalError::Sled(_)
+            | LocalError::Store {
+                problem: StoreProblem::Sled(_),
+                ..
+            }),
+        ) => return Err(damaged(&error)),
+        Err(error) => return Err(Refused::Failed(error)),
+    };
+    let log = db.open_tree("log").map_err(|e| damaged(&e))?;
+    let stored = recovery::stored_next_global(&log).map_err(|e| damaged(&e))?;
+    match recovery::recover(path, &log, stored, hooks) {
+        Ok((next_global, journal)) => {
+            check(&log, next_global).map_err(Refused::Damaged)?;
+            Ok(Opened {
+                index: Index {
+                    db,
+                    log,
+                    rebuilt: None,
+                },
+                next_global,
+                journal,
+            })
+        }
+        // sled failed, or holds what the journal does not follow on from:
+        // a rebuild tells whose fault (it refuses a damaged journal).
+        Err(LocalError::Damaged(damage)) => Err(damaged(&damage)),
+        Err(error @ LocalError::Sled(_)) => Err(damaged(&error)),
+        Err(error) => Err(Refused::Failed(error)),
+    }
+}
+
+/// Reads the whole index, not the records it points at: every key and
+/// entry reads back (sled meets no damage), every pointer checks, each
+/// stream's entries follow on from each other, and they cover exactly
+/// the `next_global` records of the store. Why not, if not.
+fn check(log: &sled::Tree, next_global: u64) -> std::result::Result<(), String> {
+    let mut covered: u64 = 0;
+    let mut current: Option<(Vec<u8>, u64)> = None;
+    for item in log.scan_prefix([RECORD_KEY_TAG]) {
+        let (key, value) = item.map_err(|error| format!("sled cannot read it: {error}"))?;
+        let Some((stream, position)) = parse_record_key(&key) else {
+            return Err("a key that does not parse".into());
+        };
+        if let Some(Err(corruption)) = Pointer::decode(&value) {
+            return Err(format!("stream {stream} position {position}: {corruption}"));
+        }
+        let span = entry::span(&value);
+        let due = match &current {
+            Some((name, next)) if name.as_slice() == stream.as_bytes() => *next,
+            _ => 0,
+        };
+        if position != due {
+            return Err(format!(
+                "stream {stream}: an entry at position {position} where {due} was due"
+            ));
+        }
+        current = Some((stream.as_bytes().to_vec(), position + span));
+        covered += span;
+    }
+    if covered != next_global {
+        return Err(format!(
+            "it holds {covered} records where the journal holds {next_global}"
+        ));
+    }
+    Ok(())
+}
+
+/// The journal's files, if the index can be derived from them: they
+/// start at global position 0, each where the one before ended, hold no
+/// damage, and reach every record acknowledged (the watermark) and every
+/// record the index as found reached (`index_end`, when it could tell):
+/// a newest file ending in bytes that do not make an entry looks torn,
+/// and is damage if records past it were acknowledged. Otherwise the
+/// damage that stops a rebuild. Reads one file at a time.
+pub(super) fn derivable(
+    path: &Path,
+    index_end: Option<u64>,
+) -> Result<std::result::Result<Vec<PathBuf>, Damage>> {
+    let files = journal::files(path)?;
+    if files.first().map(|(base, _)| *base) != Some(0) {
+        return Ok(Err(Damage::Underived {
+            journal_starts_at: files.first().map(|(base, _)| *base),
+        }));
+    }
+    let watermark = super::watermark::read(path);
+    let mut end = 0;
+    for (i, (_, file)) in files.iter().enumerate() {
+        let newest = i + 1 == files.len();
+        let scan = journal::scan_file_from(file, newest, None)?;
+        let mut damage = scan.damage.first().cloned();
+        if damage.is_none() && scan.base != Some(end) {
+            damage = Some(journal::JournalDamage {
+                file: file.clone(),
+                offset: 0,
+                detail: format!(
+                    "the file begins at global position {:?}, but the one before it ends at {end}",
+                    scan.base
+                ),
+                from_global: Some(end),
+                resumes_at: None,
+            });
+        }
+        if let Some(found) = damage {
+            return Ok(Err(journal::journal_damage(found, path)));
+        }
+        end = scan
+            .entries
+            .last()
+            .map(|entry| entry.next)
+            .or(scan.start_global)
+            .unwrap_or(end);
+        let reached = watermark.max(index_end).unwrap_or(0);
+        if let Some(torn_at) = scan.torn_at.filter(|_| newest && reached > end) {
+            return Ok(Err(Damage::Journal {
+                file: file.clone(),
+                offset: torn_at,
+                detail:
+                    "the bytes there do not make an entry, and records past them were acknowledged"
+                        .into(),
+                from_global: Some(end),
+                resumes_at: None,
+                watermark,
+            }));
+        }
+    }
+    Ok(Ok(files.into_iter().map(|(_, file)| file).collect()))
+}
+
+/// Sets the index aside and builds it again from the journal `files`
+/// (checked by [`derivable`]), one file at a time.
+pub(super) fn rebuild_from(
+    path: &Path,
+    hooks: &powerloss::TestHooks,
+    found: String,
+    files: &[PathBuf],
+) -> Result<Opened> {
+    let started = Instant::now();
+    let set_aside = set_aside(path)?;
+    let db = opening::open_sled_in(path)?;
+    let log = db.open_tree("log")?;
+    let mut replayed = journal::Replayed::default();
+    let (mut rounds, mut records, mut journal_bytes) = (0, 0, 0);
+    for (i, file) in files.iter().enumerate() {
+        let newest = i + 1 == files.len();
+        let scan = journal::scan_file_from(file, newest, None)?;
+        journal_bytes += scan.entries.last().map_or(0, |entry| entry.end);
+        let batch = REBUILD_ROUNDS_PER_BATCH;
+        replayed = journal::replay_scans(path, &[scan], &log, replayed.next_global, batch, newest)?;
+        rounds += replayed.rounds;
+        records += replayed.records;
+    }
+    let (next_global, journal) = recovery::finish_recovery(path, hooks, replayed)?;
+    let rebuilt = Rebuilt {
+        found,
+        set_aside,
+        rounds,
+        records,
+        journal_bytes,
+        elapsed: started.elapsed(),
+    };
+    tracing::warn!(
+        found = %rebuilt.found,
+        set_aside = %rebuilt.set_aside.as_deref().map(Path::display).map(|p| p.to_string()).unwrap_or_default(),
+        records,
+        rounds,
+        journal_bytes = rebuilt.journal_bytes,
+        elapsed_ms = rebuilt.elapsed.as_millis() as u64,
+        "the index (sled's files) was set aside and rebuilt from the journal: no record is lost"
+    );
+    Ok(Opened {
+        index: Index {
+            db,
+            log,
+            rebuilt: Some(rebuilt),
+        },
+        next_global,
+        journal,
+    })
+}
+
+/// Moves sled's files (and its snapshot files) into
+/// `discarded/index-<unix ms>/`; where they went, if there were any.
+fn set_aside(path: &Path) -> Result<Option<PathBuf>> {
+    let mut names: Vec<std::ffi::OsString> = Vec::new();
+    for entry in std::fs::read_dir(path)? {
+        let name = entry?.file_name();
+        let text = name.to_string_lossy();
+        if INDEX_FILES.contains(&text.as_ref()) || text.starts_with("snap.") {
+            names.push(name);
+        }
+    }
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let to = path.join(DISCARDED_DIR).join(format!("index-{millis}"));
+    std::fs::create_dir_all(&to)?;
+    for name in names {
+        std::fs::rename(path.join(&name), to.join(&name))?;
+    }
+    Ok(Some(to))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ledger::local::{LocalStore, OpenMode, keys};
+    use crate::ledger::{Durability, ExpectedPosition, NewRecord, StreamKey};
+
+    /// A pointer that fails its check on a read while the store runs: the
+    /// stream is refused then, the next open rebuilds the index and
+    /// serves every record.
+    #[test]
+    fn a_pointer_failing_on_a_read_has_the_next_open_rebuild_the_index() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let stream = StreamKey::new("p/damaged").expect("a key");
+        let records = (0..4u8).map(|n| NewRecord {
+            kind: 1,
+            payload: vec![n],
+        });
+        {
+            let (store, _) = LocalStore::open(dir.path(), OpenMode::CreateIfMissing).unwrap();
+            store
+                .append_blocking(
+                    &stream,
+                    ExpectedPosition::Exactly(0),
+                    records.collect(),
+                    Durability::Durable,
+                )
+                .unwrap();
+            store.wait_until_indexed();
+            store.shared.recent.forget(stream.as_str());
+            let key = keys::record_key(&stream, 0);
+            let mut value = store.shared.log.get(&key).unwrap().unwrap().to_vec();
+            let last = value.len() - 1;
+            value[last] ^= 1;
+            store.shared.log.insert(key, value).unwrap();
+            let read: Result<Vec<_>, _> = store.read_blocking(&stream, 0).unwrap().collect();
+            assert!(read.is_err(), "the damaged pointer is not read through");
+            assert!(dir.path().join(super::INDEX_DAMAGED_FILE).exists());
+        }
+        let (store, report) = LocalStore::open(dir.path(), OpenMode::MustExist).unwrap();
+        assert!(report.is_clean(), "{:?}", report.problems);
+        let rebuilt = store.index_rebuilt().expect("rebuilt");
+        assert!(rebuilt.found.contains("p/damaged"), "{}", rebuilt.found);
+        assert_eq!(store.read_blocking(&stream, 0).unwrap().count(), 4);
+        assert!(!dir.path().join(super::INDEX_DAMAGED_FILE).exists());
+    }
+}

@@ -1,0 +1,243 @@
+//! A fake model on loopback: an OpenAI-compatible `/v1/chat/completions`
+//! that answers each call from a script (recorded replies, or a way to
+//! misbehave), counts the calls and notices a caller that hangs up.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::Response;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+/// How the fake answers one call.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// The content, streamed as chunks of a few bytes, then `[DONE]`.
+    Stream(String),
+    /// The content as one JSON body (a server that ignores `stream`).
+    Whole(String),
+    /// This body as it is, with status 200 and no SSE framing.
+    Raw(String),
+    /// An error status with a short body.
+    Status(u16),
+    /// The content one byte per `every`.
+    Trickle { content: String, every: Duration },
+    /// The first chunks of the content, then the connection drops.
+    Dropped(String),
+    /// Nothing, ever: the call waits until the caller hangs up.
+    Hang,
+}
+
+#[derive(Default)]
+struct Script {
+    replies: VecDeque<Reply>,
+    /// What answers once the script is spent.
+    otherwise: Option<Reply>,
+    requests: Vec<Value>,
+}
+
+/// A running fake model.
+#[derive(Clone)]
+pub struct FakeModel {
+    pub addr: SocketAddr,
+    calls: Arc<AtomicUsize>,
+    arrived: tokio::sync::watch::Receiver<usize>,
+    hung_up: Arc<tokio::sync::Notify>,
+    script: Arc<Mutex<Script>>,
+}
+
+#[derive(Clone)]
+struct Shared {
+    calls: Arc<AtomicUsize>,
+    arrived: Arc<tokio::sync::watch::Sender<usize>>,
+    hung_up: Arc<tokio::sync::Notify>,
+    script: Arc<Mutex<Script>>,
+}
+
+impl FakeModel {
+    /// Starts the fake, answering `replies` in order, then `otherwise`.
+    pub async fn start(replies: Vec<Reply>, otherwise: Option<Reply>) -> Self {
+        let script = Arc::new(Mutex::new(Script {
+            replies: replies.into(),
+            otherwise,
+            requests: Vec::new(),
+        }));
+        let (arrived, watched) = tokio::sync::watch::channel(0);
+        let shared = Shared {
+            calls: Arc::default(),
+            arrived: Arc::new(arrived),
+            hung_up: Arc::default(),
+            script: Arc::clone(&script),
+        };
+        let app = axum::Router::new()
+            .route("/v1/chat/completions", axum::routing::post(answer))
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the fake model");
+        let addr = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self {
+            addr,
+            arrived: watched,
+            calls: shared.calls,
+            hung_up: shared.hung_up,
+            script,
+        }
+    }
+
+    /// The base URL `--model-url` takes.
+    pub fn url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once `count` calls have arrived.
+    pub async fn calls_reach(&self, count: usize) {
+        let mut arrived = self.arrived.clone();
+        let _ = arrived.wait_for(|n| *n >= count).await;
+    }
+
+    /// The request bodies received, oldest first.
+    pub fn requests(&self) -> Vec<Value> {
+        self.script.lock().expect("script").requests.clone()
+    }
+
+    /// Resolves once a caller hung up on a [`Reply::Hang`].
+    pub async fn hung_up(&self) {
+        self.hung_up.notified().await;
+    }
+}
+
+async fn answer(State(shared): State<Shared>, body: Bytes) -> Response {
+    let reply = {
+        let mut script = shared.script.lock().expect("script");
+        let request = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        script.requests.push(request);
+        script
+            .replies
+            .pop_front()
+            .or_else(|| script.otherwise.clone())
+            .unwrap_or(Reply::Status(503))
+    };
+    let count = shared.calls.fetch_add(1, Ordering::SeqCst) + 1;
+    shared.arrived.send_replace(count);
+    respond(reply, Arc::clone(&shared.hung_up))
+}
+
+fn chunk(text: &str) -> Bytes {
+    let chunk =
+        json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]});
+    Bytes::from(format!("data: {chunk}\n\n"))
+}
+
+fn finish() -> Vec<Bytes> {
+    let last = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    vec![
+        Bytes::from(format!("data: {last}\n\n")),
+        Bytes::from_static(b"data: [DONE]\n\n"),
+    ]
+}
+
+/// Chunks of a streamed reply: a few characters, as models stream, or
+/// 8 KiB ones for a huge reply (building 7-byte chunks of a megabyte
+/// would hold the test's one thread for seconds).
+fn stream_pieces(content: &str) -> Vec<String> {
+    pieces(
+        content,
+        if content.len() > 64 * 1024 {
+            8 * 1024
+        } else {
+            7
+        },
+    )
+}
+
+fn pieces(content: &str, size: usize) -> Vec<String> {
+    let chars: Vec<char> = content.chars().collect();
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
+}
+
+fn sse(body: Body) -> Response {
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(body)
+        .expect("response")
+}
+
+/// Notifies when dropped: the response body went away before its end.
+struct HangUp(Arc<tokio::sync::Notify>);
+
+impl Drop for HangUp {
+    fn drop(&mut self) {
+        self.0.notify_waiters();
+        self.0.notify_one();
+    }
+}
+
+fn respond(reply: Reply, hung_up: Arc<tokio::sync::Notify>) -> Response {
+    type Item = Result<Bytes, std::io::Error>;
+    match reply {
+        Reply::Stream(content) => {
+            let mut parts: Vec<Item> = stream_pieces(&content)
+                .iter()
+                .map(|p| Ok(chunk(p)))
+                .collect();
+            parts.extend(finish().into_iter().map(Ok));
+            sse(Body::from_stream(futures_util::stream::iter(parts)))
+        }
+        Reply::Whole(content) => {
+            let body = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]});
+            Response::builder()
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(body.to_string()))
+                .expect("response")
+        }
+        Reply::Raw(text) => Response::builder()
+            .header(header::CONTENT_TYPE, "text/plain")
+            .body(Body::from(text))
+            .expect("response"),
+        Reply::Status(status) => Response::builder()
+            .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+            .body(Body::from("{\"error\":{\"message\":\"the fake is down\"}}"))
+            .expect("response"),
+        Reply::Trickle { content, every } => {
+            let mut parts: Vec<Bytes> = pieces(&content, 1).iter().map(|p| chunk(p)).collect();
+            parts.extend(finish());
+            let stream = futures_util::stream::iter(parts).then(move |part| async move {
+                tokio::time::sleep(every).await;
+                Ok::<_, std::io::Error>(part)
+            });
+            sse(Body::from_stream(stream))
+        }
+        Reply::Dropped(content) => {
+            let mut parts: Vec<Item> = pieces(&content, 7)
+                .iter()
+                .take(2)
+                .map(|p| Ok(chunk(p)))
+                .collect();
+            parts.push(Err(std::io::Error::other("the fake drops the connection")));
+            sse(Body::from_stream(futures_util::stream::iter(parts)))
+        }
+        Reply::Hang => {
+            let guard = HangUp(hung_up);
+            let stream = futures_util::stream::once(async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+                Ok::<Bytes, std::io::Error>(Bytes::new())
+            });
+            sse(Body::from_stream(stream))
+        }
+    }
+}
