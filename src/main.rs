@@ -119,10 +119,9 @@ enum Command {
         agent_step_ms: Option<u64>,
         #[command(flatten)]
         model: ledgerwire::agent::model::ModelArgs,
-        /// The URL other instances on the same store reach this one at
-        /// (e.g. http://10.0.0.5:8080), for Statewire `/frames` that a
-        /// load balancer sends to another instance than the attach's.
-        /// Unset: http://<--addr> unless it is an unspecified address.
+        /// Where other instances on the same store reach this one (e.g.
+        /// http://10.0.0.5:8080), to relay Statewire `/frames`; unset:
+        /// http://<--addr> unless that is an unspecified address.
         #[arg(long, env = "LEDGERWIRE_ADVERTISE_URL")]
         advertise_url: Option<String>,
     },
