@@ -231,12 +231,27 @@ impl<F: Fold> FoldCache<F> {
         records: Vec<NewRecord>,
         durability: Durability,
     ) -> Result<(AppendOutcome, Option<Arc<Folded<F::State>>>)> {
-        let (outcome, appended) = self
+        let appended = self
             .ledger
             .append_records(stream, expected, records, durability)
-            .await?;
+            .await;
         let slot = self.slot(stream);
         let mut cached = slot.lock().await;
+        let (outcome, appended) = match appended {
+            Ok(appended) => appended,
+            Err(error) => {
+                // The store may have lost what this state folded in: an
+                // unavailable store (a database that restarted loses its
+                // buffered commits), or a head behind the state's position.
+                // The next `state` folds from the store again.
+                let behind = matches!(&error, LedgerError::Conflict { actual, .. }
+                    if cached.as_ref().is_some_and(|folded| *actual < folded.position));
+                if error.is_transient() || behind {
+                    *cached = None;
+                }
+                return Err(error);
+            }
+        };
         let start = match cached.take() {
             Some(folded) if folded.position == outcome.first_position => folded,
             None if outcome.first_position == 0 => Arc::default(),
