@@ -14,6 +14,10 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+#[path = "support/cpu.rs"]
+mod cpu;
+use cpu::process_cpu;
+
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
@@ -427,20 +431,6 @@ fn bytes_handed_to_write() -> Option<u64> {
     io.lines()
         .find_map(|line| line.strip_prefix("wchar:"))
         .and_then(|n| n.trim().parse().ok())
-}
-
-/// CPU time the process has used (user and system, every thread).
-fn process_cpu() -> Duration {
-    // SAFETY: getrusage fills the struct it is given.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let time = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-    };
-    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
 /// Fills one stream with `records` probe records, buffered in batches.

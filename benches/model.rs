@@ -14,6 +14,10 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+#[path = "support/cpu.rs"]
+mod cpu;
+use cpu::process_cpu;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,19 +42,6 @@ const MODEL_STEPS: f64 = 2.0;
 const TINY_TURNS: usize = 3;
 
 const QUESTION: &str = "Life expectancy in Kenya since 1990";
-
-fn process_cpu() -> Duration {
-    // SAFETY: getrusage fills the struct it is given.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let time = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-    };
-    time(usage.ru_utime) + time(usage.ru_stime)
-}
 
 /// A fake model answering each call at once: the first call of a segment
 /// with the recorded lookup, any later one with the recorded plan.

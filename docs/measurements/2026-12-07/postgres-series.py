@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-# Usage: postgres-series.py ROUNDS CONVERSATIONS name=BINARY,pg|local[,url-settings] …; a PostgreSQL cluster on 127.0.0.1:55432 (user postgres); LOADGEN is the ledgerwire binary whose `bench --url` drives the runs
+# Usage: postgres-series.py ROUNDS CONVERSATIONS name=BINARY,pg|local[,url-settings] …; a PostgreSQL cluster on 127.0.0.1:55432 (user postgres); LOADGEN (environment; default target/release/ledgerwire) is the ledgerwire binary whose `bench --url` drives the runs
 """Alternated runs; each config: name=SERVER_BINARY,pg|local[,urlparams]. Servers started here; bench --url with LOADGEN."""
-import json, subprocess, sys, statistics, time, signal, tempfile, shutil
+import json, os, subprocess, sys, statistics, time, signal, tempfile, shutil
 PSQL = ["psql", "-h", "127.0.0.1", "-p", "55432", "-U", "postgres", "-qAt"]
-LOADGEN = "/tmp/pg56perf/lw-after"
+LOADGEN = os.environ.get("LOADGEN", "target/release/ledgerwire")
 rounds = int(sys.argv[1]); n = sys.argv[2]; configs = []
 for arg in sys.argv[3:]:
     name, spec = arg.split("=", 1); parts = spec.split(",")
