@@ -20,9 +20,7 @@ use tokio::sync::watch;
 use crate::ledger::contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
 use crate::ledger::error::{LedgerError, Result};
 use crate::ledger::record::{self, Header, NewRecord, Record, StreamKey};
-use crate::ledger::{
-    AppendOutcome, Durability, ExpectedPosition, MAX_RECORDS_PER_APPEND, check_append,
-};
+use crate::ledger::{AppendOutcome, Durability, ExpectedPosition, check_append};
 
 #[derive(Default)]
 struct Inner {
@@ -160,15 +158,7 @@ impl LogStore for MemoryStore {
         at: u64,
         records: &[Record],
     ) -> Result<AppendOutcome> {
-        if records.is_empty() || records.len() > MAX_RECORDS_PER_APPEND {
-            return Err(LedgerError::BatchSize {
-                len: records.len(),
-                max: MAX_RECORDS_PER_APPEND,
-            });
-        }
-        let copies = records
-            .iter()
-            .map(|record| (record.kind(), record.payload(), record.timestamp_ms()));
+        let copies = crate::ledger::copied_fields(records)?;
         self.append_encoded(stream, ExpectedPosition::Exactly(at), copies)
     }
 

@@ -82,12 +82,7 @@ pub struct AppendOutcome {
 /// payload past [`record::MAX_PAYLOAD_BYTES`]. Every store calls it
 /// before anything else, so the refusal is the same on every engine.
 pub fn check_append(records: &[NewRecord]) -> Result<()> {
-    if records.is_empty() || records.len() > MAX_RECORDS_PER_APPEND {
-        return Err(LedgerError::BatchSize {
-            len: records.len(),
-            max: MAX_RECORDS_PER_APPEND,
-        });
-    }
+    check_batch_size(records.len())?;
     if let Some(big) = records
         .iter()
         .find(|r| r.payload.len() > record::MAX_PAYLOAD_BYTES)
@@ -98,6 +93,27 @@ pub fn check_append(records: &[NewRecord]) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Refuses an append of no records or of more than
+/// [`MAX_RECORDS_PER_APPEND`].
+fn check_batch_size(len: usize) -> Result<()> {
+    if len == 0 || len > MAX_RECORDS_PER_APPEND {
+        return Err(LedgerError::BatchSize {
+            len,
+            max: MAX_RECORDS_PER_APPEND,
+        });
+    }
+    Ok(())
+}
+
+/// What a store's `append_copies` writes of each copied record (kind,
+/// payload, timestamp), once the batch's size is checked.
+pub fn copied_fields(records: &[Record]) -> Result<impl Iterator<Item = (u16, &[u8], u64)> + '_> {
+    check_batch_size(records.len())?;
+    Ok(records
+        .iter()
+        .map(|record| (record.kind(), record.payload(), record.timestamp_ms())))
 }
 
 /// A handle to an open store. Cheap to clone; the store closes when the

@@ -150,15 +150,7 @@ pub(super) async fn append_copies(
     at: u64,
     records: &[Record],
 ) -> Result<AppendOutcome> {
-    if records.is_empty() || records.len() > MAX_RECORDS_PER_APPEND {
-        return Err(LedgerError::BatchSize {
-            len: records.len(),
-            max: MAX_RECORDS_PER_APPEND,
-        });
-    }
-    let copied = records
-        .iter()
-        .map(|record| (record.kind(), record.payload(), record.timestamp_ms()));
+    let copied = crate::ledger::copied_fields(records)?;
     let envelopes = envelopes(stream, at, copied);
     let (outcome, _) = append_at(shared, stream, at, envelopes, Durability::Buffered).await?;
     Ok(outcome)
