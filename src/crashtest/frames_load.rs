@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::watch;
+
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -46,7 +48,8 @@ struct Received {
 /// One open attach: its lease and what its stream delivered.
 struct HttpAttach {
     lease: String,
-    received: Arc<Mutex<Received>>,
+    /// Changed by the stream's reader, so a waiter wakes at each packet.
+    received: watch::Receiver<Received>,
     reader: tokio::task::JoinHandle<()>,
 }
 
@@ -144,8 +147,8 @@ impl FramesDriver {
             .and_then(|v| v.to_str().ok())
             .ok_or("an attach without a lease")?
             .to_owned();
-        let received = Arc::new(Mutex::new(Received::default()));
-        let reader = tokio::spawn(read_stream(response, Arc::clone(&received)));
+        let (sender, received) = watch::channel(Received::default());
+        let reader = tokio::spawn(read_stream(response, sender));
         Ok(HttpAttach {
             lease,
             received,
@@ -180,11 +183,11 @@ impl FramesDriver {
 
     /// Waits until every one of `seqs` is answered on the stream.
     async fn wait_for(&mut self, seqs: &[u64]) -> Result<(), String> {
-        let attach = self.attach.as_ref().ok_or("no attach")?;
+        let attach = self.attach.as_mut().ok_or("no attach")?;
         let deadline = tokio::time::Instant::now() + Duration::from_millis(REQUEST_TIMEOUT_MS);
         loop {
             {
-                let received = attach.received.lock().map_err(|_| "received")?;
+                let received = attach.received.borrow_and_update();
                 for (seq, answer) in &received.answers {
                     self.answers.entry(*seq).or_insert_with(|| answer.clone());
                 }
@@ -195,12 +198,11 @@ impl FramesDriver {
                     return Err("the attach ended".into());
                 }
             }
-            if tokio::time::Instant::now() > deadline {
-                return Err("no answer in time".into());
+            match tokio::time::timeout_at(deadline, attach.received.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err("the attach ended".into()),
+                Err(_) => return Err("no answer in time".into()),
             }
-            // The stream's reader has no event to wait on across tasks
-            // cheaper than this short poll, bounded by the deadline.
-            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
@@ -209,9 +211,8 @@ impl FramesDriver {
     fn record(&self, acks: &Arc<Mutex<Acks>>) {
         let Ok(mut acks) = acks.lock() else { return };
         let mut broken = Vec::new();
-        if let Some(attach) = &self.attach
-            && let Ok(received) = attach.received.lock()
-        {
+        if let Some(attach) = &self.attach {
+            let received = attach.received.borrow();
             for (seq, answer) in &received.answers {
                 if let Some(first) = self.answers.get(seq)
                     && first != answer
@@ -242,31 +243,29 @@ impl FramesDriver {
 }
 
 /// Reads an attach's SSE packets into `received` until it ends.
-async fn read_stream(response: reqwest::Response, received: Arc<Mutex<Received>>) {
+async fn read_stream(response: reqwest::Response, received: watch::Sender<Received>) {
     let mut events = response.bytes_stream().eventsource();
     while let Some(Ok(event)) = events.next().await {
         let Ok(packet) = serde_json::from_str::<Packet>(&event.data) else {
             continue;
         };
-        let Ok(mut received) = received.lock() else {
-            return;
-        };
-        for answer in &packet.ans {
-            if answer.protocol.as_str() != PROTOCOL {
-                continue;
+        received.send_modify(|received| {
+            for answer in packet
+                .ans
+                .iter()
+                .filter(|a| a.protocol.as_str() == PROTOCOL)
+            {
+                let outcome = match (&answer.ok, &answer.err) {
+                    (Some(value), _) => Ok(value.clone()),
+                    (None, Some(rejection)) => Err(rejection.code.clone()),
+                    (None, None) => Ok(Value::Null),
+                };
+                received.answers.entry(answer.seq).or_insert(outcome);
             }
-            let outcome = match (&answer.ok, &answer.err) {
-                (Some(value), _) => Ok(value.clone()),
-                (None, Some(rejection)) => Err(rejection.code.clone()),
-                (None, None) => Ok(Value::Null),
-            };
-            received.answers.entry(answer.seq).or_insert(outcome);
-        }
+        });
         if packet.fin.is_some() {
             break;
         }
     }
-    if let Ok(mut received) = received.lock() {
-        received.ended = true;
-    }
+    received.send_modify(|received| received.ended = true);
 }
