@@ -761,10 +761,10 @@ fn serve(
             .await
             .map_err(failed)?;
         let addr = server.local_addr().map_err(failed)?;
-        tracing::info!(%addr, "listening");
-        // Tests and scripts read the bound address (with --addr …:0) here.
-        println!("listening on {addr}");
-        server.run(shutdown_signal()).await.map_err(failed)?;
+        tracing::info!(%addr, "listening; the store opens");
+        // Tests and scripts read the address (--addr …:0) once it serves.
+        let ready = move || println!("listening on {addr}");
+        (server.run_announced(shutdown_signal(), ready).await).map_err(failed)?;
         tracing::info!("stopped");
         Ok(())
     })

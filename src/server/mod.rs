@@ -29,6 +29,7 @@ pub mod log_filter;
 pub mod metrics;
 pub mod middleware;
 pub mod openapi;
+mod opening;
 pub mod settings;
 
 /// Default address of `ledgerwire serve`.
@@ -60,22 +61,34 @@ impl StoreChoice {
         }
     }
 
-    /// Opens the store (creating a missing one) as a [`Ledger`].
-    async fn open(&self) -> Result<Ledger, ServeError> {
+    /// Opens the store (creating a missing one) as a [`Ledger`]. The
+    /// local store opens on a blocking thread: the ledger refuses every
+    /// call as unavailable until the task returned has opened it.
+    async fn open(&self) -> Result<(Ledger, Option<OpenTask>), ServeError> {
         match self {
             StoreChoice::Local(directory) => {
-                let store = LocalStore::open_scrubbing(directory, OpenMode::CreateIfMissing)?;
-                tracing::info!(path = %directory.display(), "ledger open");
-                Ok(Ledger::new(Arc::new(store)))
+                let opening = Arc::new(opening::Opening::new("local"));
+                let ledger = Ledger::new(opening.clone());
+                let directory = directory.clone();
+                let task = tokio::task::spawn_blocking(move || {
+                    let store = LocalStore::open_scrubbing(&directory, OpenMode::CreateIfMissing)?;
+                    tracing::info!(path = %directory.display(), "ledger open");
+                    opening.opened(Arc::new(store));
+                    Ok(())
+                });
+                Ok((ledger, Some(task)))
             }
             StoreChoice::Postgres(settings) => {
                 let ledger = PostgresStore::open_ledger(settings).await?;
                 tracing::info!(database = %settings.describe(), "ledger open (PostgreSQL)");
-                Ok(ledger)
+                Ok((ledger, None))
             }
         }
     }
 }
+
+/// The task opening a store `serve` already serves (refusing every call).
+type OpenTask = tokio::task::JoinHandle<Result<(), ServeError>>;
 
 /// What `serve` needs to start.
 #[derive(Clone, Debug)]
@@ -238,6 +251,8 @@ pub struct BoundServer {
     lifecycle: Lifecycle,
     host: Host,
     drain_timeout_ms: u64,
+    /// The store's opening, when it goes on while the server listens.
+    opening: Option<OpenTask>,
 }
 
 /// Binds `addr`, saying which address when it cannot.
@@ -249,8 +264,10 @@ async fn listen(addr: SocketAddr) -> Result<TcpListener, ServeError> {
 
 impl BoundServer {
     /// Binds the address, then opens the store (creating it if missing):
-    /// a server that cannot listen leaves no store behind. A local store's
-    /// integrity scan runs in the background (see
+    /// a server that cannot listen leaves no store behind. A local store
+    /// opens while the server listens (`/readyz` is 503 and every door
+    /// answers as for an unavailable store until it is open), and its
+    /// integrity scan runs in the background after (see
     /// [`LocalStore::open_scrubbing`]); it logs every problem it finds.
     /// The Studio answers with the built-in data agent.
     pub async fn bind(config: &ServerConfig) -> Result<Self, ServeError> {
@@ -263,15 +280,16 @@ impl BoundServer {
         agent: Arc<dyn Agent>,
     ) -> Result<Self, ServeError> {
         let listener = listen(config.addr).await?;
-        let ledger = config.store.open().await?;
-        Self::serve_on(
+        let (ledger, opening) = config.store.open().await?;
+        let server = Self::serve_on(
             listener,
             ledger,
             agent,
             config.studio.clone(),
             config.statewire,
             config.operations.clone(),
-        )
+        )?;
+        Ok(Self { opening, ..server })
     }
 
     /// Binds `addr` serving an already open ledger (several servers may
@@ -340,6 +358,7 @@ impl BoundServer {
             lifecycle,
             host,
             drain_timeout_ms,
+            opening: None,
         })
     }
 
@@ -353,6 +372,17 @@ impl BoundServer {
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServeError> {
+        self.run_announced(shutdown, || {}).await
+    }
+
+    /// [`BoundServer::run`], calling `ready` once the store is open (at
+    /// once for a store opened before). A store that fails to open stops
+    /// the server with its error.
+    pub async fn run_announced(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+        ready: impl FnOnce() + Send + 'static,
     ) -> Result<(), ServeError> {
         // Frames are small writes that must leave at once: without
         // TCP_NODELAY, Nagle's algorithm holds each one until the client's
@@ -377,15 +407,52 @@ impl BoundServer {
                 .await;
             }
         });
-        axum::serve(listener, self.router)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                let _ = started.send(());
-            })
-            .await?;
+        // Once the store is open, `ready` is called (on the caller's task,
+        // which the join below polls); an open that fails stops serving.
+        let failed = Arc::new(std::sync::Mutex::new(None));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let announce = {
+            let (failed, opening) = (failed.clone(), self.opening);
+            async move {
+                let outcome = match opening {
+                    Some(task) => task
+                        .await
+                        .unwrap_or_else(|error| Err(std::io::Error::other(error).into())),
+                    None => Ok(()),
+                };
+                // Held while the server serves: dropping it would stop it.
+                let _stop = match outcome {
+                    Ok(()) => {
+                        tracing::info!("serving");
+                        ready();
+                        Some(stop)
+                    }
+                    Err(error) => {
+                        *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(error);
+                        let _ = stop.send(());
+                        None
+                    }
+                };
+                std::future::pending::<()>().await
+            }
+        };
+        let serving = axum::serve(listener, self.router).with_graceful_shutdown(async move {
+            tokio::select! {
+                () = shutdown => {}
+                _ = stopped => {}
+            }
+            let _ = started.send(());
+        });
+        tokio::select! {
+            served = serving.into_future() => served?,
+            () = announce => {}
+        }
         // Streams outlive their connections' accounting (a WebSocket is
         // upgraded away from it): wait for the drain to see them end.
         let _ = drain.await;
+        if let Some(error) = failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Err(error);
+        }
         self.ledger.flush().await?;
         Ok(())
     }

@@ -615,3 +615,144 @@ fn a_cached_state_is_folded_further_in_place_unless_a_caller_holds_it() {
     assert_eq!(held.state.records, 20);
     assert_eq!(STATE_COPIES.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
+
+/// `serve` listens while the index is rebuilt at open: `/readyz` is 503
+/// with its sentence and the Studio refuses as retryable until the store
+/// is open (the test holds the rebuild at its test-only gate, a FIFO);
+/// then, once the integrity scan after it is done, `/readyz` is 200, and
+/// every record is served.
+#[test]
+fn serve_answers_503_while_the_index_is_rebuilt_then_serves_every_record() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use ledgerwire::ledger::local::testing::REBUILD_GATE_ENV;
+    use serde_json::{Value, json};
+
+    use crate::support::{StudioClient, quick_studio, start_stoppable_studio};
+
+    const TOKEN: &str = "operator-token-of-the-test";
+    let dir = scratch();
+    let data = dir.path().join("data");
+    {
+        let (store, _) = open(&data);
+        block_on(async {
+            let (addr, server) = start_stoppable_studio(store.ledger(), quick_studio()).await;
+            let client = StudioClient::new(addr, "operator");
+            for n in 0..3 {
+                let body = json!({"kind": "turn.request", "conversation_id": format!("c{n}"), "message": "hello"});
+                let frames = client.stream("/api/studio/turn", &body).await;
+                assert_eq!(frames.last().expect("frames")["event"], "done");
+            }
+            server.stop().await;
+        });
+    }
+    let expected = crate::support::ledgerwire_ok(&["log", "dump"], &data);
+    assert!(expected.lines().count() > 10, "{expected}");
+    // The index deleted: sled's data file and its settings.
+    for file in ["db", "conf"] {
+        std::fs::remove_file(data.join(file)).unwrap();
+    }
+    let gate = dir.path().join("gate");
+    let path = std::ffi::CString::new(gate.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) on a NUL-terminated path the test owns.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0, "mkfifo");
+
+    let child = binary()
+        .args(["--log-format", "json", "serve", "--addr", "127.0.0.1:0"])
+        .args(["--agent", "minimal", "--data"])
+        .arg(&data)
+        .env("RUST_LOG", "info")
+        .env("LEDGERWIRE_ADMIN_TOKEN", TOKEN)
+        .env(REBUILD_GATE_ENV, &gate)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ledgerwire serve");
+    let mut server = Killed(child);
+    let child = &mut server.0;
+    // Both outputs line by line, waited for with a bound.
+    let (lines, said) = mpsc::channel::<(bool, String)>();
+    for (is_log, output) in [
+        (
+            false,
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        ),
+        (true, Box::new(child.stderr.take().unwrap())),
+    ] {
+        let lines = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(output).lines().map_while(Result::ok) {
+                let _ = lines.send((is_log, line));
+            }
+        });
+    }
+    // The log line or printed line `wanted` picks, with what came before.
+    let await_line = |wanted: &dyn Fn(bool, &Value, &str) -> bool| -> (Value, String) {
+        loop {
+            let (is_log, line) = said
+                .recv_timeout(Duration::from_secs(120))
+                .expect("the server said what the test waits for");
+            let entry: Value = serde_json::from_str(&line).unwrap_or_default();
+            if wanted(is_log, &entry, &line) {
+                return (entry, line);
+            }
+        }
+    };
+    let message = |entry: &Value| entry["fields"]["message"].as_str().unwrap_or("").to_owned();
+    // The address comes before the store opens; then the rebuild says it
+    // starts (and waits at the gate).
+    let (listening, _) =
+        await_line(&|is_log, entry, _| is_log && message(entry).starts_with("listening"));
+    let addr: std::net::SocketAddr = listening["fields"]["addr"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    await_line(&|is_log, entry, _| {
+        is_log && message(entry).contains("rebuilding it from the journal")
+    });
+    let get = |route: &str| {
+        let url = format!("http://{addr}{route}");
+        block_on(async move {
+            let response = reqwest::Client::new()
+                .get(url)
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        })
+    };
+    let (status, body) = get("/readyz");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("still opening"), "{body}");
+    block_on(async {
+        let client = StudioClient::new(addr, "operator");
+        let turn = json!({"kind": "turn.request", "conversation_id": "c9", "message": "hello"});
+        let (status, refusal) = client.json("/api/studio/turn", &turn).await;
+        assert_eq!(status, 409, "{refusal}");
+        assert_eq!(refusal["code"], "transient_unavailable", "{refusal}");
+    });
+    // Let the rebuild go: the server says it serves once the store is
+    // open, and the log when the integrity scan after it is done.
+    drop(std::fs::OpenOptions::new().write(true).open(&gate).unwrap());
+    let (_, printed) = await_line(&|is_log, _, _| !is_log);
+    assert_eq!(printed, format!("listening on {addr}"));
+    await_line(&|is_log, entry, _| is_log && message(entry) == "integrity scan finished");
+    let (status, body) = get("/readyz");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(get("/api/admin/log/dump"), (200, expected));
+}
+
+/// A child process killed when the test ends, however it ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -134,6 +134,10 @@ pub(super) fn open(
 /// The index as sled recovers it, brought up to the journal's end.
 fn use_as_found(path: &Path, hooks: &powerloss::TestHooks) -> Result<Opened, Refused> {
     let damaged = |error: &dyn std::fmt::Display| Refused::Damaged(error.to_string());
+    let journaled = journal::files(path).map_err(|e| Refused::Failed(e.into()))?;
+    if !path.join("db").exists() && !journaled.is_empty() {
+        return Err(damaged(&"sled's data file is missing"));
+    }
     let db = match opening::open_sled_in(path) {
         Ok(db) => db,
         Err(LocalError::Damaged(damage)) => return Err(damaged(&damage)),
@@ -274,6 +278,11 @@ pub(super) fn rebuild_from(
     found: String,
     files: &[PathBuf],
 ) -> Result<Opened> {
+    tracing::warn!(
+        %found,
+        "the index (sled's files) cannot be used: rebuilding it from the journal; the store serves once it is done"
+    );
+    hooks.hold_at_rebuild();
     let started = Instant::now();
     let set_aside = set_aside(path)?;
     let db = opening::open_sled_in(path)?;

@@ -210,14 +210,15 @@ impl Shared {
                 corrupt.entry(stream).or_insert(found);
             }
         }
+        let (records, problems) = (report.records, report.problems.len());
+        *self.scrub.lock().unwrap_or_else(|p| p.into_inner()) = Some(report);
+        self.scrub_done.notify_all();
         tracing::info!(
-            records = report.records,
-            problems = report.problems.len(),
+            records,
+            problems,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "integrity scan finished"
         );
-        *self.scrub.lock().unwrap_or_else(|p| p.into_inner()) = Some(report);
-        self.scrub_done.notify_all();
     }
 
     /// Makes every journaled round durable: one `fdatasync` of the

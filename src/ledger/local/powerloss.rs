@@ -51,6 +51,12 @@ pub const TRACE_ENV: &str = "LEDGERWIRE_TEST_POWER_LOSS_TRACE";
 pub const JOURNAL_FILE_BYTES_ENV: &str = "LEDGERWIRE_TEST_JOURNAL_FILE_BYTES";
 
 #[cfg(feature = "test-hooks")]
+/// TEST-ONLY: a FIFO a rebuild of the index reads to its end before it
+/// starts, once it has announced itself: a test holds the rebuild there
+/// (and the server in its opening phase) until it writes to the FIFO.
+pub const REBUILD_GATE_ENV: &str = "LEDGERWIRE_TEST_REBUILD_GATE";
+
+#[cfg(feature = "test-hooks")]
 /// The list of syncs in a trace directory: `<journal file name> <length>`.
 const SYNCED_FILE: &str = "synced";
 
@@ -60,6 +66,9 @@ pub struct TestHooks {
     pub trace: Option<Arc<Trace>>,
     /// Size past which the journal rotates, in bytes.
     pub journal_file_bytes: u64,
+    /// The FIFO a rebuild waits on ([`REBUILD_GATE_ENV`]).
+    #[cfg(feature = "test-hooks")]
+    pub rebuild_gate: Option<PathBuf>,
 }
 
 impl Default for TestHooks {
@@ -67,6 +76,8 @@ impl Default for TestHooks {
         Self {
             trace: None,
             journal_file_bytes: JOURNAL_FILE_BYTES,
+            #[cfg(feature = "test-hooks")]
+            rebuild_gate: None,
         }
     }
 }
@@ -78,9 +89,18 @@ impl TestHooks {
     /// `LEDGERWIRE_TEST_*` variable.
     #[cfg(not(feature = "test-hooks"))]
     pub fn from_env() -> Self {
-        Self {
-            trace: None,
-            journal_file_bytes: JOURNAL_FILE_BYTES,
+        Self::default()
+    }
+
+    /// Waits at the rebuild gate, if a test set one.
+    pub fn hold_at_rebuild(&self) {
+        #[cfg(feature = "test-hooks")]
+        if let Some(gate) = &self.rebuild_gate {
+            use std::io::Read;
+            let mut held = Vec::new();
+            if let Err(error) = File::open(gate).and_then(|mut fifo| fifo.read_to_end(&mut held)) {
+                fail("wait at the rebuild gate", &error);
+            }
         }
     }
 
@@ -101,6 +121,7 @@ impl TestHooks {
         Self {
             trace,
             journal_file_bytes,
+            rebuild_gate: std::env::var_os(REBUILD_GATE_ENV).map(PathBuf::from),
         }
     }
 }
@@ -272,7 +293,7 @@ mod tests {
         let trace_dir = tempfile::tempdir().unwrap();
         let hooks = TestHooks {
             trace: Some(Arc::new(Trace::new(trace_dir.path()).unwrap())),
-            journal_file_bytes: JOURNAL_FILE_BYTES,
+            ..TestHooks::default()
         };
         let ledger = LocalStore::open_with(live.path(), OpenMode::CreateIfMissing, hooks)
             .unwrap()

@@ -10,7 +10,9 @@ pub use super::journal::{JOURNAL_DIR, JournalFiles, SPARE_FILE, files, scan};
 pub use super::keys::{
     NEXT_GLOBAL_KEY, RECORD_KEY_TAG, parse_record_key, record_key, stream_prefix,
 };
-pub use super::powerloss::{JOURNAL_FILE_BYTES_ENV, TRACE_ENV, TestHooks, baseline, roll_back};
+pub use super::powerloss::{
+    JOURNAL_FILE_BYTES_ENV, REBUILD_GATE_ENV, TRACE_ENV, TestHooks, baseline, roll_back,
+};
 
 /// Opens the store in `path` with the test-only switches given (journal
 /// files smaller than a release build's, for tests that need several).
