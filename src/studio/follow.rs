@@ -12,13 +12,14 @@
 
 use std::time::Duration;
 
-use super::sse::SseEvent;
 use futures_util::StreamExt;
 
 use super::auth::Principal;
-use super::conversation::{Conversation, TurnStatus};
+use super::conversation::Conversation;
 use super::records::{FrameSent, conversation_stream};
 use super::service::{Studio, json, now_ms};
+use super::sse::SseEvent;
+use super::turns::TurnStatus;
 use crate::ledger::Payload;
 use crate::wire::WireError;
 use crate::wire::error::{ErrorCode, Retry};
@@ -189,8 +190,9 @@ impl Studio {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::studio::conversation::{Lease, Turn};
+    use crate::studio::conversation::Lease;
     use crate::studio::records::SegmentEnd;
+    use crate::studio::turns::Turn;
 
     fn turn(status: TurnStatus, answered: bool) -> Turn {
         Turn {

@@ -24,11 +24,12 @@ use crate::ledger::{
 
 use super::auth::{AuthPolicy, Principal};
 use super::canvas;
-use super::conversation::{Conversation, ConversationFold, TurnStatus};
+use super::conversation::{Conversation, ConversationFold};
 use super::records::{
     CancelRequested, CompositionMutated, InterruptAnswered, PlanApprovalRecorded, RequestApplied,
     SegmentAgent, SegmentClaimed, TurnRequested, conversation_stream,
 };
+use super::turns::{Pause, TurnStatus};
 use crate::wire::WireError;
 use crate::wire::composition::{CompositionManifest, CompositionMutation};
 use crate::wire::elicitation::{PendingElicitation, PendingInterrupt, PendingPlan};
@@ -828,7 +829,11 @@ fn decide_mutation(
             "No conversation with this id is held for you.",
         ));
     }
-    let manifest = canvas::apply_mutation(conversation, mutation)?;
+    let manifest = canvas::apply_mutation(
+        conversation.composition.as_deref(),
+        &conversation.components,
+        mutation,
+    )?;
     let record = CompositionMutated {
         mutation: mutation_json.to_owned(),
     }
@@ -838,7 +843,7 @@ fn decide_mutation(
 
 /// The pending interrupt a pause frame describes, for answer validation.
 fn pending_interrupt(
-    pause: &super::conversation::Pause,
+    pause: &Pause,
     frame: &serde_json::Result<Frame>,
 ) -> Result<PendingInterrupt, WireError> {
     if pause.is_plan {
