@@ -18,7 +18,7 @@ use super::auth::Principal;
 use super::conversation::Conversation;
 use super::records::{FrameSent, conversation_stream};
 use super::service::{Studio, json, now_ms};
-use super::sse::SseEvent;
+use super::sse::{SseEvent, open_sse};
 use super::turns::TurnStatus;
 use crate::ledger::Payload;
 use crate::wire::WireError;
@@ -128,7 +128,7 @@ impl Studio {
         let principal = principal.clone();
         let conversation = conversation.clone();
         async_stream::stream! {
-            let _open = super::routes::open_sse();
+            let _open = open_sse();
             let Ok(stream) = conversation_stream(&principal, &conversation) else { return };
             let ledger = studio.ledger().clone();
             let mut records = Box::pin(ledger.tail(&stream, from));
