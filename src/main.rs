@@ -17,7 +17,7 @@ use ledgerwire::server::{
     StoreChoice, settings,
 };
 use ledgerwire::studio::auth::AuthPolicy;
-use ledgerwire::studio::service::StudioConfig;
+use ledgerwire::studio::config::StudioConfig;
 
 /// mimalloc rather than the system allocator: the server allocates and
 /// frees many small buffers per request (frames, records, sled's nodes),
@@ -73,10 +73,10 @@ enum Command {
         #[arg(long, env = "LEDGERWIRE_STORE")]
         store: Option<String>,
         /// Segment lease, in milliseconds: at least two heartbeats.
-        #[arg(long, env = "LEDGERWIRE_LEASE_TTL_MS", default_value_t = ledgerwire::studio::service::LEASE_TTL_MS)]
+        #[arg(long, env = "LEDGERWIRE_LEASE_TTL_MS", default_value_t = ledgerwire::studio::config::LEASE_TTL_MS)]
         lease_ttl: u64,
         /// Heartbeat and lease-renewal interval, in milliseconds (100 to 60000).
-        #[arg(long, env = "LEDGERWIRE_HEARTBEAT_MS", default_value_t = ledgerwire::studio::service::HEARTBEAT_MS)]
+        #[arg(long, env = "LEDGERWIRE_HEARTBEAT_MS", default_value_t = ledgerwire::studio::config::HEARTBEAT_MS)]
         heartbeat: u64,
         /// At shutdown (SIGTERM, SIGINT), how long open streams may run on to
         /// their next pause or end, in milliseconds; what is still open then

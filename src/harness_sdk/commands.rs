@@ -19,7 +19,8 @@ use serde_json::{Map, Value, json};
 use crate::statewire::host::{AsyncHandler, Call};
 use crate::statewire::packet::Rejection;
 use crate::studio::auth::Principal;
-use crate::studio::service::{RequestKey, Started, Studio};
+use crate::studio::keyed::RequestKey;
+use crate::studio::service::{Started, Studio};
 use crate::wire::{self, WireError};
 
 use super::transcript::reply_id;

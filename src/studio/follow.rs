@@ -16,11 +16,13 @@ use futures_util::StreamExt;
 
 use super::auth::Principal;
 use super::conversation::Conversation;
-use super::records::{FrameSent, conversation_stream};
-use super::service::{Studio, json, now_ms};
+use super::records::{FrameSent, conversation_stream, json};
+use super::refusals::refusal;
+use super::service::Studio;
 use super::sse::{SseEvent, open_sse};
 use super::turns::TurnStatus;
 use crate::ledger::Payload;
+use crate::ledger::record::now_ms;
 use crate::wire::WireError;
 use crate::wire::error::{ErrorCode, Retry};
 use crate::wire::frame::{ErrorFrame, Frame};
@@ -144,7 +146,7 @@ impl Studio {
                         let record = match record {
                             Some(Ok(record)) => record,
                             Some(Err(error)) => {
-                                let error = super::service::refusal(&error);
+                                let error = refusal(&error);
                                 let seq = latest.as_ref().map_or(0, |(f, _)| f.seq) + 1;
                                 yield error_event(&Frame::Error(ErrorFrame { seq, error }));
                                 return;

@@ -10,8 +10,8 @@
 //! - [`service`]: decisions (fold, decide, append where decided); `segment`
 //!   streams a turn while it holds the lease, from the agent context
 //!   `turn_context` builds out of the fold.
-//! - `keyed`: requests that apply at most once per key (re-exported by
-//!   `service`).
+//! - [`config`]: the service's settings and their defaults.
+//! - [`keyed`]: requests that apply at most once per key.
 //! - [`seq`]: why a seq never repeats within a turn, across crashes.
 //! - [`follow`]: the reconnect extension, and what a reconnect ends with.
 //! - [`routes`]: the HTTP routes and SSE framing (`openapi`: what they
@@ -27,10 +27,11 @@
 
 pub mod auth;
 pub mod canvas;
+pub mod config;
 pub mod conversation;
 mod exchanges;
 pub mod follow;
-mod keyed;
+pub mod keyed;
 mod openapi;
 pub mod reads;
 pub mod records;

@@ -13,6 +13,7 @@ use futures_util::{FutureExt, StreamExt};
 use tokio::sync::mpsc;
 
 use crate::agent::{Beat, Fault, TurnContext, frames};
+use crate::ledger::record::now_ms;
 use crate::ledger::{
     Durability, ExpectedPosition, Folded, LedgerError, NewRecord, Payload, READ_PAGE_RECORDS,
     Record, StreamKey,
@@ -21,7 +22,7 @@ use crate::ledger::{
 use super::conversation::Conversation;
 use super::follow::Ending;
 use super::records::{
-    CancelRequested, FrameSent, SegmentEnd, SegmentReleased, SegmentRenewed, StudioKind,
+    CancelRequested, FrameSent, SegmentEnd, SegmentReleased, SegmentRenewed, StudioKind, json,
 };
 use crate::wire::WireError;
 use crate::wire::frame::{CompositionUpdated, ErrorFrame, Frame};
@@ -29,9 +30,12 @@ use crate::wire::ids::{InterruptId, PlanVersionId, TraceId};
 use crate::wire::plan::{PlanProposed, PlanVersioned};
 
 use super::seq::SeqGuard;
-use super::service::{FAULT_EXIT_CODE, MAX_DECISION_ATTEMPTS, Studio, json, now_ms};
+use super::service::{MAX_DECISION_ATTEMPTS, Studio};
 use super::sse::SseEvent;
 use super::turn_context::{REPLAN_NOTICE, Recovery};
+
+/// The exit status of a server a scripted `exit` fault stopped.
+pub const FAULT_EXIT_CODE: i32 = 70;
 
 /// Longest an exit fault waits for the frames before it to leave, in
 /// milliseconds.

@@ -22,12 +22,13 @@ use crate::ledger::{
     StreamKey,
 };
 
-use super::auth::{AuthPolicy, Principal};
+use super::auth::Principal;
 use super::canvas;
+use super::config::StudioConfig;
 use super::conversation::{Conversation, ConversationFold};
 use super::records::{
     CancelRequested, CompositionMutated, InterruptAnswered, PlanApprovalRecorded, RequestApplied,
-    SegmentAgent, SegmentClaimed, TurnRequested, conversation_stream,
+    SegmentAgent, SegmentClaimed, TurnRequested, conversation_stream, json,
 };
 use super::turns::{Pause, TurnStatus};
 use crate::wire::WireError;
@@ -37,31 +38,18 @@ use crate::wire::frame::Frame;
 use crate::wire::ids::ConversationId;
 use crate::wire::request::{CancelRequest, Decision, InterruptResponse, TurnRequest};
 
-use super::keyed::Decided;
-pub use super::keyed::{Applied, MAX_REQUEST_KEY_BYTES, RequestKey};
-pub(super) use super::refusals::refusal;
-use super::refusals::{busy, count_refusal, ledger_failure};
+use super::keyed::{Applied, Decided, RequestKey};
+use super::refusals::{busy, count_refusal, draining, ledger_failure, refusal};
 use super::segment::{Listener, Segment, log_segment_end};
 use super::sse::SseEvent;
 use super::turn_context::{LiveRecall, ReadPause, answered_plan, segment_start, switch_reoffer};
-pub use super::turn_context::{SWITCH_CANCELLED, SWITCH_CANCELLED_REASON, past_turns};
+use crate::ledger::record::now_ms;
 use crate::lifecycle::{Lifecycle, StreamKind};
 
-/// Default lease of a segment, in milliseconds (the contract's 45 s).
-pub const LEASE_TTL_MS: u64 = 45_000;
-/// Default interval between heartbeats and lease renewals (the contract's 5 s).
-pub const HEARTBEAT_MS: u64 = 5_000;
-
-/// How long a client refused during a shutdown waits before retrying, in
-/// seconds (a restart takes about that).
-pub const DRAINING_RETRY_AFTER_SECONDS: u64 = 2;
-pub use super::seq::RESUME_SEQ_JUMP;
 /// Most times a decision is re-folded after losing a race for the stream.
 pub const MAX_DECISION_ATTEMPTS: usize = 64;
 /// Frames buffered between a segment and a slow client before the segment waits.
 pub const SSE_BUFFER_FRAMES: usize = 64;
-/// The exit status of a server a scripted `exit` fault stopped.
-pub const FAULT_EXIT_CODE: i32 = 70;
 /// Conversations whose folded state stays in memory.
 pub const CACHED_CONVERSATIONS: usize = 10_000;
 /// Distance, in records, between two snapshots of one conversation's
@@ -72,46 +60,6 @@ pub const CACHED_CONVERSATIONS: usize = 10_000;
 /// (so a long conversation pays about 10 µs per record in snapshots). A
 /// conversation shorter than this is folded from its records alone.
 pub const CONVERSATION_SNAPSHOT_INTERVAL_RECORDS: u64 = 128;
-
-/// Settings of the Studio service.
-#[derive(Clone, Debug)]
-pub struct StudioConfig {
-    pub lease_ttl_ms: u64,
-    pub heartbeat_ms: u64,
-    pub auth: AuthPolicy,
-    /// Names this server in lease records (audit only).
-    pub instance: String,
-    /// A client that leaves does not stop its segment: it runs on, and a
-    /// reconnect follows it (`serve --keep-on-disconnect`). Off by
-    /// default: the contract aborts the segment (delta 14).
-    pub keep_on_disconnect: bool,
-    /// A scripted `exit` fault stops the process (the `serve` binary);
-    /// off, it only ends the segment as its owner's crash would (a server
-    /// sharing a process, as in tests).
-    pub exit_on_fault: bool,
-}
-
-impl Default for StudioConfig {
-    fn default() -> Self {
-        Self {
-            lease_ttl_ms: LEASE_TTL_MS,
-            heartbeat_ms: HEARTBEAT_MS,
-            auth: AuthPolicy::AnyToken,
-            instance: String::from("ledgerwire"),
-            keep_on_disconnect: false,
-            exit_on_fault: false,
-        }
-    }
-}
-
-/// The Studio's clock (leases, frames' `at_ms`) is the ledger's.
-pub(crate) use crate::ledger::record::now_ms;
-
-pub(super) fn json<T: serde::Serialize>(value: &T) -> String {
-    // Wire types serialise infallibly (no maps with non-string keys), and
-    // serde_json writes UTF-8 only.
-    serde_json::to_string(value).unwrap_or_default()
-}
 
 /// What a decision started: a segment of a turn.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -200,10 +148,7 @@ impl Studio {
     /// shuts down: the client retries on the restarted server.
     fn refuse_while_draining(&self) -> Result<(), WireError> {
         if self.inner.lifecycle.is_draining() {
-            return Err(WireError::transient(
-                DRAINING_RETRY_AFTER_SECONDS,
-                "The server is shutting down; send this request again in a moment.",
-            ));
+            return Err(draining());
         }
         Ok(())
     }

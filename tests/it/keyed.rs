@@ -9,9 +9,10 @@ use futures_util::StreamExt;
 use ledgerwire::agent::minimal::MinimalAgent;
 use ledgerwire::ledger::Payload;
 use ledgerwire::studio::auth::Principal;
+use ledgerwire::studio::keyed::{Applied, RequestKey};
 use ledgerwire::studio::records::StudioKind;
 use ledgerwire::studio::records::{FrameSent, RequestApplied, conversation_stream};
-use ledgerwire::studio::service::{Applied, RequestKey, Studio};
+use ledgerwire::studio::service::Studio;
 use ledgerwire::wire::{self, ids::ConversationId};
 
 use crate::support::{EVENT_TIMEOUT, open, quick_studio, scratch};
