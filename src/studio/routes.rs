@@ -17,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 
 use super::auth;
+use super::keyed::Applied;
 use super::openapi as docs;
 use super::reads;
 use super::service::Studio;
@@ -125,7 +126,10 @@ async fn turn(State(studio): State<Studio>, headers: HeaderMap, body: Body) -> R
         let body = read_body(&headers, body, MAX_TURN_REQUEST_BYTES).await?;
         let request = wire::parse_turn_request(&body)?;
         crate::telemetry::note_conversation(request.conversation_id.as_str());
-        studio.start_turn(&principal, request).await
+        studio
+            .start_turn(&principal, request, None)
+            .await?
+            .into_stream()
     };
     match result.await {
         Ok(receiver) => sse(receiver),
@@ -139,7 +143,10 @@ async fn interrupt(State(studio): State<Studio>, headers: HeaderMap, body: Body)
         let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
         let response = wire::parse_interrupt_response(&body)?;
         crate::telemetry::note_conversation(response.conversation_id.as_str());
-        studio.resume(&principal, response).await
+        studio
+            .resume(&principal, response, None)
+            .await?
+            .into_stream()
     };
     match result.await {
         Ok(receiver) => sse(receiver),
@@ -153,7 +160,7 @@ async fn cancel(State(studio): State<Studio>, headers: HeaderMap, body: Body) ->
         let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
         let request = wire::parse_cancel_request(&body)?;
         crate::telemetry::note_conversation(request.conversation_id.as_str());
-        studio.cancel(&principal, &request).await
+        studio.cancel(&principal, &request, None).await.map(drop)
     };
     match result.await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
@@ -167,7 +174,10 @@ async fn composition(State(studio): State<Studio>, headers: HeaderMap, body: Bod
         let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
         let mutation = wire::parse_composition_mutation(&body)?;
         crate::telemetry::note_conversation(mutation.conversation_id.as_str());
-        studio.mutate(&principal, mutation).await
+        studio
+            .mutate(&principal, mutation, None)
+            .await
+            .map(Applied::into_inner)
     };
     match result.await {
         Ok(manifest) => Json(manifest).into_response(),

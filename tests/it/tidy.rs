@@ -36,18 +36,6 @@ const LONG_FILES: &[(&str, &str)] = &[
         "the built-in agent's flow from question to frames, one pipeline read top to bottom",
     ),
     (
-        "src/studio/service.rs",
-        "every Studio decision (turn, resume, cancel, mutate) beside the one decide loop they share",
-    ),
-    (
-        "src/studio/conversation.rs",
-        "the conversation fold: one apply per record kind, and its tests",
-    ),
-    (
-        "src/studio/segment.rs",
-        "a segment's loop: frames, runs, heartbeats, cancel and lease, which share its state",
-    ),
-    (
         "src/ledger/local/mod.rs",
         "the local store's handle, its shared state and its threads' start and stop",
     ),
