@@ -23,13 +23,6 @@ use crate::wire::error::{ErrorCode, Retry};
 use crate::wire::limits::{MAX_REQUEST_BYTES, MAX_TURN_REQUEST_BYTES};
 use crate::wire::{self, WireError};
 
-impl IntoResponse for WireError {
-    fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
-        (status, Json(self)).into_response()
-    }
-}
-
 /// The Studio routes, each with its description for the OpenAPI
 /// document (`studio::openapi`), and the read routes (`studio::reads`).
 pub fn api() -> ApiRouter<Studio> {

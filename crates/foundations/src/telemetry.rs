@@ -164,7 +164,7 @@ pub const METRICS: &[MetricSpec] = &[
 ];
 
 /// Histogram buckets of durations, in seconds (100 µs to 5 s).
-pub(crate) const SECONDS_BUCKETS: &[f64] = &[
+pub const SECONDS_BUCKETS: &[f64] = &[
     0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
 ];
 

@@ -18,6 +18,8 @@
 pub mod composition;
 pub mod elicitation;
 pub mod error;
+#[cfg(feature = "axum")]
+mod response;
 pub mod frame;
 pub mod ids;
 pub mod limits;
