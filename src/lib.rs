@@ -23,6 +23,7 @@
 
 // The layer crates, under the names the modules here have always used.
 pub use ledgerwire_foundations::{api_docs, lifecycle, telemetry};
+pub use ledgerwire_ledger as ledger;
 pub use ledgerwire_wire as wire;
 
 pub mod agent;
@@ -30,7 +31,6 @@ pub mod audit_client;
 pub mod chat;
 pub mod crashtest;
 pub mod harness_sdk;
-pub mod ledger;
 pub mod loadgen;
 pub mod log_commands;
 pub mod record_kinds;

@@ -310,7 +310,7 @@ mod tests {
 
     #[test]
     fn every_metric_is_documented() {
-        let doc = include_str!("../docs/operating.md");
+        let doc = include_str!("../../../docs/operating.md");
         for spec in METRICS {
             assert!(
                 doc.contains(spec.name),

@@ -390,7 +390,7 @@ mod tests {
 
     /// Every frame fixture, as the derived reading reads it.
     fn fixtures() -> Vec<(String, String, Frame)> {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/studio");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/studio");
         let mut frames = Vec::new();
         for entry in std::fs::read_dir(&dir).expect("the fixtures") {
             let path = entry.expect("an entry").path();

@@ -18,13 +18,13 @@
 pub mod composition;
 pub mod elicitation;
 pub mod error;
-#[cfg(feature = "axum")]
-mod response;
 pub mod frame;
 pub mod ids;
 pub mod limits;
 pub mod plan;
 pub mod request;
+#[cfg(feature = "axum")]
+mod response;
 pub mod schema;
 pub mod seed;
 pub mod validate;

@@ -19,7 +19,7 @@ mod error;
 mod group_commit;
 pub mod index;
 mod indexer;
-pub(crate) mod journal;
+pub mod journal;
 mod keys;
 mod open;
 mod powerloss;

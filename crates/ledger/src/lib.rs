@@ -19,10 +19,17 @@ pub mod fold;
 pub mod kinds;
 pub mod local;
 pub mod memory;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod probe;
 pub mod record;
 pub mod verify;
+
+// The paths this crate's modules were written with, when the ledger was a
+// module of the one ledgerwire crate: `crate::ledger::…` and
+// `crate::telemetry::…`.
+use crate as ledger;
+use ledgerwire_foundations::telemetry;
 
 use std::sync::Arc;
 
