@@ -22,11 +22,11 @@
 //!    [`loadgen`] (`ledgerwire bench`), [`audit_client`] (`--url`).
 
 // The layer crates, under the names the modules here have always used.
+pub use ledgerwire_agent as agent;
 pub use ledgerwire_foundations::{api_docs, lifecycle, telemetry};
 pub use ledgerwire_ledger as ledger;
 pub use ledgerwire_wire as wire;
 
-pub mod agent;
 pub mod audit_client;
 pub mod chat;
 pub mod crashtest;

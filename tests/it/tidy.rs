@@ -32,7 +32,7 @@ const LAYERS: &[(&str, u32)] = &[
 /// Source files allowed past [`MAX_FILE_LINES`], each with its reason.
 const LONG_FILES: &[(&str, &str)] = &[
     (
-        "src/agent/builtin/mod.rs",
+        "crates/agent/src/builtin/mod.rs",
         "the built-in agent's flow from question to frames, one pipeline read top to bottom",
     ),
     (

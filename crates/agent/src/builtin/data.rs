@@ -11,8 +11,8 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-const PLACES_CSV: &str = include_str!("../../../data/places.csv");
-const SERIES_CSV: &str = include_str!("../../../data/series.csv");
+const PLACES_CSV: &str = include_str!("../../../../data/places.csv");
+const SERIES_CSV: &str = include_str!("../../../../data/series.csv");
 
 /// The indicators the dataset holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -16,6 +16,11 @@ pub mod minimal;
 pub mod model;
 pub mod scenario;
 
+// The paths this crate's modules were written with, when the agent was a
+// module of the one ledgerwire crate: `crate::agent::…` and `crate::wire::…`.
+use crate as agent;
+use ledgerwire_wire as wire;
+
 use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
