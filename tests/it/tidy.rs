@@ -36,15 +36,15 @@ const LONG_FILES: &[(&str, &str)] = &[
         "the built-in agent's flow from question to frames, one pipeline read top to bottom",
     ),
     (
-        "src/studio/service.rs",
+        "crates/studio/src/service.rs",
         "every Studio decision (turn, resume, cancel, mutate) beside the one decide loop they share",
     ),
     (
-        "src/studio/conversation.rs",
+        "crates/studio/src/conversation.rs",
         "the conversation fold: one apply per record kind, and its tests",
     ),
     (
-        "src/studio/segment.rs",
+        "crates/studio/src/segment.rs",
         "a segment's loop: frames, runs, heartbeats, cancel and lease, which share its state",
     ),
     (

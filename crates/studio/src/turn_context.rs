@@ -266,7 +266,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::studio::conversation::Turn;
+    use crate::conversation::Turn;
 
     const PLAN: &str = r#"{"event":"plan.proposed","seq":2,"interrupt_id":"int-1-2","plan_version_id":"pv-1-1","version":1,"steps":[{"id":"s1","label":"Fetch","description":"Reads the series."}]}"#;
 

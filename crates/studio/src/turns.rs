@@ -272,7 +272,7 @@ impl<'de> Deserialize<'de> for OwnedBytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::studio::conversation::{Pause, TurnStatus};
+    use crate::conversation::{Pause, TurnStatus};
 
     fn turn(n: u32) -> Turn {
         Turn {

@@ -28,6 +28,14 @@ pub mod interest;
 pub mod source;
 pub mod transcript;
 
+// The paths this crate's modules were written with, when harness-sdk was
+// a module of the one ledgerwire crate.
+use ledgerwire_foundations::lifecycle;
+use ledgerwire_ledger as ledger;
+use ledgerwire_statewire as statewire;
+use ledgerwire_studio as studio;
+use ledgerwire_wire as wire;
+
 use std::sync::Arc;
 
 use crate::ledger::Ledger;

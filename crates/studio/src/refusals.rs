@@ -92,7 +92,7 @@ mod tests {
             error: refusal(&error),
         });
         let fixture: serde_json::Value = serde_json::from_str(include_str!(
-            "../../fixtures/studio/frame-error-conversation-damaged.json"
+            "../../../fixtures/studio/frame-error-conversation-damaged.json"
         ))
         .unwrap();
         assert_eq!(serde_json::to_value(frame).unwrap(), fixture);

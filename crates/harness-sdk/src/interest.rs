@@ -121,7 +121,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::harness_sdk::transcript::TurnIndex;
+    use crate::transcript::TurnIndex;
 
     fn thread() -> ThreadState {
         ThreadState {

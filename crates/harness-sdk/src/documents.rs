@@ -157,7 +157,7 @@ fn shed_cards(document: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness_sdk::transcript::Reply;
+    use crate::transcript::Reply;
 
     #[test]
     fn an_oversized_reply_sheds_its_largest_card_payloads_only() {

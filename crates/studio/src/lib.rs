@@ -43,3 +43,10 @@ pub mod service;
 pub mod sse;
 mod turn_context;
 pub mod turns;
+
+// The paths this crate's modules were written with, when the Studio was a
+// module of the one ledgerwire crate.
+use ledgerwire_agent as agent;
+use ledgerwire_foundations::{api_docs, lifecycle, telemetry};
+use ledgerwire_ledger as ledger;
+use ledgerwire_wire as wire;

@@ -189,8 +189,8 @@ impl Studio {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::studio::conversation::{Lease, Turn};
-    use crate::studio::records::SegmentEnd;
+    use crate::conversation::{Lease, Turn};
+    use crate::records::SegmentEnd;
 
     fn turn(status: TurnStatus, answered: bool) -> Turn {
         Turn {
@@ -279,7 +279,7 @@ mod tests {
         assert_eq!(
             value(ending(&dead, 1, 5_000)),
             fixture(include_str!(
-                "../../fixtures/studio/frame-error-stream-lost-repost.json"
+                "../../../fixtures/studio/frame-error-stream-lost-repost.json"
             ))
         );
         let first = conversation(
@@ -292,7 +292,7 @@ mod tests {
         assert_eq!(
             value(ending(&first, 1, 1_000)),
             fixture(include_str!(
-                "../../fixtures/studio/frame-error-stream-lost-ask-again.json"
+                "../../../fixtures/studio/frame-error-stream-lost-ask-again.json"
             ))
         );
     }

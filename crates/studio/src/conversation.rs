@@ -698,7 +698,7 @@ mod tests {
         ];
         let fixture = |name: &str| -> Frame {
             let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("fixtures/studio")
+                .join("../../fixtures/studio")
                 .join(name);
             let text = std::fs::read_to_string(&path).expect("a fixture");
             serde_json::from_str(&text).expect("a frame fixture")
