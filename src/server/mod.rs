@@ -4,7 +4,6 @@
 //! the ledger.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
@@ -13,14 +12,16 @@ use tokio::net::TcpListener;
 
 use crate::agent::Agent;
 use crate::agent::builtin::BuiltinAgent;
-use crate::ledger::local::{LocalError, LocalStore, OpenMode};
-use crate::ledger::postgres::{PostgresError, PostgresSettings, PostgresStore, is_postgres_url};
+use crate::ledger::local::LocalError;
+use crate::ledger::postgres::PostgresError;
 use crate::ledger::{Ledger, LedgerError};
 use crate::lifecycle::Lifecycle;
 use crate::statewire::host::Host;
 use crate::statewire::packet::{Fin, FinCode};
+use crate::store::{OpenError, StoreChoice};
 use crate::studio::auth::AuthPolicy;
-use crate::studio::service::{Studio, StudioConfig};
+use crate::studio::config::StudioConfig;
+use crate::studio::service::Studio;
 
 pub mod audit;
 mod audit_docs;
@@ -34,61 +35,6 @@ pub mod settings;
 
 /// Default address of `ledgerwire serve`.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
-
-/// Default data directory of `ledgerwire serve`.
-pub const DEFAULT_DATA_DIR: &str = "./ledgerwire-data";
-
-/// Where `serve` keeps its ledger.
-#[derive(Clone, Debug)]
-pub enum StoreChoice {
-    /// The local store in this directory (the default; one process).
-    Local(PathBuf),
-    /// A PostgreSQL database, which several instances may share.
-    Postgres(Box<PostgresSettings>),
-}
-
-impl StoreChoice {
-    /// `--store` when given (a `postgres://` URL or a directory), else
-    /// the local store in `data`.
-    pub fn new(data: PathBuf, store: Option<&str>) -> Result<Self, settings::SettingsError> {
-        match store {
-            Some(url) if is_postgres_url(url) => PostgresSettings::from_url(url)
-                .map(|settings| StoreChoice::Postgres(Box::new(settings)))
-                .map_err(|error| settings::SettingsError::Store(error.to_string())),
-            Some("") => Err(settings::SettingsError::Store("empty".to_owned())),
-            Some(directory) => Ok(StoreChoice::Local(PathBuf::from(directory))),
-            None => Ok(StoreChoice::Local(data)),
-        }
-    }
-
-    /// Opens the store (creating a missing one) as a [`Ledger`]. The
-    /// local store opens on a blocking thread: the ledger refuses every
-    /// call as unavailable until the task returned has opened it.
-    async fn open(&self) -> Result<(Ledger, Option<OpenTask>), ServeError> {
-        match self {
-            StoreChoice::Local(directory) => {
-                let opening = Arc::new(opening::Opening::new("local"));
-                let ledger = Ledger::new(opening.clone());
-                let directory = directory.clone();
-                let task = tokio::task::spawn_blocking(move || {
-                    let store = LocalStore::open_scrubbing(&directory, OpenMode::CreateIfMissing)?;
-                    tracing::info!(path = %directory.display(), "ledger open");
-                    opening.opened(Arc::new(store));
-                    Ok(())
-                });
-                Ok((ledger, Some(task)))
-            }
-            StoreChoice::Postgres(settings) => {
-                let ledger = PostgresStore::open_ledger(settings).await?;
-                tracing::info!(database = %settings.describe(), "ledger open (PostgreSQL)");
-                Ok((ledger, None))
-            }
-        }
-    }
-}
-
-/// The task opening a store `serve` already serves (refusing every call).
-type OpenTask = tokio::task::JoinHandle<Result<(), ServeError>>;
 
 /// What `serve` needs to start.
 #[derive(Clone, Debug)]
@@ -142,6 +88,8 @@ impl Default for Operations {
 /// Errors that stop the server from starting.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    #[error(transparent)]
+    Open(#[from] OpenError),
     #[error(transparent)]
     Ledger(#[from] LedgerError),
     #[error(transparent)]
@@ -252,7 +200,7 @@ pub struct BoundServer {
     host: Host,
     drain_timeout_ms: u64,
     /// The store's opening, when it goes on while the server listens.
-    opening: Option<OpenTask>,
+    opening: Option<opening::OpenTask>,
 }
 
 /// Binds `addr`, saying which address when it cannot.
@@ -280,7 +228,7 @@ impl BoundServer {
         agent: Arc<dyn Agent>,
     ) -> Result<Self, ServeError> {
         let listener = listen(config.addr).await?;
-        let (ledger, opening) = config.store.open().await?;
+        let (ledger, opening) = opening::open(&config.store).await?;
         let server = Self::serve_on(
             listener,
             ledger,
@@ -376,9 +324,9 @@ impl BoundServer {
         self.run_announced(shutdown, || {}).await
     }
 
-    /// [`BoundServer::run`], calling `ready` once the store is open (at
-    /// once for a store opened before). A store that fails to open stops
-    /// the server with its error.
+    /// [`BoundServer::run`], calling `ready` (on the caller's task) once
+    /// the store is open, at once for a store opened before. A store that
+    /// fails to open stops the server with its error.
     pub async fn run_announced(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -407,35 +355,9 @@ impl BoundServer {
                 .await;
             }
         });
-        // Once the store is open, `ready` is called (on the caller's task,
-        // which the join below polls); an open that fails stops serving.
-        let failed = Arc::new(std::sync::Mutex::new(None));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let announce = {
-            let (failed, opening) = (failed.clone(), self.opening);
-            async move {
-                let outcome = match opening {
-                    Some(task) => task
-                        .await
-                        .unwrap_or_else(|error| Err(std::io::Error::other(error).into())),
-                    None => Ok(()),
-                };
-                // Held while the server serves: dropping it would stop it.
-                let _stop = match outcome {
-                    Ok(()) => {
-                        tracing::info!("serving");
-                        ready();
-                        Some(stop)
-                    }
-                    Err(error) => {
-                        *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(error);
-                        let _ = stop.send(());
-                        None
-                    }
-                };
-                std::future::pending::<()>().await
-            }
-        };
+        let failed = Arc::new(std::sync::Mutex::new(None));
+        let announce = opening::announce(self.opening, ready, stop, failed.clone());
         let serving = axum::serve(listener, self.router).with_graceful_shutdown(async move {
             tokio::select! {
                 () = shutdown => {}
@@ -443,6 +365,7 @@ impl BoundServer {
             }
             let _ = started.send(());
         });
+        // `announce` never ends: the select ends when serving does.
         tokio::select! {
             served = serving.into_future() => served?,
             () = announce => {}

@@ -5,7 +5,8 @@
 //! sentence and the doors give their usual retryable answers. Once open,
 //! every call goes to the store.
 //!
-//! Owns: the opening phase and handing calls on once the store is there.
+//! Owns: the opening phase, handing calls on once the store is there,
+//! and telling the server when it is (or that it failed to open).
 //! Must never: acknowledge, read or scan anything before the store is
 //! open, or hold the store's own state.
 
@@ -20,7 +21,64 @@ use tokio::sync::watch;
 use crate::ledger::contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
 use crate::ledger::error::{LedgerError, Result};
 use crate::ledger::record::{NewRecord, Record, StreamKey};
-use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
+use crate::ledger::{AppendOutcome, Durability, ExpectedPosition, Ledger};
+use crate::store::{OpenError, Opening, StoreChoice};
+
+use super::ServeError;
+
+/// The task opening the store `serve` already serves (refusing every call
+/// until it is done).
+pub(super) type OpenTask = tokio::task::JoinHandle<std::result::Result<(), OpenError>>;
+
+/// The ledger `serve` serves: a local store opens on a blocking thread
+/// behind an [`OpeningStore`] (the task returned), a database at once.
+pub(super) async fn open(
+    choice: &StoreChoice,
+) -> std::result::Result<(Ledger, Option<OpenTask>), OpenError> {
+    if let StoreChoice::Postgres(_) = choice {
+        return Ok((choice.open(Opening::Create).await?, None));
+    }
+    let opening = Arc::new(OpeningStore::new("local"));
+    let ledger = Ledger::new(opening.clone());
+    let (choice, runtime) = (choice.clone(), tokio::runtime::Handle::current());
+    let task = tokio::task::spawn_blocking(move || {
+        let ledger = runtime.block_on(choice.open(Opening::Create))?;
+        opening.opened(ledger.store().clone());
+        Ok(())
+    });
+    Ok((ledger, Some(task)))
+}
+
+/// Waits for the store to open, then calls `ready`; an open that fails
+/// leaves its error in `failed` and stops the server through `stop`.
+/// Never ends (it holds `stop`, whose drop would stop the server).
+pub(super) async fn announce(
+    opening: Option<OpenTask>,
+    ready: impl FnOnce(),
+    stop: tokio::sync::oneshot::Sender<()>,
+    failed: Arc<std::sync::Mutex<Option<ServeError>>>,
+) {
+    let outcome = match opening {
+        Some(task) => match task.await {
+            Ok(opened) => opened.map_err(ServeError::from),
+            Err(error) => Err(std::io::Error::other(error).into()),
+        },
+        None => Ok(()),
+    };
+    let _stop = match outcome {
+        Ok(()) => {
+            tracing::info!("serving");
+            ready();
+            Some(stop)
+        }
+        Err(error) => {
+            *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(error);
+            let _ = stop.send(());
+            None
+        }
+    };
+    std::future::pending::<()>().await
+}
 
 /// Why calls are refused while the store opens (the reason `/readyz`
 /// and the doors' retryable answers carry).
@@ -35,12 +93,12 @@ fn refused<'f, T: Send + 'f>(error: LedgerError) -> Call<'f, T> {
 }
 
 /// A store that is opening, then the store itself.
-pub struct Opening {
+pub struct OpeningStore {
     engine: &'static str,
     store: OnceLock<Arc<dyn LogStore>>,
 }
 
-impl Opening {
+impl OpeningStore {
     /// A store of `engine` that is not open yet.
     pub fn new(engine: &'static str) -> Self {
         Self {
@@ -62,7 +120,7 @@ impl Opening {
 }
 
 #[async_trait]
-impl LogStore for Opening {
+impl LogStore for OpeningStore {
     fn engine(&self) -> &'static str {
         self.engine
     }
@@ -204,7 +262,7 @@ impl LogStore for Opening {
 }
 
 #[async_trait]
-impl SnapshotStore for Opening {
+impl SnapshotStore for OpeningStore {
     async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.open()?.snapshots().get(key).await
     }

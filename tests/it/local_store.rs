@@ -424,7 +424,11 @@ fn dump_prints_one_decoded_json_line_per_record() {
             .unwrap();
     }
     let mut out = Vec::new();
-    let ledger = block_on(ledgerwire::log_commands::open_store(dir.path(), None)).unwrap();
+    let ledger = block_on(
+        ledgerwire::store::StoreChoice::Local(dir.path().to_path_buf())
+            .open(ledgerwire::store::Opening::Existing),
+    )
+    .unwrap();
     block_on(ledgerwire::log_commands::dump(&ledger, None, 1, &mut out)).unwrap();
     let lines: Vec<serde_json::Value> = String::from_utf8(out)
         .unwrap()
@@ -739,9 +743,17 @@ fn serve_answers_503_while_the_index_is_rebuilt_then_serves_every_record() {
     // Let the rebuild go: the server says it serves once the store is
     // open, and the log when the integrity scan after it is done.
     drop(std::fs::OpenOptions::new().write(true).open(&gate).unwrap());
-    let (_, printed) = await_line(&|is_log, _, _| !is_log);
-    assert_eq!(printed, format!("listening on {addr}"));
-    await_line(&|is_log, entry, _| is_log && message(entry) == "integrity scan finished");
+    let (mut printed, mut scanned) = (None, false);
+    while printed.is_none() || !scanned {
+        let (entry, line) =
+            await_line(&|is_log, entry, _| !is_log || message(entry) == "integrity scan finished");
+        if entry.is_null() {
+            printed = Some(line);
+        } else {
+            scanned = true;
+        }
+    }
+    assert_eq!(printed.unwrap(), format!("listening on {addr}"));
     let (status, body) = get("/readyz");
     assert_eq!(status, 200, "{body}");
     assert_eq!(get("/api/admin/log/dump"), (200, expected));
