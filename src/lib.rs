@@ -14,7 +14,8 @@
 //! 4. [`agent`]: the agent behind the Studio (trait and built-in agents).
 //! 5. The doors: [`studio`] (contract v1 on the ledger) and [`statewire`]
 //!    (the Statewire host), which never import each other.
-//! 6. [`harness_sdk`]: the Studio's conversations as Statewire threads.
+//! 6. [`harness_sdk`]: the Studio's conversations as Statewire threads,
+//!    then [`statewire_client`] (a Rust client of the Statewire door).
 //! 7. [`record_kinds`] (every door's record kinds in one registry),
 //!    [`log_commands`] (`ledgerwire log …` and `replay`), [`web`] (the
 //!    page compiled in), then [`server`] (both doors on one HTTP server).
@@ -34,6 +35,7 @@ pub mod log_commands;
 pub mod record_kinds;
 pub mod server;
 pub mod statewire;
+pub mod statewire_client;
 pub mod studio;
 pub mod telemetry;
 pub mod web;

@@ -13,14 +13,12 @@
 //! - [`commands`]: the commands, through the Studio's keyed decisions.
 //! - [`inline_messages`]: the older contract (2026-11-15), served through
 //!   an adapter.
-//! - [`client`]: `harness-sdk` helpers over the Rust Statewire client.
 //!
 //! Must never: keep a document that is not a fold of the conversation, or
 //! let Statewire reach the conversation by any way but the Studio's
 //! decisions.
 //! Owns: the `harness-sdk` protocol's registration on the host.
 
-pub mod client;
 pub mod commands;
 pub mod documents;
 pub mod inline_messages;

@@ -14,13 +14,11 @@
 //!   views, flushes). Its memory is caches of folds plus live attaches.
 //! - [`http`], [`ws`]: the SSE/HTTP and WebSocket transports; `openapi`:
 //!   what their routes answer, for the OpenAPI document.
-//! - [`client`]: a Rust client (WebSocket) with per-lane outboxes.
 //! - [`example`]: the `acme-chat` application protocol.
 //!
 //! Owns: the Statewire door. Must never: reach the Studio's internals
 //! (`harness-sdk` does that, a layer above).
 
-pub mod client;
 pub mod example;
 pub mod host;
 pub mod http;

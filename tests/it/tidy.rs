@@ -20,6 +20,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("studio", 5),
     ("harness_sdk", 6),
     ("record_kinds", 7),
+    ("statewire_client", 7),
     ("log_commands", 8),
     ("web", 8),
     ("server", 9),

@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use ledgerwire::statewire::client::{
-    ClientError, Connection, ProtocolOfferConfig, Session, validate_selection,
-};
 use ledgerwire::statewire::ids::{ClientId, ProtocolName};
 use ledgerwire::statewire::packet::{Command, FinCode, Packet};
+use ledgerwire::statewire_client::{
+    ClientError, Connection, ProtocolOfferConfig, Session, validate_selection,
+};
 use serde_json::{Value, json};
 
 use super::{PACKET_TIMEOUT, call, chat_client, scope, v};

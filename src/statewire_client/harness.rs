@@ -12,14 +12,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::statewire::client::{
-    ClientConfig, ClientError, Connection, ProtocolOfferConfig, Session,
-};
+use crate::harness_sdk::documents::MESSAGE_NAMESPACE;
+use crate::harness_sdk::{HARNESS_SDK, HARNESS_SDK_VERSION, INTEREST};
 use crate::statewire::host::{WIRE_MAX, WIRE_MIN};
 use crate::statewire::packet::Answer;
 
-use super::documents::MESSAGE_NAMESPACE;
-use super::{HARNESS_SDK, HARNESS_SDK_VERSION, INTEREST};
+use super::{ClientConfig, ClientError, Connection, ProtocolOfferConfig, Session};
 
 /// A client config for `conversation` on the server at `base` (for
 /// example `ws://127.0.0.1:8080`), authenticating with `token`.
