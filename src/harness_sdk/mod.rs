@@ -81,7 +81,7 @@ pub fn register(builder: HostBuilder, ledger: &Ledger, studio: &Studio) -> HostB
 }
 
 /// The server's Statewire host: `harness-sdk`, and with `examples` the
-/// example protocols (`acme-chat`, `acme-status`) beside it.
+/// built-in demo protocols (`acme-chat`, `acme-status`) beside it.
 pub fn host(
     ledger: &Ledger,
     studio: &Studio,
@@ -90,7 +90,7 @@ pub fn host(
 ) -> Result<Host, HostError> {
     let mut builder = register(Host::builder().lifecycle(lifecycle.clone()), ledger, studio);
     if examples {
-        builder = crate::statewire::example::register(builder);
+        builder = crate::statewire::demo::register(builder);
     }
     builder.build(ledger.clone())
 }

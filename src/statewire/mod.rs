@@ -14,12 +14,12 @@
 //!   views, flushes). Its memory is caches of folds plus live attaches.
 //! - [`http`], [`ws`]: the SSE/HTTP and WebSocket transports; `openapi`:
 //!   what their routes answer, for the OpenAPI document.
-//! - [`example`]: the `acme-chat` application protocol.
+//! - [`demo`]: the built-in demo protocols (`acme-chat`, `acme-status`).
 //!
 //! Owns: the Statewire door. Must never: reach the Studio's internals
 //! (`harness-sdk` does that, a layer above).
 
-pub mod example;
+pub mod demo;
 pub mod host;
 pub mod http;
 pub mod ids;

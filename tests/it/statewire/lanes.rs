@@ -125,7 +125,7 @@ async fn a_killed_client_replays_and_each_command_runs_exactly_once() {
         .await
         .unwrap();
     // The ledger holds each command admitted and answered exactly once.
-    let host = ledgerwire::statewire::example::acme_host(ledger).unwrap();
+    let host = ledgerwire::statewire::demo::acme_host(ledger).unwrap();
     let lane = host
         .lane_state(
             &scope("k1"),
