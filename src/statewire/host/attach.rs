@@ -1,32 +1,102 @@
-//! Attaching: negotiation, lease context, the hello, and ending an
-//! attach.
+//! Attaches: one live attach (its selection, lease, queue and state: the
+//! document table, lease context, ephemeral documents and lanes, included
+//! keys) and the table of live attaches by lease, from the moment an
+//! attach opens to its `fin`.
 //!
-//! Owns: an attach's life from negotiation to its `fin`. Must never: send
-//! a packet before the hello, or let an attach read a thread of another
-//! principal.
+//! Owns: the lease table, sending an attach its packets, and ending it
+//! (with a `fin`, or silently when its client left).
+//! Must never: block a sender on a slow reader (it is dropped with
+//! `slow-reader` instead), start an attach while the server drains, or
+//! keep a lease past its attach's end.
 
-use super::views::ThreadDocuments;
-use super::*;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
-/// What a transport passes to [`Host::attach`].
-#[derive(Debug, Clone, Default)]
-pub struct AttachRequest {
-    pub thread: String,
-    pub client: Option<String>,
-    pub authorization: Option<String>,
-    pub version: Option<String>,
-    pub protocol: Option<String>,
-    pub attacher: Option<String>,
-    pub cursor: Option<String>,
-    pub initial: Frame,
+use serde_json::Value;
+
+use crate::lifecycle::{Lifecycle, StreamKind, Tracked};
+use crate::statewire::ids::{
+    AttacherId, ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope, random_hex,
+};
+use crate::statewire::negotiation::Selection;
+use crate::statewire::packet::{Answer, Contract, Fin, FinCode, Frame, Packet};
+use crate::statewire::view::{DocIdentity, DocTable};
+use crate::telemetry::{Open, STATEWIRE_ATTACHES_OPEN};
+
+use super::Host;
+use super::lock;
+use super::projection::ViewKey;
+use super::queue::{self, Inbox, Outbound, Outbox, Pushed, QueueLimits};
+use super::thread::Thread;
+
+/// Most live attaches on one thread.
+pub const MAX_ATTACHES_PER_THREAD: usize = 4096;
+
+/// One live attach.
+pub struct Attach {
+    pub id: u64,
+    pub(super) thread: Arc<Thread>,
+    pub client: ClientId,
+    pub attacher: Option<AttacherId>,
+    pub principal: Option<PrincipalId>,
+    pub selection: Selection,
+    pub lease: String,
+    /// The compatibility views its selection reads (none: native state).
+    pub(super) views: Vec<ViewKey>,
+    pub(super) outbox: Outbox,
+    pub(super) state: Mutex<AttachState>,
+    /// Counted as open (for the drain and the metrics) while it lives.
+    _open: (Tracked, Open),
+}
+
+impl Attach {
+    pub fn thread(&self) -> &ThreadId {
+        self.thread.scope.id()
+    }
+
+    /// The thread with the principal it belongs to.
+    pub fn scope(&self) -> &ThreadScope {
+        &self.thread.scope
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.outbox.is_closed()
+    }
+
+    /// The contract the attach selected `protocol` under.
+    pub(super) fn contract(&self, protocol: &ProtocolName) -> Option<Contract> {
+        self.selection.get(protocol.as_str()).map(|p| Contract {
+            wire: self.selection.wire,
+            version: p.version,
+        })
+    }
+}
+
+/// What an attach holds besides its selection.
+#[derive(Default)]
+pub(super) struct AttachState {
+    pub(super) table: DocTable,
+    pub(super) context: BTreeMap<ProtocolName, (Value, Option<Value>)>,
+    pub(super) ephemeral: BTreeMap<DocIdentity, Value>,
+    pub(super) included: BTreeSet<DocIdentity>,
+    pub(super) lanes: BTreeMap<ProtocolName, EphemeralLane>,
+}
+
+/// An ephemeral lane: its watermark and retained answers, which end with
+/// the attach.
+#[derive(Default)]
+pub(super) struct EphemeralLane {
+    pub(super) watermark: u64,
+    pub(super) answers: BTreeMap<u64, Answer>,
 }
 
 /// A successful attach: its packets (the hello first) and the durable
 /// initial statements the transport submits after the hello is out.
 pub struct AttachHandle {
-    host: Host,
+    pub(super) host: Host,
     pub attach: Arc<Attach>,
-    inbox: Inbox,
+    pub(super) inbox: Inbox,
     pub after_hello: Frame,
 }
 
@@ -47,76 +117,56 @@ impl Drop for AttachHandle {
     }
 }
 
-impl Host {
-    /// Ends every open attach with `fin` (a shutdown): each transport sends
-    /// it and closes.
-    pub fn close_all(&self, fin: &Fin) {
-        let attaches: Vec<Arc<Attach>> = lock(&self.inner.leases).values().cloned().collect();
-        for attach in attaches {
-            attach.outbox.close_with(fin.clone());
+/// The live attaches, by lease.
+pub(super) struct Attaches {
+    leases: Mutex<HashMap<String, Arc<Attach>>>,
+    next_attach: AtomicU64,
+    queue: QueueLimits,
+    /// The server's shutdown phase: no attach starts once it drains.
+    lifecycle: Lifecycle,
+}
+
+impl Attaches {
+    pub(super) fn new(queue: QueueLimits, lifecycle: Lifecycle) -> Self {
+        Self {
+            leases: Mutex::new(HashMap::new()),
+            next_attach: AtomicU64::new(1),
+            queue,
+            lifecycle,
         }
     }
 
-    /// Negotiates, installs lease context, runs ephemeral initial
-    /// statements, retires the attacher's earlier attaches (2026-11-02)
-    /// and queues the hello. Every failure is a `fin` and changes nothing.
-    pub async fn attach(&self, request: AttachRequest) -> Result<AttachHandle, Fin> {
-        let thread_id = ThreadId::new(request.thread.as_str())
-            .map_err(|e| Fin::new(FinCode::InvalidNegotiation, e.to_string()))?;
-        let principal = self.authenticate(&thread_id, request.authorization.as_deref())?;
-        let invalid = |m: String| Fin::new(FinCode::InvalidNegotiation, m);
-        let client = match &request.client {
-            Some(text) => ClientId::new(text.as_str()).map_err(|e| invalid(e.to_string()))?,
-            None => ClientId::mint(),
-        };
-        let support = &self.inner.support;
-        let offer =
-            negotiation::read_offer(request.version.as_deref(), request.protocol.as_deref())
-                .map_err(|e| Fin::negotiation(&e, support))?;
-        let selection =
-            negotiation::negotiate(support, &offer).map_err(|e| Fin::negotiation(&e, support))?;
-        let attacher = match &request.attacher {
-            Some(text) if selection.wire >= WIRE_NAMED_ATTACHER => {
-                Some(AttacherId::new(text.as_str()).map_err(|e| invalid(e.to_string()))?)
-            }
-            None if selection.wire >= WIRE_NAMED_ATTACHER => {
-                return Err(invalid(format!(
-                    "Statewire-Attacher is required from wire {WIRE_NAMED_ATTACHER}"
-                )));
-            }
-            _ => None,
-        };
-        let cursor = match &request.cursor {
-            Some(text) if selection.wire >= WIRE_RESULTS_CURSOR => {
-                negotiation::read_cursor_field(text).map_err(|e| match e {
-                    NegotiationError::Invalid(m) => invalid(m),
-                    other => invalid(other.to_string()),
-                })?
-            }
-            _ => BTreeMap::new(),
-        };
-        // Validate every context candidate before anything is installed.
-        for entry in &request.initial.ctx {
-            self.check_context(&selection, entry)
-                .map_err(|v| fin_violation(&v))?;
-        }
-        if self.inner.lifecycle.is_draining() {
+    /// Refuses a new attach once the server drains.
+    pub(super) fn refuse_if_draining(&self) -> Result<(), Fin> {
+        if self.lifecycle.is_draining() {
             return Err(Fin::new(
                 FinCode::ShuttingDown,
                 "the server is shutting down; attach again later",
             ));
         }
-        let thread = self.thread(&ThreadScope::new(principal.clone(), thread_id))?;
-        if lock(&thread.attaches).len() >= MAX_ATTACHES_PER_THREAD {
+        Ok(())
+    }
+
+    /// A new attach on `thread` (not yet joined to it, its lease not yet
+    /// served), with the queue its transport reads.
+    pub(super) fn open(
+        &self,
+        thread: &Arc<Thread>,
+        client: ClientId,
+        attacher: Option<AttacherId>,
+        principal: Option<PrincipalId>,
+        selection: Selection,
+        views: Vec<ViewKey>,
+    ) -> Result<(Arc<Attach>, Inbox), Fin> {
+        if thread.attach_count() >= MAX_ATTACHES_PER_THREAD {
             return Err(Fin::new(
                 FinCode::TooManyAttaches,
                 "the thread has too many attaches",
             ));
         }
-        let (outbox, inbox) = queue::outbox(self.inner.queue);
-        let views = self.view_keys(&selection);
+        let (outbox, inbox) = queue::outbox(self.queue);
         let attach = Arc::new(Attach {
-            id: self.inner.next_attach.fetch_add(1, Ordering::Relaxed),
+            id: self.next_attach.fetch_add(1, Ordering::Relaxed),
             thread: thread.clone(),
             client,
             attacher,
@@ -127,215 +177,70 @@ impl Host {
             outbox,
             state: Mutex::new(AttachState::default()),
             _open: (
-                self.inner
-                    .lifecycle
-                    .track(crate::lifecycle::StreamKind::StatewireAttach),
-                crate::telemetry::Open::new(metrics::gauge!(
-                    crate::telemetry::STATEWIRE_ATTACHES_OPEN
-                )),
+                self.lifecycle.track(StreamKind::StatewireAttach),
+                Open::new(metrics::gauge!(STATEWIRE_ATTACHES_OPEN)),
             ),
         });
-        for entry in &request.initial.ctx {
-            self.install_context(&attach, entry);
-        }
-        // Durable lanes: finish commands a crash interrupted, before the
-        // watermarks and answers the hello reports.
-        let mut durable_lanes = Vec::new();
-        for p in &attach.selection.protocols {
-            if p.record == Record::Durable {
-                let stream =
-                    lane_stream(&thread.scope, &attach.client, &p.name).map_err(server_fin)?;
-                self.recover_lane(&thread, &attach.client, &p.name, &stream)
-                    .await
-                    .map_err(server_fin)?;
-                durable_lanes.push((p.name.clone(), stream));
-            }
-        }
-        // Ephemeral-lane initial statements run before the snapshot.
-        let (ephemeral_cmds, durable_cmds): (Vec<Command>, Vec<Command>) =
-            request.initial.cmd.into_iter().partition(|c| {
-                attach.selection.get(c.protocol.as_str()).map(|p| p.record)
-                    == Some(Record::Ephemeral)
-            });
-        let mut hello_answers = Vec::new();
-        for command in ephemeral_cmds {
-            match self.run_ephemeral(&attach, command).await {
-                Ok(Some(answer)) => hello_answers.push(answer),
-                Ok(None) => {}
-                Err(violation) => return Err(fin_violation(&violation)),
-            }
-        }
-        // Retained answers above the client's cursor (2026-11-01 and later).
-        if attach.selection.wire >= WIRE_RESULTS_CURSOR {
-            for (name, stream) in &durable_lanes {
-                let lane = self.inner.lanes.state(stream).await.map_err(server_fin)?;
-                let above = cursor.get(name).copied().unwrap_or(0);
-                for (seq, retained) in lane.state.answers.range(above + 1..) {
-                    hello_answers.push(self.retained_for(&attach, name, *seq, retained));
-                }
-            }
-        }
-        // 2026-11-02: the attacher's earlier attaches end before the hello.
-        if let Some(attacher) = &attach.attacher {
-            let earlier: Vec<Arc<Attach>> = lock(&thread.attaches)
-                .values()
-                .filter(|a| a.client == attach.client && a.attacher.as_ref() == Some(attacher))
-                .cloned()
-                .collect();
-            for old in earlier {
-                self.end(
-                    &old,
-                    Fin::new(FinCode::Retired, "a newer attach of this attacher"),
-                );
-            }
-        }
-        // What the hello reports is read first, off every lock (reads may
-        // wait for the store): the lanes' watermarks, and the thread's
-        // documents with what this attach will read of them.
-        let mut watermarks = BTreeMap::new();
-        for (name, stream) in &durable_lanes {
-            let lane = self.inner.lanes.state(stream).await.map_err(server_fin)?;
-            watermarks.insert(name.as_str().to_owned(), lane.state.watermark);
-        }
-        let documents = self
-            .thread_documents_with(&thread, Some(&attach))
-            .await
-            .map_err(server_fin)?;
-        // Then the attach joins its thread, and the hello is built, under
-        // its state lock: a flush that finds it waits for the hello.
-        {
-            let mut state = lock(&attach.state);
-            self.join(&thread, &attach);
-            let hello = self.hello(&attach, &mut state, watermarks, &documents, hello_answers);
-            match hello {
-                // The queue is new and empty: the hello always fits (see
-                // `push`).
-                Ok(hello) => {
-                    attach.outbox.push(&hello);
-                }
-                Err(fin) => {
-                    drop(state);
-                    self.forget(&attach);
-                    return Err(fin);
-                }
-            }
-        }
-        drop(documents);
-        // A change that landed after the documents were read and before
-        // the join was flushed to the thread without this attach: one
-        // more flush sends it (nothing, if nothing landed).
-        self.flush_attach(&attach, Vec::new(), Vec::new()).await;
-        lock(&self.inner.leases).insert(attach.lease.clone(), attach.clone());
-        Ok(AttachHandle {
-            host: self.clone(),
-            attach,
-            inbox,
-            after_hello: Frame {
-                ctx: Vec::new(),
-                cmd: durable_cmds,
-            },
-        })
+        Ok((attach, inbox))
     }
 
-    /// The hello: the selection with each lane's watermark, the mounts of
-    /// the whole view, and `answers`.
-    fn hello(
-        &self,
-        attach: &Arc<Attach>,
-        state: &mut AttachState,
-        mut watermarks: BTreeMap<String, u64>,
-        documents: &ThreadDocuments<'_>,
-        answers: Vec<Answer>,
-    ) -> Result<Packet, Fin> {
-        for (name, lane) in &state.lanes {
-            watermarks.insert(name.as_str().to_owned(), lane.watermark);
+    /// Serves `attach`'s lease (to `/frames`).
+    pub(super) fn register(&self, attach: &Arc<Attach>) {
+        lock(&self.leases).insert(attach.lease.clone(), attach.clone());
+    }
+
+    /// The live attach a lease names.
+    pub(super) fn lease(&self, lease: &str) -> Option<Arc<Attach>> {
+        lock(&self.leases).get(lease).cloned()
+    }
+
+    /// Ends every open attach with `fin`.
+    pub(super) fn close_all(&self, fin: &Fin) {
+        let attaches: Vec<Arc<Attach>> = lock(&self.leases).values().cloned().collect();
+        for attach in attaches {
+            attach.outbox.close_with(fin.clone());
         }
-        let view = self.view(attach, state, documents)?;
-        let ops = state.table.update(&view);
-        let syn = Syn::hello(&attach.selection, &attach.client, |name| {
-            watermarks.get(name).copied().unwrap_or(0)
-        });
-        Ok(Packet {
-            syn: Some(syn),
-            ops,
-            ans: answers,
-            ..Packet::default()
-        })
     }
 
     /// Ends an attach with `fin`, delivered after what is already queued.
-    pub fn end(&self, attach: &Arc<Attach>, fin: Fin) {
+    pub(super) fn end(&self, attach: &Arc<Attach>, fin: Fin) {
         attach.outbox.close_with(fin);
         self.forget(attach);
     }
 
     /// Forgets an attach whose client left: its lease, its ephemeral lanes
     /// and documents.
-    pub fn detach(&self, attach: &Arc<Attach>) {
+    pub(super) fn detach(&self, attach: &Arc<Attach>) {
         attach.outbox.close();
         self.forget(attach);
     }
 
-    fn forget(&self, attach: &Arc<Attach>) {
-        let thread = &attach.thread;
-        let (removed, count) = {
-            let mut attaches = lock(&thread.attaches);
-            let removed = attaches.remove(&attach.id).is_some();
-            (removed, attaches.len())
+    /// Takes an attach off its thread and out of the lease table.
+    pub(super) fn forget(&self, attach: &Arc<Attach>) {
+        attach.thread.leave(attach);
+        lock(&self.leases).remove(&attach.lease);
+    }
+
+    /// Ends the earlier attaches of `attach`'s attacher (2026-11-02).
+    pub(super) fn retire_earlier(&self, attach: &Attach) {
+        let Some(attacher) = &attach.attacher else {
+            return;
         };
-        if removed {
-            self.release_views(thread, &attach.views);
-        }
-        thread.attached.send_replace(count);
-        lock(&self.inner.leases).remove(&attach.lease);
-    }
-
-    pub(super) fn check_context(
-        &self,
-        selection: &Selection,
-        entry: &CtxEntry,
-    ) -> Result<(), FrameViolation> {
-        let violation = |m: String| FrameViolation {
-            code: FinCode::InvalidContext,
-            message: m,
-        };
-        if selection.get(entry.protocol.as_str()).is_none() {
-            return Err(violation(format!(
-                "ctx for unselected protocol {}",
-                entry.protocol
-            )));
-        }
-        if let Some(validate) = self.inner.validators.get(&entry.protocol) {
-            validate(&entry.value, entry.meta.as_ref())
-                .map_err(|m| violation(format!("{}: {m}", entry.protocol)))?;
-        }
-        Ok(())
-    }
-
-    pub(super) fn install_context(&self, attach: &Arc<Attach>, entry: &CtxEntry) {
-        let previous = lock(&attach.state)
-            .context
-            .insert(
-                entry.protocol.clone(),
-                (entry.value.clone(), entry.meta.clone()),
-            )
-            .map(|(value, _)| value);
-        if let Some(listeners) = self.inner.listeners.get(&entry.protocol) {
-            let change = ContextChange {
-                thread: attach.thread.scope.clone(),
-                client: attach.client.clone(),
-                attach: attach.id,
-                protocol: entry.protocol.clone(),
-                previous,
-                value: entry.value.clone(),
-                meta: entry.meta.clone(),
-            };
-            for listener in listeners {
-                listener(&change);
-            }
+        let earlier: Vec<Arc<Attach>> = lock(&attach.thread.attaches)
+            .values()
+            .filter(|a| a.client == attach.client && a.attacher.as_ref() == Some(attacher))
+            .cloned()
+            .collect();
+        for old in earlier {
+            self.end(
+                &old,
+                Fin::new(FinCode::Retired, "a newer attach of this attacher"),
+            );
         }
     }
 
+    /// Queues `packet` for `attach`; an attach that reads too slowly is
+    /// ended instead.
     pub(super) fn send(&self, attach: &Arc<Attach>, packet: Packet) {
         if packet.is_empty() {
             return;

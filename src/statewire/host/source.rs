@@ -23,7 +23,7 @@ use crate::statewire::ids::{ProtocolName, ThreadScope};
 use crate::statewire::packet::{Contract, Rejection};
 use crate::statewire::view::DocIdentity;
 
-use super::Caller;
+use super::context::Caller;
 
 /// Documents of one durable protocol, derived from a ledger stream.
 #[async_trait]
