@@ -22,21 +22,21 @@
 //! 8. Programs that use the rest as clients: [`chat`], [`crashtest`],
 //!    [`loadgen`] (`ledgerwire bench`), [`audit_client`] (`--url`).
 
-pub mod agent;
-pub mod api_docs;
+// The layer crates, under the names the modules here have always used.
+pub use ledgerwire_agent as agent;
+pub use ledgerwire_foundations::{api_docs, lifecycle, telemetry};
+pub use ledgerwire_harness_sdk as harness_sdk;
+pub use ledgerwire_ledger as ledger;
+pub use ledgerwire_statewire as statewire;
+pub use ledgerwire_studio as studio;
+pub use ledgerwire_wire as wire;
+
 pub mod audit_client;
 pub mod chat;
 pub mod crashtest;
-pub mod harness_sdk;
-pub mod ledger;
-pub mod lifecycle;
 pub mod loadgen;
 pub mod log_commands;
 pub mod record_kinds;
 pub mod server;
-pub mod statewire;
 pub mod statewire_client;
-pub mod studio;
-pub mod telemetry;
 pub mod web;
-pub mod wire;

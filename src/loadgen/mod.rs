@@ -303,7 +303,7 @@ async fn drive(
         .pool_max_idle_per_host(config.concurrency)
         .build()
         .map_err(|error| LoadError::Settings(error.to_string()))?;
-    let run = format!("{:x}", crate::studio::service::now_ms());
+    let run = format!("{:x}", crate::ledger::record::now_ms());
     let timeout = Duration::from_millis(REQUEST_TIMEOUT_MS);
     let clients = (0..config.concurrency).map(|_| match config.door {
         Door::Studio => Client::Studio(studio::StudioClient::new(

@@ -1,5 +1,5 @@
 //! The OpenAPI document against the code and the running server: every
-//! route registered in `src/` is documented (routes are registered only
+//! route registered in `src/` or `crates/` is documented (routes are registered only
 //! through aide's `api_route`, which documents them) and nothing else is;
 //! every documented operation is answered by its route and every other
 //! method by a 405; the served document is the printed one; and
@@ -70,12 +70,14 @@ fn leading_literal(text: &str) -> Option<&str> {
     rest.find('"').map(|end| &rest[..end])
 }
 
-/// The paths of every route `src/` registers, and every registration
-/// that bypasses the documentation (`.route("…"` and its kin).
+/// The paths of every route the workspace's sources (`src/` and each
+/// crate's) register, and every registration that bypasses the
+/// documentation (`.route("…"` and its kin).
 fn registrations() -> (BTreeSet<String>, Vec<String>) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let (mut documented, mut bypassing) = (BTreeSet::new(), Vec::new());
-    for file in sources(&src) {
+    let files = sources(&root.join("src")).into_iter();
+    for file in files.chain(sources(&root.join("crates"))) {
         let text = std::fs::read_to_string(&file).expect("read a source file");
         for (at, _) in text.match_indices('.') {
             let call = &text[at + 1..];
