@@ -1,26 +1,30 @@
 //! ledgerwire: the Studio and Statewire server on one durable log.
 //!
-//! Owns: the module map below. Must never: let a module import one from a
+//! Owns: the server, the command line and the tools, on top of the layer
+//! crates under `crates/`. Must never: let a module import one from a
 //! layer above its own.
 //!
-//! One module per concept, in layers that point down (ARCHITECTURE.md
+//! The layer crates, bottom up (the compiler keeps their order; each
+//! `lib.rs` says what it owns): `ledgerwire-foundations` ([`telemetry`],
+//! [`lifecycle`], [`api_docs`]), `ledgerwire-ledger` ([`ledger`]: the
+//! checksummed log, its folds and stores; knows no door),
+//! `ledgerwire-wire` ([`wire`]: the Studio contract's types),
+//! `ledgerwire-agent` ([`agent`]), the two doors `ledgerwire-studio`
+//! ([`studio`]) and `ledgerwire-statewire` ([`statewire`]), which never
+//! import each other, and `ledgerwire-harness-sdk` ([`harness_sdk`]).
+//!
+//! This package's modules, in layers that point down (ARCHITECTURE.md
 //! names the order; `tests/it/tidy.rs` checks it):
 //!
-//! 1. Foundations: [`telemetry`] (metric names and export),
-//!    [`lifecycle`] (the shutdown phases every door follows), [`api_docs`]
-//!    (how a door describes its routes to the OpenAPI document).
-//! 2. [`ledger`]: the checksummed append log and its folds. Knows no door.
-//! 3. [`wire`]: the Studio contract's types, bounds and edge validation.
-//! 4. [`agent`]: the agent behind the Studio (trait and built-in agents).
-//! 5. The doors: [`studio`] (contract v1 on the ledger) and [`statewire`]
-//!    (the Statewire host), which never import each other.
-//! 6. [`harness_sdk`]: the Studio's conversations as Statewire threads,
-//!    then [`statewire_client`] (a Rust client of the Statewire door).
-//! 7. [`record_kinds`] (every door's record kinds in one registry),
-//!    [`log_commands`] (`ledgerwire log …` and `replay`), [`web`] (the
-//!    page compiled in), then [`server`] (both doors on one HTTP server).
-//! 8. Programs that use the rest as clients: [`chat`], [`crashtest`],
-//!    [`loadgen`] (`ledgerwire bench`), [`audit_client`] (`--url`).
+//! 1. [`record_kinds`] (every door's record kinds in one registry),
+//!    [`store`] (which ledger a command names, and opening it) and
+//!    [`statewire_client`] (a Rust client of the Statewire door, kept
+//!    out of the door);
+//! 2. [`log_commands`] (`ledgerwire log …` and `replay`), [`web`] (the
+//!    page compiled in), then [`server`] (both doors on one HTTP server);
+//! 3. programs that use the rest as clients: [`chat`], [`crashtest`],
+//!    [`loadgen`] (`ledgerwire bench`), [`audit_client`] (`--url`);
+//! 4. [`cli`]: the command line, which runs all of the above.
 
 // The layer crates, under the names the modules here have always used.
 pub use ledgerwire_agent as agent;
@@ -33,10 +37,12 @@ pub use ledgerwire_wire as wire;
 
 pub mod audit_client;
 pub mod chat;
+pub mod cli;
 pub mod crashtest;
 pub mod loadgen;
 pub mod log_commands;
 pub mod record_kinds;
 pub mod server;
 pub mod statewire_client;
+pub mod store;
 pub mod web;

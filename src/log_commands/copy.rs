@@ -18,10 +18,11 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 
-use super::{ToolError, open_postgres, print_verify};
+use super::{ToolError, print_verify};
 use crate::ledger::local::{LocalStore, OpenMode};
 use crate::ledger::postgres::is_postgres_url;
 use crate::ledger::{Ledger, MAX_RECORDS_PER_APPEND, StreamKey};
+use crate::store::{Opening, StoreChoice};
 
 /// What a copy wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -41,10 +42,15 @@ fn describe(location: &str) -> String {
     }
 }
 
+/// The database at `url`.
+fn database(url: &str) -> Result<StoreChoice, ToolError> {
+    Ok(StoreChoice::new(Default::default(), Some(url))?)
+}
+
 /// Opens the source: a local store checked whole, or a database.
 async fn open_source(from: &str, out: &mut impl Write) -> Result<Ledger, ToolError> {
     if is_postgres_url(from) {
-        return Ok(open_postgres(from).await?.1);
+        return Ok(database(from)?.open(Opening::Existing).await?);
     }
     let (store, report) = LocalStore::open(Path::new(from), OpenMode::MustExist)?;
     if !report.is_clean() {
@@ -56,12 +62,9 @@ async fn open_source(from: &str, out: &mut impl Write) -> Result<Ledger, ToolErr
 
 /// Opens the destination, refusing one that holds any stream.
 async fn open_destination(to: &str) -> Result<Ledger, ToolError> {
-    let destination = if is_postgres_url(to) {
-        open_postgres(to).await?.1
-    } else {
-        let store = LocalStore::open_scrubbing(Path::new(to), OpenMode::CreateIfMissing)?;
-        Ledger::new(Arc::new(store))
-    };
+    let destination = StoreChoice::new(Path::new(to).to_path_buf(), Some(to))?
+        .open(Opening::Create)
+        .await?;
     let held = destination.store().streams(None, 1).await?;
     if let Some(stream) = held.first() {
         return Err(ToolError::Failed(format!(

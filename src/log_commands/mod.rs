@@ -3,8 +3,8 @@
 //! to the writer it is given, so tests run them without a process, and
 //! each works over any store through the neutral [`Ledger`]; only the
 //! local store's offline checks of its own files open it directly.
-//! `stores` opens a PostgreSQL store for the same commands (`--store
-//! URL`); `copy` copies a store into another (`log copy`).
+//! `stores` runs verify, stats and probe on whichever store the operator
+//! named; `copy` copies a store into another (`log copy`).
 //! Owns: what each command prints and the exit it implies ([`ToolError`]).
 //! Must never: repair or rewrite a store; they read it (probe appends,
 //! and copy writes only into an empty destination).
@@ -13,7 +13,7 @@ mod copy;
 mod stores;
 
 pub use copy::{CopyReport, copy};
-pub use stores::{open_postgres, postgres_probe, postgres_stats, postgres_verify};
+pub use stores::{probe_store, stats_store, verify_store};
 
 use std::io::Write;
 use std::path::Path;
@@ -39,6 +39,10 @@ pub enum ToolError {
     Store(#[from] LocalError),
     #[error(transparent)]
     Postgres(#[from] crate::ledger::postgres::PostgresError),
+    #[error(transparent)]
+    Open(#[from] crate::store::OpenError),
+    #[error(transparent)]
+    Choice(#[from] crate::store::StoreChoiceError),
     #[error("cannot write output: {0}")]
     Output(#[from] std::io::Error),
     #[error("the store has {0} problem(s); see the lines above")]
@@ -71,15 +75,6 @@ pub enum ToolError {
 fn open_existing(data: &Path) -> Result<(Ledger, VerifyReport), ToolError> {
     let (store, report) = LocalStore::open(data, OpenMode::MustExist)?;
     Ok((Ledger::new(Arc::new(store)), report))
-}
-
-/// Opens the store a command names: the database at `--store URL` when
-/// given, else the local store in `data`, which must exist.
-pub async fn open_store(data: &Path, store: Option<&str>) -> Result<Ledger, ToolError> {
-    match store {
-        Some(url) => Ok(open_postgres(url).await?.1),
-        None => Ok(open_existing(data)?.0),
-    }
 }
 
 /// Prints the integrity report of a local store, its journal files
@@ -318,20 +313,10 @@ pub struct ProbeConfig {
 /// Most concurrent probe writers.
 pub const MAX_PROBE_WRITERS: u32 = 256;
 
-/// Appends probe records to a local store, one at a time per writer,
+/// Appends probe records to an open ledger, one at a time per writer,
 /// printing `ack <writer> <position> <global>` after each acknowledged
-/// append. Writers continue the streams where earlier runs left them.
-pub async fn probe(data: &Path, config: &ProbeConfig) -> Result<(), ToolError> {
-    let (store, _report) = LocalStore::open(data, OpenMode::CreateIfMissing)?;
-    let ledger = Ledger::new(Arc::new(store));
-    let result = probe_ledger(&ledger, config, data).await;
-    // The acknowledged appends are durable already; flushing buffered
-    // ones is what a clean exit owes them.
-    ledger.flush().await?;
-    result
-}
-
-/// [`probe`] over an open ledger, any store (`where` names it in errors).
+/// append. Writers continue the streams where earlier runs left them
+/// (`place` names the store in errors).
 pub async fn probe_ledger(
     ledger: &Ledger,
     config: &ProbeConfig,

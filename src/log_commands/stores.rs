@@ -1,50 +1,56 @@
-//! The operator commands that differ on a PostgreSQL store (`--store
-//! URL`): opening it, verification and counts without a journal to
-//! check, and probes into a database. `log dump` and `replay` take any
-//! store (`open_store`).
+//! The `log` commands on whichever store the operator names
+//! ([`StoreChoice`]): a local store gets its offline checks of its own
+//! files, a PostgreSQL store the checks the neutral [`Ledger`] makes.
 //!
-//! Owns: the `--store URL` paths of `log verify`, `log stats` and `log
-//! probe`.
-//!
-//! Must never: write into the database (opening creates the tables of
-//! an empty one, as `serve` would, and nothing else), but for `log
-//! probe`'s records.
+//! Owns: `log verify`, `log stats` and `log probe` over either store.
+//! Must never: open a store but through [`StoreChoice::open`], or write
+//! into a database (opening creates the tables of an empty one, as
+//! `serve` would) but for `log probe`'s records.
 
 use std::io::Write;
 use std::path::Path;
-use std::sync::Arc;
 
 use super::{ProbeConfig, ToolError, print_stats, print_verify, probe_ledger};
-use crate::ledger::postgres::{PostgresSettings, PostgresStore};
-use crate::ledger::{Ledger, VerifyReport};
+use crate::ledger::VerifyReport;
+use crate::store::{Opening, StoreChoice};
 
-/// Opens the PostgreSQL store at `url`.
-pub async fn open_postgres(url: &str) -> Result<(Arc<PostgresStore>, Ledger), ToolError> {
-    let settings = PostgresSettings::from_url(url)?;
-    let store = Arc::new(PostgresStore::open(&settings).await?);
-    let ledger = Ledger::new(store.clone());
-    Ok((store, ledger))
+/// `log verify`: every record checked (a local store's journal files
+/// too); fails on any problem.
+pub async fn verify_store(
+    choice: &StoreChoice,
+    out: &mut impl Write,
+) -> Result<VerifyReport, ToolError> {
+    match choice {
+        StoreChoice::Local(data) => super::verify(data, out),
+        StoreChoice::Postgres(_) => {
+            let ledger = choice.open(Opening::Existing).await?;
+            print_verify(ledger.verify().await?, out)
+        }
+    }
 }
 
-/// `log verify --store URL`: every record below the scan's horizon
-/// checked; fails on any problem.
-pub async fn postgres_verify(url: &str, out: &mut impl Write) -> Result<VerifyReport, ToolError> {
-    let (_, ledger) = open_postgres(url).await?;
-    print_verify(ledger.verify().await?, out)
+/// `log stats`: record counts, bytes and streams.
+pub async fn stats_store(choice: &StoreChoice, out: &mut impl Write) -> Result<(), ToolError> {
+    match choice {
+        StoreChoice::Local(data) => super::stats(data, out),
+        StoreChoice::Postgres(_) => {
+            let ledger = choice.open(Opening::Existing).await?;
+            print_stats(&ledger.verify().await?, out)
+        }
+    }
 }
 
-/// `log stats --store URL`.
-pub async fn postgres_stats(url: &str, out: &mut impl Write) -> Result<(), ToolError> {
-    let (_, ledger) = open_postgres(url).await?;
-    print_stats(&ledger.verify().await?, out)
-}
-
-/// `log probe --store URL`: probe records appended to a database that
-/// holds only probe streams.
-pub async fn postgres_probe(url: &str, config: &ProbeConfig) -> Result<(), ToolError> {
-    let (store, ledger) = open_postgres(url).await?;
-    let place = Path::new(store.description());
-    let result = probe_ledger(&ledger, config, place).await;
+/// `log probe`: probe records appended to a store that holds only probe
+/// streams (created if missing).
+pub async fn probe_store(choice: &StoreChoice, config: &ProbeConfig) -> Result<(), ToolError> {
+    let ledger = choice.open(Opening::Create).await?;
+    let place = match choice {
+        StoreChoice::Local(data) => data.display().to_string(),
+        StoreChoice::Postgres(settings) => settings.describe(),
+    };
+    let result = probe_ledger(&ledger, config, Path::new(&place)).await;
+    // The acknowledged appends are durable already; flushing buffered
+    // ones is what a clean exit owes them.
     ledger.flush().await?;
     result
 }

@@ -4,7 +4,6 @@
 //! the ledger.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
@@ -13,12 +12,13 @@ use tokio::net::TcpListener;
 
 use crate::agent::Agent;
 use crate::agent::builtin::BuiltinAgent;
-use crate::ledger::local::{LocalError, LocalStore, OpenMode};
-use crate::ledger::postgres::{PostgresError, PostgresSettings, PostgresStore, is_postgres_url};
+use crate::ledger::local::LocalError;
+use crate::ledger::postgres::PostgresError;
 use crate::ledger::{Ledger, LedgerError};
 use crate::lifecycle::Lifecycle;
 use crate::statewire::host::Host;
 use crate::statewire::packet::{Fin, FinCode};
+use crate::store::{OpenError, Opening, StoreChoice};
 use crate::studio::auth::AuthPolicy;
 use crate::studio::service::{Studio, StudioConfig};
 
@@ -33,49 +33,6 @@ pub mod settings;
 
 /// Default address of `ledgerwire serve`.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
-
-/// Default data directory of `ledgerwire serve`.
-pub const DEFAULT_DATA_DIR: &str = "./ledgerwire-data";
-
-/// Where `serve` keeps its ledger.
-#[derive(Clone, Debug)]
-pub enum StoreChoice {
-    /// The local store in this directory (the default; one process).
-    Local(PathBuf),
-    /// A PostgreSQL database, which several instances may share.
-    Postgres(Box<PostgresSettings>),
-}
-
-impl StoreChoice {
-    /// `--store` when given (a `postgres://` URL or a directory), else
-    /// the local store in `data`.
-    pub fn new(data: PathBuf, store: Option<&str>) -> Result<Self, settings::SettingsError> {
-        match store {
-            Some(url) if is_postgres_url(url) => PostgresSettings::from_url(url)
-                .map(|settings| StoreChoice::Postgres(Box::new(settings)))
-                .map_err(|error| settings::SettingsError::Store(error.to_string())),
-            Some("") => Err(settings::SettingsError::Store("empty".to_owned())),
-            Some(directory) => Ok(StoreChoice::Local(PathBuf::from(directory))),
-            None => Ok(StoreChoice::Local(data)),
-        }
-    }
-
-    /// Opens the store (creating a missing one) as a [`Ledger`].
-    async fn open(&self) -> Result<Ledger, ServeError> {
-        match self {
-            StoreChoice::Local(directory) => {
-                let store = LocalStore::open_scrubbing(directory, OpenMode::CreateIfMissing)?;
-                tracing::info!(path = %directory.display(), "ledger open");
-                Ok(Ledger::new(Arc::new(store)))
-            }
-            StoreChoice::Postgres(settings) => {
-                let ledger = PostgresStore::open_ledger(settings).await?;
-                tracing::info!(database = %settings.describe(), "ledger open (PostgreSQL)");
-                Ok(ledger)
-            }
-        }
-    }
-}
 
 /// What `serve` needs to start.
 #[derive(Clone, Debug)]
@@ -129,6 +86,8 @@ impl Default for Operations {
 /// Errors that stop the server from starting.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    #[error(transparent)]
+    Open(#[from] OpenError),
     #[error(transparent)]
     Ledger(#[from] LedgerError),
     #[error(transparent)]
@@ -263,7 +222,7 @@ impl BoundServer {
         agent: Arc<dyn Agent>,
     ) -> Result<Self, ServeError> {
         let listener = listen(config.addr).await?;
-        let ledger = config.store.open().await?;
+        let ledger = config.store.open(Opening::Create).await?;
         Self::serve_on(
             listener,
             ledger,

@@ -386,7 +386,8 @@ async fn the_v1_statewire_golden_log_folds_and_dumps_to_its_committed_state() {
 
 /// The local store in `dir`, opened as `log dump` and `replay` open it.
 async fn open_store(dir: &Path) -> Ledger {
-    ledgerwire::log_commands::open_store(dir, None)
+    ledgerwire::store::StoreChoice::Local(dir.to_path_buf())
+        .open(ledgerwire::store::Opening::Existing)
         .await
         .expect("the store opens")
 }

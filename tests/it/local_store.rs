@@ -424,7 +424,11 @@ fn dump_prints_one_decoded_json_line_per_record() {
             .unwrap();
     }
     let mut out = Vec::new();
-    let ledger = block_on(ledgerwire::log_commands::open_store(dir.path(), None)).unwrap();
+    let ledger = block_on(
+        ledgerwire::store::StoreChoice::Local(dir.path().to_path_buf())
+            .open(ledgerwire::store::Opening::Existing),
+    )
+    .unwrap();
     block_on(ledgerwire::log_commands::dump(&ledger, None, 1, &mut out)).unwrap();
     let lines: Vec<serde_json::Value> = String::from_utf8(out)
         .unwrap()

@@ -9,9 +9,7 @@ use std::sync::Arc;
 use ledgerwire::agent::builtin::BuiltinAgent;
 use ledgerwire::agent::minimal::MinimalAgent;
 use ledgerwire::ledger::local::OpenMode;
-use ledgerwire::log_commands::{
-    ToolError, open_store, replay, replay_check, replay_check_recorded,
-};
+use ledgerwire::log_commands::{ToolError, replay, replay_check, replay_check_recorded};
 use serde_json::{Value, json};
 
 use crate::golden::{STUDIO_GOLDEN, copy_dir};
@@ -98,7 +96,7 @@ async fn record_tour(dir: &Path) {
     server.stop().await;
 
     let mut transcript = Vec::new();
-    let ledger = open_store(&dir.join("store"), None).await.unwrap();
+    let ledger = open_store(&dir.join("store")).await.unwrap();
     replay(&ledger, CONVERSATION, None, &mut transcript)
         .await
         .unwrap();
@@ -118,7 +116,7 @@ async fn the_recorded_tour_replays_to_its_transcript_and_the_agent_reproduces_it
     let copy = scratch();
     copy_dir(&tour.join("store"), copy.path());
     let mut transcript = Vec::new();
-    let ledger = open_store(copy.path(), None).await.unwrap();
+    let ledger = open_store(copy.path()).await.unwrap();
     replay(&ledger, CONVERSATION, None, &mut transcript)
         .await
         .unwrap();
@@ -230,7 +228,7 @@ async fn a_store_from_before_recorded_agents_is_checked_with_the_builtin_and_say
 async fn check_recorded(store: &Path) -> (Result<(), ToolError>, String) {
     let scenarios = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
     let mut report = Vec::new();
-    let checked = match open_store(store, None).await {
+    let checked = match open_store(store).await {
         Ok(ledger) => {
             replay_check_recorded(&ledger, CONVERSATION, None, &scenarios, &mut report).await
         }
@@ -246,9 +244,15 @@ async fn check_with(
     agent: &dyn ledgerwire::agent::Agent,
 ) -> (Result<(), ToolError>, String) {
     let mut report = Vec::new();
-    let checked = match open_store(store, None).await {
+    let checked = match open_store(store).await {
         Ok(ledger) => replay_check(&ledger, conversation, None, agent, &mut report).await,
         Err(error) => Err(error),
     };
     (checked, String::from_utf8(report).expect("UTF-8"))
+}
+
+/// The local store in `dir`, opened as `replay` opens it.
+async fn open_store(dir: &Path) -> Result<ledgerwire::ledger::Ledger, ToolError> {
+    let choice = ledgerwire::store::StoreChoice::Local(dir.to_path_buf());
+    Ok(choice.open(ledgerwire::store::Opening::Existing).await?)
 }
