@@ -313,15 +313,9 @@ impl Connection {
     pub async fn until(
         &mut self,
         timeout: Duration,
-        mut done: impl FnMut(&Self) -> bool,
+        done: impl FnMut(&Self) -> bool,
     ) -> Result<(), ClientError> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        while !done(self) {
-            tokio::time::timeout_at(deadline, self.next_packet())
-                .await
-                .map_err(|_| ClientError::Timeout)??;
-        }
-        Ok(())
+        read_until(self, |connection| connection, timeout, done).await
     }
 
     /// Waits for the answer of (protocol, seq).
@@ -377,4 +371,21 @@ impl Connection {
     pub fn apply_ops(&mut self, ops: &[Op]) -> Result<(), ClientError> {
         apply_ops(&mut self.documents, ops).map_err(ClientError::Protocol)
     }
+}
+
+/// Reads packets on `owner`'s connection until `done` holds of `owner` or
+/// `timeout` passes.
+pub(super) async fn read_until<T>(
+    owner: &mut T,
+    connection: fn(&mut T) -> &mut Connection,
+    timeout: Duration,
+    mut done: impl FnMut(&T) -> bool,
+) -> Result<(), ClientError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !done(owner) {
+        tokio::time::timeout_at(deadline, connection(owner).next_packet())
+            .await
+            .map_err(|_| ClientError::Timeout)??;
+    }
+    Ok(())
 }

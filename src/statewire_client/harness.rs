@@ -17,6 +17,7 @@ use crate::harness_sdk::{HARNESS_SDK, HARNESS_SDK_VERSION, INTEREST};
 use crate::statewire::host::{WIRE_MAX, WIRE_MIN};
 use crate::statewire::packet::Answer;
 
+use super::connection::read_until;
 use super::{ClientConfig, ClientError, Connection, ProtocolOfferConfig, Session};
 
 /// A client config for `conversation` on the server at `base` (for
@@ -147,15 +148,9 @@ impl HarnessClient {
     pub async fn until(
         &mut self,
         timeout: Duration,
-        mut done: impl FnMut(&HarnessClient) -> bool,
+        done: impl FnMut(&HarnessClient) -> bool,
     ) -> Result<(), ClientError> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        while !done(self) {
-            tokio::time::timeout_at(deadline, self.connection.next_packet())
-                .await
-                .map_err(|_| ClientError::Timeout)??;
-        }
-        Ok(())
+        read_until(self, |client| &mut client.connection, timeout, done).await
     }
 
     /// Closes the attach; returns the session to keep.
