@@ -22,8 +22,10 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use ledgerwire::agent::minimal::MinimalAgent;
 use ledgerwire::ledger::local::{LocalStore, OpenMode};
 use ledgerwire::studio::auth::Principal;
+use ledgerwire::studio::config::StudioConfig;
 use ledgerwire::studio::conversation::Conversation;
-use ledgerwire::studio::service::{Studio, StudioConfig};
+use ledgerwire::studio::service::Studio;
+use ledgerwire::studio::start::Opened;
 use ledgerwire::wire::ids::ConversationId;
 use ledgerwire::wire::{parse_interrupt_response, parse_turn_request};
 use serde_json::json;
@@ -56,8 +58,9 @@ async fn turn(studio: &Studio, conversation: &str, message: &str) {
     let body = json!({"kind": "turn.request", "conversation_id": conversation, "message": message});
     let request = parse_turn_request(body.to_string().as_bytes()).expect("a turn request");
     let mut frames = studio
-        .start_turn(&principal(), request)
+        .start_turn(&principal(), request, None)
         .await
+        .and_then(Opened::into_stream)
         .expect("the turn starts");
     while frames.recv().await.is_some() {}
 }
@@ -81,8 +84,9 @@ async fn planned_turn(studio: &Studio, conversation: &str) {
         "interrupt_id": interrupt, "decision": "approve"});
     let response = parse_interrupt_response(body.to_string().as_bytes()).expect("an answer");
     let mut frames = studio
-        .resume(&principal(), response)
+        .resume(&principal(), response, None)
         .await
+        .and_then(Opened::into_stream)
         .expect("the answer resumes the turn");
     while frames.recv().await.is_some() {}
 }

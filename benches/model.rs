@@ -29,7 +29,7 @@ use ledgerwire::agent::builtin::BuiltinAgent;
 use ledgerwire::agent::model::{ModelAgent, ModelArgs, ModelSettings};
 use ledgerwire::ledger::local::OpenMode;
 use ledgerwire::server::{BoundServer, StatewireOptions};
-use ledgerwire::studio::service::StudioConfig;
+use ledgerwire::studio::config::StudioConfig;
 use serde_json::{Value, json};
 
 /// Conversations per side per round.

@@ -21,7 +21,7 @@ use futures_util::StreamExt;
 use ledgerwire::agent::minimal::MinimalAgent;
 use ledgerwire::ledger::local::OpenMode;
 use ledgerwire::server::{BoundServer, Operations};
-use ledgerwire::studio::service::StudioConfig;
+use ledgerwire::studio::config::StudioConfig;
 use serde_json::json;
 
 /// A server on a fresh store with these operations.

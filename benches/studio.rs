@@ -24,7 +24,7 @@ use futures_util::StreamExt;
 use ledgerwire::agent::minimal::MinimalAgent;
 use ledgerwire::ledger::local::OpenMode;
 use ledgerwire::server::BoundServer;
-use ledgerwire::studio::service::StudioConfig;
+use ledgerwire::studio::config::StudioConfig;
 use serde_json::{Value, json};
 
 const PARALLEL_CONVERSATIONS: usize = 200;

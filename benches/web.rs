@@ -25,7 +25,7 @@ use fantoccini::{ClientBuilder, Locator};
 use ledgerwire::agent::{Agent, SegmentFrames, Step, TurnContext, frames, play};
 use ledgerwire::ledger::local::OpenMode;
 use ledgerwire::server::{BoundServer, StatewireOptions};
-use ledgerwire::studio::service::StudioConfig;
+use ledgerwire::studio::config::StudioConfig;
 use ledgerwire::wire::frame::Frame;
 use serde_json::{Value, json};
 

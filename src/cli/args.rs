@@ -59,10 +59,10 @@ pub enum Command {
         #[arg(long, env = "LEDGERWIRE_STORE")]
         store: Option<String>,
         /// Segment lease, in milliseconds: at least two heartbeats.
-        #[arg(long, env = "LEDGERWIRE_LEASE_TTL_MS", default_value_t = crate::studio::service::LEASE_TTL_MS)]
+        #[arg(long, env = "LEDGERWIRE_LEASE_TTL_MS", default_value_t = crate::studio::config::LEASE_TTL_MS)]
         lease_ttl: u64,
         /// Heartbeat and lease-renewal interval, in milliseconds (100 to 60000).
-        #[arg(long, env = "LEDGERWIRE_HEARTBEAT_MS", default_value_t = crate::studio::service::HEARTBEAT_MS)]
+        #[arg(long, env = "LEDGERWIRE_HEARTBEAT_MS", default_value_t = crate::studio::config::HEARTBEAT_MS)]
         heartbeat: u64,
         /// At shutdown (SIGTERM, SIGINT), how long open streams may run on to
         /// their next pause or end, in milliseconds; what is still open then

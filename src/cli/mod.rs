@@ -20,7 +20,7 @@ use crate::log_commands::{self, ProbeConfig, ToolError};
 use crate::server::{BoundServer, Operations, ServerConfig, StatewireOptions, settings};
 use crate::store::{Opening, StoreChoice, Target};
 use crate::studio::auth::AuthPolicy;
-use crate::studio::service::StudioConfig;
+use crate::studio::config::StudioConfig;
 
 /// Runs a parsed command line and says how the process exits: 0, 1 for a
 /// failed check (the lines above say what), 2 for an unusable store or

@@ -20,7 +20,8 @@ use crate::statewire::host::Host;
 use crate::statewire::packet::{Fin, FinCode};
 use crate::store::{OpenError, Opening, StoreChoice};
 use crate::studio::auth::AuthPolicy;
-use crate::studio::service::{Studio, StudioConfig};
+use crate::studio::config::StudioConfig;
+use crate::studio::service::Studio;
 
 pub mod audit;
 mod audit_docs;

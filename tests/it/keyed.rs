@@ -9,9 +9,11 @@ use futures_util::StreamExt;
 use ledgerwire::agent::minimal::MinimalAgent;
 use ledgerwire::ledger::Payload;
 use ledgerwire::studio::auth::Principal;
+use ledgerwire::studio::keyed::{Applied, RequestKey};
 use ledgerwire::studio::records::StudioKind;
 use ledgerwire::studio::records::{FrameSent, RequestApplied, conversation_stream};
-use ledgerwire::studio::service::{Applied, RequestKey, Studio};
+use ledgerwire::studio::service::Studio;
+use ledgerwire::studio::start::Opened;
 use ledgerwire::wire::{self, ids::ConversationId};
 
 use crate::support::{EVENT_TIMEOUT, open, quick_studio, scratch};
@@ -34,8 +36,9 @@ async fn a_keyed_turn_applies_once_and_its_repeat_answers_the_first_outcome() {
     let key = RequestKey::new("client-1/harness-sdk/1").unwrap();
     let request = wire::parse_turn_request(body).unwrap();
     let first = studio
-        .start_turn_keyed(&principal, request.clone(), &key)
+        .start_turn(&principal, request.clone(), Some(&key))
         .await
+        .and_then(Opened::into_applied)
         .unwrap();
     let Applied::Now(started) = first else {
         panic!("the first request applies: {first:?}");
@@ -65,8 +68,9 @@ async fn a_keyed_turn_applies_once_and_its_repeat_answers_the_first_outcome() {
     // outcome, and no second turn.
     let head = ledger.head(&stream).await.unwrap();
     let again = studio
-        .start_turn_keyed(&principal, request, &key)
+        .start_turn(&principal, request, Some(&key))
         .await
+        .and_then(Opened::into_applied)
         .unwrap();
     assert_eq!(again, Applied::Before(started));
     assert_eq!(
@@ -110,7 +114,11 @@ async fn while_draining_a_keyed_turn_is_refused_for_a_moment_and_nothing_is_reco
     let body = br#"{"kind": "turn.request", "conversation_id": "k9", "message": "hello"}"#;
     let key = RequestKey::new("client-1/harness-sdk/1").unwrap();
     let refused = studio
-        .start_turn_keyed(&principal, wire::parse_turn_request(body).unwrap(), &key)
+        .start_turn(
+            &principal,
+            wire::parse_turn_request(body).unwrap(),
+            Some(&key),
+        )
         .await
         .expect_err("refused while draining");
     assert!(

@@ -13,7 +13,7 @@ use serde_json::Value;
 use ledgerwire::ledger::local::{LocalStore, OpenMode};
 use ledgerwire::ledger::{Ledger, StreamKey, VerifyReport};
 use ledgerwire::server::{BoundServer, StatewireOptions};
-use ledgerwire::studio::service::StudioConfig;
+use ledgerwire::studio::config::StudioConfig;
 
 /// A fresh directory under Cargo's target tmpdir (same disk as real data).
 pub fn scratch() -> tempfile::TempDir {

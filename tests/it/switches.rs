@@ -238,7 +238,7 @@ async fn a_cancel_during_a_switch_re_offers_the_unchanged_plan_on_a_live_pause()
 
 #[tokio::test]
 async fn a_cancel_is_seen_at_once_not_at_the_next_heartbeat() {
-    use ledgerwire::studio::service::StudioConfig;
+    use ledgerwire::studio::config::StudioConfig;
 
     let scenarios = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/scenarios");
     let agent = ScenarioAgent::load(std::path::Path::new(scenarios)).expect("scripts load");

@@ -39,18 +39,6 @@ const LONG_FILES: &[(&str, &str)] = &[
         "the built-in agent's flow from question to frames, one pipeline read top to bottom",
     ),
     (
-        "crates/studio/src/service.rs",
-        "every Studio decision (turn, resume, cancel, mutate) beside the one decide loop they share",
-    ),
-    (
-        "crates/studio/src/conversation.rs",
-        "the conversation fold: one apply per record kind, and its tests",
-    ),
-    (
-        "crates/studio/src/segment.rs",
-        "a segment's loop: frames, runs, heartbeats, cancel and lease, which share its state",
-    ),
-    (
         "crates/ledger/src/local/mod.rs",
         "the local store's handle, its shared state and its threads' start and stop",
     ),

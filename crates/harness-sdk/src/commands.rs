@@ -19,7 +19,9 @@ use serde_json::{Map, Value, json};
 use crate::statewire::host::{AsyncHandler, Call};
 use crate::statewire::packet::Rejection;
 use crate::studio::auth::Principal;
-use crate::studio::service::{RequestKey, Started, Studio};
+use crate::studio::keyed::RequestKey;
+use crate::studio::service::Studio;
+use crate::studio::start::Started;
 use crate::wire::{self, WireError};
 
 use super::transcript::reply_id;
@@ -105,20 +107,26 @@ async fn run(studio: &Studio, method: Method, call: &Call) -> Result<Value, Wire
     match method {
         Method::Turn => {
             let request = wire::parse_turn_request(&body)?;
-            let started = studio.start_turn_keyed(&principal, request, &key).await?;
+            let started = studio
+                .start_turn(&principal, request, Some(&key))
+                .await?
+                .into_applied()?;
             Ok(started_answer(&started.into_inner(), true))
         }
         Method::Answer => {
             let response = wire::parse_interrupt_response(&body)?;
             let decision = serde_json::to_value(response.decision).unwrap_or(Value::Null);
-            let started = studio.resume_keyed(&principal, response, &key).await?;
+            let started = studio
+                .resume(&principal, response, Some(&key))
+                .await?
+                .into_applied()?;
             let mut answer = started_answer(&started.into_inner(), false);
             answer["decision"] = decision;
             Ok(answer)
         }
         Method::Cancel => {
             let request = wire::parse_cancel_request(&body)?;
-            let segment = studio.cancel_keyed(&principal, &request, &key).await?;
+            let segment = studio.cancel(&principal, &request, Some(&key)).await?;
             Ok(match segment.into_inner() {
                 Some(segment) => json!({"cancelled": true, "segment": segment}),
                 None => json!({"cancelled": false}),
@@ -126,7 +134,7 @@ async fn run(studio: &Studio, method: Method, call: &Call) -> Result<Value, Wire
         }
         Method::Mutate => {
             let mutation = wire::parse_composition_mutation(&body)?;
-            let manifest = studio.mutate_keyed(&principal, mutation, &key).await?;
+            let manifest = studio.mutate(&principal, mutation, Some(&key)).await?;
             Ok(json!({"composition": manifest.into_inner()}))
         }
     }

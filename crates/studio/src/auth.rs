@@ -1,13 +1,18 @@
 //! Who is calling: the one seam between a bearer token and a principal.
 //!
 //! Owns: reading `Authorization: Bearer <token>`, the optional shared
-//! secret (`STUDIO_API_TOKEN`) and deriving the principal. JWT validation
+//! secret (`STUDIO_API_TOKEN`), deriving the principal, and the
+//! `unauthorized` error a Studio route answers without one. JWT validation
 //! plugs in here later without touching a route.
 //! Must never: store or log a token; only its digest (the principal) leaves
 //! this module.
 
+use axum::http::{HeaderMap, header};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+
+use crate::wire::WireError;
+use crate::wire::error::{ErrorCode, Retry};
 
 /// Longest bearer token accepted, in bytes.
 pub const MAX_TOKEN_BYTES: usize = 4096;
@@ -106,6 +111,28 @@ pub fn authenticate(policy: &AuthPolicy, header: Option<&str>) -> Result<Princip
         return Err(AuthError::Rejected);
     }
     Ok(Principal::of_token(token))
+}
+
+/// The principal of a request's `Authorization` header, or the
+/// `unauthorized` error a Studio route answers.
+pub(super) fn from_headers(
+    policy: &AuthPolicy,
+    headers: &HeaderMap,
+) -> Result<Principal, WireError> {
+    let header = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    authenticate(policy, header).map_err(|error| WireError {
+        code: ErrorCode::Unauthorized,
+        retry: match error {
+            AuthError::Missing => Retry::CorrectAndRetry {
+                fix: "send `Authorization: Bearer <token>`".to_owned(),
+            },
+            AuthError::Rejected => Retry::DoNotRetry,
+        },
+        detail: error.to_string(),
+        pointer: None,
+    })
 }
 
 #[cfg(test)]

@@ -1,12 +1,13 @@
 //! The canvas: applying composition mutations and a turn's own canvas
-//! changes to the manifest. Pure functions over the folded conversation,
-//! shared by the `/composition` route (to decide) and the fold (to replay),
+//! changes to the manifest. Pure functions over the manifest and the
+//! components the conversation streamed, shared by the `/composition` route (to decide) and the fold (to replay),
 //! so both always compute the same manifest.
 //! Must never: touch the ledger or a clock; refuse anything half-applied
 //! (a mutation applies whole or not at all).
 //! Owns: the manifest's operations and their checks.
 
-use super::conversation::Conversation;
+use std::collections::BTreeMap;
+
 use crate::wire::WireError;
 use crate::wire::composition::StreamedComponent;
 use crate::wire::composition::{
@@ -153,13 +154,19 @@ fn index_of(
         })
 }
 
-/// Applies a mutation to the conversation's canvas: the new manifest, or
+/// The components a conversation streamed, by id: what an `add` may put
+/// on the canvas.
+pub type Components = BTreeMap<String, StreamedComponent>;
+
+/// Applies a mutation to a conversation's canvas (`composition`, none
+/// before its first card) holding its `components`: the new manifest, or
 /// the refusal (nothing applied).
 pub fn apply_mutation(
-    conversation: &Conversation,
+    composition: Option<&CompositionManifest>,
+    components: &Components,
     mutation: &CompositionMutation,
 ) -> Result<CompositionManifest, WireError> {
-    let mut manifest = match (&conversation.composition, &mutation.composition_id) {
+    let mut manifest = match (composition, &mutation.composition_id) {
         (Some(current), Some(named)) if &current.composition_id != named => {
             return Err(WireError::not_found(
                 "/composition_id",
@@ -201,7 +208,7 @@ pub fn apply_mutation(
         ));
     }
     for (index, op) in mutation.ops.iter().enumerate() {
-        apply_op(conversation, &mut manifest, op, index)?;
+        apply_op(components, &mut manifest, op, index)?;
     }
     manifest.revision += 1;
     recount(&mut manifest);
@@ -209,7 +216,7 @@ pub fn apply_mutation(
 }
 
 fn apply_op(
-    conversation: &Conversation,
+    components: &Components,
     manifest: &mut CompositionManifest,
     op: &CompositionOp,
     index: usize,
@@ -217,7 +224,7 @@ fn apply_op(
     let at = |member: &str| format!("/ops/{index}/{member}");
     match op {
         CompositionOp::Add { component_id } => {
-            let Some(component) = conversation.components.get(component_id.as_str()) else {
+            let Some(component) = components.get(component_id.as_str()) else {
                 return Err(WireError::not_found(
                     at("component_id"),
                     format!(

@@ -16,166 +16,15 @@ use serde::{Deserialize, Serialize};
 use crate::ledger::{Fold, FoldError, Payload, Record};
 
 use super::canvas;
+use super::exchanges;
 use super::records::{
     CancelRequested, CompositionMutated, FrameSent, InterruptAnswered, PlanApprovalRecorded,
     RequestApplied, SegmentClaimed, SegmentEnd, SegmentReleased, SegmentRenewed, StudioKind,
     TurnRequested,
 };
-pub use super::turns::Turns;
+use super::turns::{Pause, Turn, TurnStatus, Turns};
 use crate::wire::composition::{CompositionManifest, CompositionMutation, StreamedComponent};
 use crate::wire::request::{ComponentIntent, TurnRequest};
-
-/// Where a turn stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum TurnStatus {
-    /// A segment is (or was, until its lease lapses) streaming it.
-    Streaming,
-    /// Waiting for an answer to its open pause.
-    Paused,
-    Done,
-    /// Ended by a stream-fatal error (including a cancel).
-    Failed,
-}
-
-/// A pause: the frame that asked, and the answer once one was accepted.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Pause {
-    pub interrupt_id: String,
-    /// `plan.proposed` or `elicitation.request`, JSON text as sent.
-    pub frame: String,
-    pub is_plan: bool,
-    /// The accepted `interrupt.response`, JSON text.
-    pub answer: Option<String>,
-    /// The segment the answer resumed (the latest one, after retries).
-    pub resumed_segment: Option<u32>,
-    /// The plan's approval is recorded (a retried answer records none).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub approved: bool,
-}
-
-/// One turn of the conversation.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Turn {
-    pub turn: u32,
-    /// The `turn.request`, JSON text.
-    pub request: String,
-    pub auto_add: bool,
-    /// The highest seq any segment of the turn recorded.
-    pub last_seq: u64,
-    /// The highest first seq any segment of the turn claimed (claims are
-    /// durable, so this survives every crash; see `studio::seq`).
-    #[serde(default)]
-    pub claimed_seq: u64,
-    pub status: TurnStatus,
-    /// Every pause of the turn, oldest first.
-    pub pauses: Vec<Pause>,
-    /// The component an edit turn (`component_ref.intent: edit`) works on:
-    /// a component it creates takes that component's place on the canvas.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub edit_of: Option<String>,
-    /// The turn's latest `message.complete` text, cut to
-    /// [`TURN_CLOSE_MAX_BYTES`]: the assistant's close in the digest.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub close: Option<String>,
-    /// Components the turn created or revised, in order, each once.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cards: Vec<String>,
-    /// Position of the turn's request in the conversation stream: where a
-    /// reader of this turn's frames starts.
-    #[serde(default)]
-    pub first_position: u64,
-    /// The model agent's completed calls at the turn's latest answer
-    /// (`studio::exchanges`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub exchanges: Vec<crate::agent::model::exchange::ModelExchange>,
-}
-
-#[cfg(test)]
-impl Turn {
-    /// Turn `turn`, paused on one plan (`int-…` ids), answered or not.
-    pub(crate) fn paused_on_a_plan(turn: u32, interrupt_id: &str, answered: bool) -> Self {
-        Self {
-            turn,
-            request: String::new(),
-            auto_add: true,
-            last_seq: 4,
-            claimed_seq: 3,
-            status: TurnStatus::Paused,
-            pauses: vec![Pause {
-                interrupt_id: interrupt_id.into(),
-                frame: String::new(),
-                is_plan: true,
-                answer: answered.then(|| "{}".to_owned()),
-                resumed_segment: None,
-                approved: false,
-            }],
-            edit_of: None,
-            close: None,
-            cards: Vec::new(),
-            first_position: 0,
-            exchanges: Vec::new(),
-        }
-    }
-}
-
-/// Most bytes of a turn's closing text the conversation state keeps; the
-/// full text stays in the ledger.
-pub const TURN_CLOSE_MAX_BYTES: usize = 2 * 1024;
-
-/// `text` cut to at most `max` bytes, on a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
-impl Turn {
-    /// The pause waiting for an answer, if the turn is paused.
-    pub fn open_pause(&self) -> Option<&Pause> {
-        match self.status {
-            TurnStatus::Paused => self.pauses.last().filter(|pause| pause.answer.is_none()),
-            _ => None,
-        }
-    }
-
-    /// The pause with this interrupt id.
-    pub fn pause(&self, interrupt_id: &str) -> Option<&Pause> {
-        self.pauses.iter().find(|p| p.interrupt_id == interrupt_id)
-    }
-
-    fn pause_mut(&mut self, interrupt_id: &str) -> Option<&mut Pause> {
-        self.pauses
-            .iter_mut()
-            .find(|p| p.interrupt_id == interrupt_id)
-    }
-
-    /// The parsed request.
-    pub fn request(&self) -> Option<TurnRequest> {
-        serde_json::from_str(&self.request).ok()
-    }
-
-    /// The first seq no segment of the turn can have sent, even one that
-    /// died with frames the log lost (`studio::seq`).
-    pub fn unsent_seq(&self) -> u64 {
-        super::seq::unsent_seq(self.claimed_seq, self.last_seq)
-    }
-
-    /// The first seq of a segment resuming the turn after its last segment
-    /// died: past [`Turn::unsent_seq`], which a reconnect's closing frame
-    /// for the dead segment carries.
-    pub fn resume_seq_after_dead_segment(&self) -> u64 {
-        self.unsent_seq().saturating_add(1)
-    }
-
-    /// Accepted answers of the turn's pauses, oldest first.
-    pub fn answers(&self) -> impl Iterator<Item = &str> {
-        self.pauses
-            .iter()
-            .filter_map(|pause| pause.answer.as_deref())
-    }
-}
 
 /// The lease of the latest segment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -405,7 +254,9 @@ impl Fold for ConversationFold {
             // Audit only: `replay --check` reads which agent served.
             StudioKind::SegmentAgent => Ok(()),
             StudioKind::ModelExchanged => {
-                super::exchanges::model_exchanged(state, decode(record)?);
+                if !exchanges::model_exchanged(&mut state.turns, decode(record)?) {
+                    state.ignored += 1;
+                }
                 Ok(())
             }
         }
@@ -424,7 +275,7 @@ fn turn_requested(
         .as_ref()
         .filter(|card| card.intent == ComponentIntent::Edit)
         .map(|card| card.component_id.as_str().to_owned());
-    super::exchanges::turn_started(state);
+    exchanges::turn_started(&mut state.turns);
     state.turns.push(Turn {
         turn: record.turn,
         edit_of,
@@ -556,7 +407,7 @@ fn frame_sent(state: &mut Conversation, record: FrameSent) -> Result<(), FoldErr
     if head.event == "message.complete"
         && let Some(text) = &head.text
     {
-        turn.close = Some(cut(text, TURN_CLOSE_MAX_BYTES).to_owned());
+        turn.set_close(text);
     }
     let auto_add = turn.auto_add;
     let edit_of = turn.edit_of.clone();
@@ -652,8 +503,9 @@ fn composition_mutated(
         .map_err(|error| FoldError::Invalid(format!("mutation: {error}")))?;
     // The route applied the same mutation to the same state before
     // appending it at this exact position, so it applies here too.
-    let manifest = canvas::apply_mutation(state, &mutation)
-        .map_err(|error| FoldError::Invalid(format!("mutation no longer applies: {error}")))?;
+    let manifest =
+        canvas::apply_mutation(state.composition.as_deref(), &state.components, &mutation)
+            .map_err(|error| FoldError::Invalid(format!("mutation no longer applies: {error}")))?;
     state.composition = Some(Arc::new(manifest));
     Ok(())
 }

@@ -9,41 +9,39 @@
 
 use std::sync::Arc;
 
-use super::conversation::{Conversation, Turn};
 use super::records::ModelExchanged;
+use super::turns::{Turn, Turns};
 use crate::agent::model::exchange::ModelExchange;
 
-/// Folds a model call into its turn.
-pub(super) fn model_exchanged(state: &mut Conversation, record: ModelExchanged) {
-    let current = state.turns.len();
+/// Folds a model call into its turn; false when it is not the current
+/// turn's (the fold counts the record as ignored).
+pub(super) fn model_exchanged(turns: &mut Turns, record: ModelExchanged) -> bool {
+    let current = turns.len();
     let Some(turn) = usize::try_from(record.turn)
         .ok()
         .filter(|turn| *turn == current)
-        .and_then(|turn| state.turns.get_mut(turn - 1))
+        .and_then(|turn| turns.get_mut(turn - 1))
     else {
-        state.ignored += 1;
-        return;
+        return false;
     };
     if record.reply.is_none() {
-        return;
+        return true;
     }
     // Calls from before the latest answer can no longer be reused.
     turn.exchanges.retain(|kept| kept.answers >= record.answers);
     turn.exchanges
         .retain(|kept| !(kept.answers == record.answers && kept.index == record.index));
     turn.exchanges.push(record.exchange(false));
+    true
 }
 
 /// A new turn starts: the one before can no longer be resumed, so its
 /// calls go (a turn that kept none is not touched, nor thawed from a
 /// snapshot).
-pub(super) fn turn_started(state: &mut Conversation) {
-    let kept = state
-        .turns
-        .last()
-        .is_some_and(|turn| !turn.exchanges.is_empty());
-    let last = state.turns.len().checked_sub(1);
-    if let Some(turn) = last.filter(|_| kept).and_then(|i| state.turns.get_mut(i)) {
+pub(super) fn turn_started(turns: &mut Turns) {
+    let kept = turns.last().is_some_and(|turn| !turn.exchanges.is_empty());
+    let last = turns.len().checked_sub(1);
+    if let Some(turn) = last.filter(|_| kept).and_then(|i| turns.get_mut(i)) {
         turn.exchanges.clear();
     }
 }
@@ -84,21 +82,22 @@ mod tests {
 
     #[test]
     fn a_turn_keeps_its_completed_calls_at_its_latest_answer_only() {
-        let mut state = Conversation::default();
-        state
-            .turns
-            .push(Turn::paused_on_a_plan(1, "int-1-2", false));
-        model_exchanged(&mut state, call(1, 0, 0, Some("a")));
-        model_exchanged(&mut state, call(1, 0, 1, None));
-        model_exchanged(&mut state, call(2, 0, 0, Some("other turn")));
-        let turn = state.turns.last().unwrap();
+        let mut turns = Turns::default();
+        turns.push(Turn::paused_on_a_plan(1, "int-1-2", false));
+        assert!(model_exchanged(&mut turns, call(1, 0, 0, Some("a"))));
+        assert!(model_exchanged(&mut turns, call(1, 0, 1, None)));
+        assert!(!model_exchanged(
+            &mut turns,
+            call(2, 0, 0, Some("other turn"))
+        ));
+        let turn = turns.last().unwrap();
         assert_eq!(
             reusable(turn, 0).len(),
             1,
             "failed calls and other turns are not kept"
         );
-        model_exchanged(&mut state, call(1, 1, 0, Some("b")));
-        let turn = state.turns.last().unwrap();
+        model_exchanged(&mut turns, call(1, 1, 0, Some("b")));
+        let turn = turns.last().unwrap();
         assert_eq!(
             reusable(turn, 0).len(),
             0,
@@ -109,7 +108,7 @@ mod tests {
             reusable(turn, 1)[0].request.is_empty(),
             "no request body is kept"
         );
-        turn_started(&mut state);
-        assert!(state.turns.last().unwrap().exchanges.is_empty());
+        turn_started(&mut turns);
+        assert!(turns.last().unwrap().exchanges.is_empty());
     }
 }

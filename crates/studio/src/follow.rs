@@ -12,14 +12,17 @@
 
 use std::time::Duration;
 
-use super::sse::SseEvent;
 use futures_util::StreamExt;
 
 use super::auth::Principal;
-use super::conversation::{Conversation, TurnStatus};
-use super::records::{FrameSent, conversation_stream};
-use super::service::{Studio, json, now_ms};
+use super::conversation::Conversation;
+use super::records::{FrameSent, conversation_stream, json};
+use super::refusals::refusal;
+use super::service::Studio;
+use super::sse::{SseEvent, open_sse};
+use super::turns::TurnStatus;
 use crate::ledger::Payload;
+use crate::ledger::record::now_ms;
 use crate::wire::WireError;
 use crate::wire::error::{ErrorCode, Retry};
 use crate::wire::frame::{ErrorFrame, Frame};
@@ -127,7 +130,7 @@ impl Studio {
         let principal = principal.clone();
         let conversation = conversation.clone();
         async_stream::stream! {
-            let _open = super::routes::open_sse();
+            let _open = open_sse();
             let Ok(stream) = conversation_stream(&principal, &conversation) else { return };
             let ledger = studio.ledger().clone();
             let mut records = Box::pin(ledger.tail(&stream, from));
@@ -143,7 +146,7 @@ impl Studio {
                         let record = match record {
                             Some(Ok(record)) => record,
                             Some(Err(error)) => {
-                                let error = super::service::refusal(&error);
+                                let error = refusal(&error);
                                 let seq = latest.as_ref().map_or(0, |(f, _)| f.seq) + 1;
                                 yield error_event(&Frame::Error(ErrorFrame { seq, error }));
                                 return;
@@ -189,8 +192,9 @@ impl Studio {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conversation::{Lease, Turn};
+    use crate::conversation::Lease;
     use crate::records::SegmentEnd;
+    use crate::turns::Turn;
 
     fn turn(status: TurnStatus, answered: bool) -> Turn {
         Turn {

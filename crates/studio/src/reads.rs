@@ -20,10 +20,12 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::records::conversation_stream;
+use super::auth;
+use super::openapi as docs;
+use super::records::{self, conversation_stream};
 use super::rerun::{CheckOutcome, check_segments};
-use super::routes::authenticate;
-use super::service::{Studio, now_ms};
+use super::service::Studio;
+use crate::ledger::record::now_ms;
 use crate::ledger::{KindRegistry, Record};
 use crate::wire::WireError;
 use crate::wire::error::{ErrorCode, Retry};
@@ -45,7 +47,6 @@ static CHECKS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(CHECKS
 
 /// The read routes, each with its description (`studio::openapi`).
 pub fn api() -> ApiRouter<Studio> {
-    use super::openapi as docs;
     ApiRouter::new()
         .api_route(
             "/api/studio/conversations/{conversation_id}/composition",
@@ -86,7 +87,7 @@ pub async fn composition(
     headers: HeaderMap,
 ) -> Response {
     let result = async {
-        let principal = authenticate(&studio, &headers)?;
+        let principal = auth::from_headers(&studio.config().auth, &headers)?;
         let id = conversation_id(id)?;
         let folded = studio.conversation(&principal, &id).await?;
         if !folded.state.exists() {
@@ -133,7 +134,7 @@ pub async fn timeline(
     headers: HeaderMap,
 ) -> Response {
     let result = async {
-        let principal = authenticate(&studio, &headers)?;
+        let principal = auth::from_headers(&studio.config().auth, &headers)?;
         let Query(page) = query.map_err(|error| {
             WireError::malformed(
                 None,
@@ -186,7 +187,7 @@ pub async fn timeline(
 fn timeline_record(record: &Record, raw: bool) -> Value {
     // A conversation's stream holds the Studio's kinds only.
     static KINDS: std::sync::LazyLock<KindRegistry> =
-        std::sync::LazyLock::new(|| KindRegistry::default().with(super::records::KINDS));
+        std::sync::LazyLock::new(|| KindRegistry::default().with(records::KINDS));
     let kind = KINDS.name(record.kind()).unwrap_or("unknown");
     // JSON text members (frames, requests, answers) arrive parsed, or as
     // the exact text the log holds with `raw`.
@@ -218,7 +219,7 @@ pub async fn check(
     headers: HeaderMap,
 ) -> Response {
     let result = async {
-        let principal = authenticate(&studio, &headers)?;
+        let principal = auth::from_headers(&studio.config().auth, &headers)?;
         let id = conversation_id(id)?;
         let folded = studio.conversation(&principal, &id).await?;
         if !folded.state.exists() {

@@ -16,6 +16,14 @@ use crate::ledger::{Kind, KindEntry, Payload, StreamKey};
 use super::auth::Principal;
 use crate::wire::ids::ConversationId;
 
+/// The JSON text of a wire value: what a record holds, and what a client
+/// receives.
+pub(super) fn json<T: Serialize>(value: &T) -> String {
+    // Wire types serialise infallibly (no maps with non-string keys), and
+    // serde_json writes UTF-8 only.
+    serde_json::to_string(value).unwrap_or_default()
+}
+
 /// The stream of one conversation. The principal is a digest of the
 /// bearer token, so conversations of two principals never share a stream.
 pub fn conversation_stream(

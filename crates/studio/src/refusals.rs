@@ -1,6 +1,6 @@
 //! What a client is answered when the service cannot do what it asked:
-//! another segment is streaming, the ledger failed, or the conversation's
-//! records are damaged.
+//! another segment is streaming, the ledger failed, the conversation's
+//! records are damaged, or the server is shutting down.
 //!
 //! Owns: the wording and retry mode of those refusals. Must never: make
 //! damage retryable (no retry can succeed until an operator acts), or a
@@ -8,8 +8,12 @@
 
 use crate::ledger::LedgerError;
 
-use super::service::HEARTBEAT_MS;
+use super::config::HEARTBEAT_MS;
 use crate::wire::WireError;
+
+/// How long a client refused during a shutdown waits before retrying, in
+/// seconds (a restart takes about that).
+pub const DRAINING_RETRY_AFTER_SECONDS: u64 = 2;
 
 fn seconds_ceil(ms: u64) -> u64 {
     ms.div_ceil(1000).max(1)
@@ -53,6 +57,15 @@ pub(super) fn refusal(error: &LedgerError) -> WireError {
         }
         other => ledger_failure(other),
     }
+}
+
+/// A request that would start a segment while the server shuts down:
+/// the client retries on the restarted server.
+pub(super) fn draining() -> WireError {
+    WireError::transient(
+        DRAINING_RETRY_AFTER_SECONDS,
+        "The server is shutting down; send this request again in a moment.",
+    )
 }
 
 pub(super) fn busy(remaining_ms: u64) -> WireError {

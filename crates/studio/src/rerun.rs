@@ -17,8 +17,7 @@ use serde_json::Value;
 
 use super::conversation::{Conversation, ConversationFold};
 use super::records::{FrameSent, ModelExchanged, SegmentClaimed, SegmentEnd, SegmentReleased};
-use super::service::{SWITCH_CANCELLED, past_turns};
-use super::turn_context::segment_start;
+use super::turn_context::{SWITCH_CANCELLED, past_turns, segment_start};
 use crate::agent::{Agent, Recall, TurnContext};
 use crate::ledger::{Fold, FoldError, Payload, Record};
 

@@ -16,9 +16,12 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 
-use super::auth::{self, AuthError, Principal};
+use super::auth;
+use super::keyed::Applied;
+use super::openapi as docs;
+use super::reads;
 use super::service::Studio;
-use super::sse::SseEvent;
+use super::sse::{self, SseEvent, open_sse};
 use crate::wire::error::{ErrorCode, Retry};
 use crate::wire::limits::{MAX_REQUEST_BYTES, MAX_TURN_REQUEST_BYTES};
 use crate::wire::{self, WireError};
@@ -26,7 +29,6 @@ use crate::wire::{self, WireError};
 /// The Studio routes, each with its description for the OpenAPI
 /// document (`studio::openapi`), and the read routes (`studio::reads`).
 pub fn api() -> ApiRouter<Studio> {
-    use super::openapi as docs;
     ApiRouter::new()
         .api_route("/api/studio/turn", post_with(turn, docs::turn))
         .api_route(
@@ -39,29 +41,12 @@ pub fn api() -> ApiRouter<Studio> {
             post_with(composition, docs::composition),
         )
         .api_route("/api/studio/stream", post_with(reconnect, docs::reconnect))
-        .merge(super::reads::api())
+        .merge(reads::api())
 }
 
 /// The Studio routes over a service.
 pub fn router(studio: Studio) -> Router {
     api().with_state(studio).into()
-}
-
-pub(super) fn authenticate(studio: &Studio, headers: &HeaderMap) -> Result<Principal, WireError> {
-    let header = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    auth::authenticate(&studio.config().auth, header).map_err(|error| WireError {
-        code: ErrorCode::Unauthorized,
-        retry: match error {
-            AuthError::Missing => Retry::CorrectAndRetry {
-                fix: "send `Authorization: Bearer <token>`".to_owned(),
-            },
-            AuthError::Rejected => Retry::DoNotRetry,
-        },
-        detail: error.to_string(),
-        pointer: None,
-    })
 }
 
 /// Whether a `Content-Type` may carry a Studio request. The body is JSON
@@ -125,21 +110,19 @@ fn sse(mut receiver: tokio::sync::mpsc::Receiver<SseEvent>) -> Response {
             yield item;
         }
     };
-    super::sse::response(events, None)
-}
-
-/// Counts an open Studio SSE response while the guard lives.
-pub(super) fn open_sse() -> crate::telemetry::Open {
-    crate::telemetry::Open::new(metrics::gauge!(crate::telemetry::STUDIO_SSE_OPEN))
+    sse::response(events, None)
 }
 
 async fn turn(State(studio): State<Studio>, headers: HeaderMap, body: Body) -> Response {
     let result = async {
-        let principal = authenticate(&studio, &headers)?;
+        let principal = auth::from_headers(&studio.config().auth, &headers)?;
         let body = read_body(&headers, body, MAX_TURN_REQUEST_BYTES).await?;
         let request = wire::parse_turn_request(&body)?;
         crate::telemetry::note_conversation(request.conversation_id.as_str());
-        studio.start_turn(&principal, request).await
+        studio
+            .start_turn(&principal, request, None)
+            .await?
+            .into_stream()
     };
     match result.await {
         Ok(receiver) => sse(receiver),
@@ -149,11 +132,14 @@ async fn turn(State(studio): State<Studio>, headers: HeaderMap, body: Body) -> R
 
 async fn interrupt(State(studio): State<Studio>, headers: HeaderMap, body: Body) -> Response {
     let result = async {
-        let principal = authenticate(&studio, &headers)?;
+        let principal = auth::from_headers(&studio.config().auth, &headers)?;
         let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
         let response = wire::parse_interrupt_response(&body)?;
         crate::telemetry::note_conversation(response.conversation_id.as_str());
-        studio.resume(&principal, response).await
+        studio
+            .resume(&principal, response, None)
+            .await?
+            .into_stream()
     };
     match result.await {
         Ok(receiver) => sse(receiver),
@@ -163,11 +149,11 @@ async fn interrupt(State(studio): State<Studio>, headers: HeaderMap, body: Body)
 
 async fn cancel(State(studio): State<Studio>, headers: HeaderMap, body: Body) -> Response {
     let result = async {
-        let principal = authenticate(&studio, &headers)?;
+        let principal = auth::from_headers(&studio.config().auth, &headers)?;
         let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
         let request = wire::parse_cancel_request(&body)?;
         crate::telemetry::note_conversation(request.conversation_id.as_str());
-        studio.cancel(&principal, &request).await
+        studio.cancel(&principal, &request, None).await.map(drop)
     };
     match result.await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
@@ -177,11 +163,14 @@ async fn cancel(State(studio): State<Studio>, headers: HeaderMap, body: Body) ->
 
 async fn composition(State(studio): State<Studio>, headers: HeaderMap, body: Body) -> Response {
     let result = async {
-        let principal = authenticate(&studio, &headers)?;
+        let principal = auth::from_headers(&studio.config().auth, &headers)?;
         let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
         let mutation = wire::parse_composition_mutation(&body)?;
         crate::telemetry::note_conversation(mutation.conversation_id.as_str());
-        studio.mutate(&principal, mutation).await
+        studio
+            .mutate(&principal, mutation, None)
+            .await
+            .map(Applied::into_inner)
     };
     match result.await {
         Ok(manifest) => Json(manifest).into_response(),
@@ -193,7 +182,7 @@ async fn composition(State(studio): State<Studio>, headers: HeaderMap, body: Bod
 /// (or `Last-Event-ID`) from the ledger, then the live segment's.
 async fn reconnect(State(studio): State<Studio>, headers: HeaderMap, body: Body) -> Response {
     let result = async {
-        let principal = authenticate(&studio, &headers)?;
+        let principal = auth::from_headers(&studio.config().auth, &headers)?;
         let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
         let request: wire::request::ReconnectRequest =
             serde_json::from_slice(&body).map_err(|error| {
@@ -225,7 +214,7 @@ async fn reconnect(State(studio): State<Studio>, headers: HeaderMap, body: Body)
         Ok(studio.follow(&principal, &request.conversation_id, turn, from, after_seq))
     };
     match result.await {
-        Ok(stream) => super::sse::response(
+        Ok(stream) => sse::response(
             stream,
             Some((Duration::from_millis(studio.config().heartbeat_ms), "ka")),
         ),

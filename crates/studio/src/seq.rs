@@ -16,7 +16,7 @@
 //! Must never: read a clock or the ledger; it is arithmetic over what the
 //! fold and the segment know.
 //!
-//! [`Turn::unsent_seq`]: super::conversation::Turn::unsent_seq
+//! [`Turn::unsent_seq`]: super::turns::Turn::unsent_seq
 
 /// How far a seq may run past the last durable one, and so how far a
 /// segment resuming after a dead one jumps (the contract's 1000).

@@ -8,8 +8,9 @@
 //! on the wire are the same as axum's: `id: N`, a `data:` line per line
 //! of data, a blank line; `: ka` and a blank line for a heartbeat.
 //!
-//! Owns: the framing of events, the response's headers, and the
-//! keep-alive of a stream that has none of its own. Must never: let a
+//! Owns: the framing of events, the response's headers, the keep-alive
+//! of a stream that has none of its own, and the count of open Studio
+//! streams. Must never: let a
 //! line break inside data end the event early (each line of data is a
 //! `data:` field of its own, as the format wants).
 
@@ -19,6 +20,11 @@ use axum::body::{Body, Bytes};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use futures_util::{Stream, StreamExt};
+
+/// Counts an open Studio SSE response while the guard lives.
+pub(super) fn open_sse() -> crate::telemetry::Open {
+    crate::telemetry::Open::new(metrics::gauge!(crate::telemetry::STUDIO_SSE_OPEN))
+}
 
 /// One event, encoded.
 #[derive(Clone, Debug, PartialEq, Eq)]

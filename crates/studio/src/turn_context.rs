@@ -16,12 +16,12 @@ use std::sync::Arc;
 
 use crate::wire::composition::StreamedComponent;
 
-use super::conversation::{Conversation, Pause};
+use super::conversation::Conversation;
 use crate::wire::frame::Frame;
 use crate::wire::plan::{PlanProposed, SwitchFailed};
 use crate::wire::request::{Decision, InterruptResponse};
 
-use super::turns::Turns;
+use super::turns::{Pause, Turn, Turns};
 
 /// The plan a `/cancel` re-offers while this segment carries out a switch
 /// (delta 23): the plan the switch was made from, unchanged, marked
@@ -165,14 +165,14 @@ pub(super) fn answered_plan<'a>(
 }
 
 /// A turn's record as the digests describe it.
-fn past_turn(conversation: &Conversation, past: &super::conversation::Turn) -> Option<PastTurn> {
+fn past_turn(conversation: &Conversation, past: &Turn) -> Option<PastTurn> {
     past_turn_with(&conversation.components, past)
 }
 
 /// [`past_turn`] with the components it names the cards of.
 fn past_turn_with(
     components: &BTreeMap<String, StreamedComponent>,
-    past: &super::conversation::Turn,
+    past: &Turn,
 ) -> Option<PastTurn> {
     let cards = past
         .cards
@@ -266,7 +266,6 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::conversation::Turn;
 
     const PLAN: &str = r#"{"event":"plan.proposed","seq":2,"interrupt_id":"int-1-2","plan_version_id":"pv-1-1","version":1,"steps":[{"id":"s1","label":"Fetch","description":"Reads the series."}]}"#;
 

@@ -1,6 +1,8 @@
-//! The turns of a conversation, the older ones left encoded until read.
+//! The turns of a conversation: each [`Turn`] as the fold keeps it (its
+//! pauses, seq bounds, cards and close), and the list of them, the older
+//! ones left encoded until read.
 //!
-//! Owns: [`Turns`] and its snapshot form. A snapshot keeps the newest
+//! Owns: [`Turn`], [`Pause`], [`TurnStatus`], [`Turns`] and its snapshot form. A snapshot keeps the newest
 //! [`DECODED_TURNS`] turns as a plain list and the older ones in chunks of
 //! [`CHUNK_TURNS`], each the MessagePack of its turns, encoded once and
 //! carried over as bytes by every later snapshot. A state read back from a
@@ -18,7 +20,166 @@ use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::ser::{self, SerializeStruct};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::conversation::Turn;
+use super::seq;
+use crate::wire::request::TurnRequest;
+
+/// Where a turn stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TurnStatus {
+    /// A segment is (or was, until its lease lapses) streaming it.
+    Streaming,
+    /// Waiting for an answer to its open pause.
+    Paused,
+    Done,
+    /// Ended by a stream-fatal error (including a cancel).
+    Failed,
+}
+
+/// A pause: the frame that asked, and the answer once one was accepted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pause {
+    pub interrupt_id: String,
+    /// `plan.proposed` or `elicitation.request`, JSON text as sent.
+    pub frame: String,
+    pub is_plan: bool,
+    /// The accepted `interrupt.response`, JSON text.
+    pub answer: Option<String>,
+    /// The segment the answer resumed (the latest one, after retries).
+    pub resumed_segment: Option<u32>,
+    /// The plan's approval is recorded (a retried answer records none).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approved: bool,
+}
+
+/// One turn of the conversation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Turn {
+    pub turn: u32,
+    /// The `turn.request`, JSON text.
+    pub request: String,
+    pub auto_add: bool,
+    /// The highest seq any segment of the turn recorded.
+    pub last_seq: u64,
+    /// The highest first seq any segment of the turn claimed (claims are
+    /// durable, so this survives every crash; see `studio::seq`).
+    #[serde(default)]
+    pub claimed_seq: u64,
+    pub status: TurnStatus,
+    /// Every pause of the turn, oldest first.
+    pub pauses: Vec<Pause>,
+    /// The component an edit turn (`component_ref.intent: edit`) works on:
+    /// a component it creates takes that component's place on the canvas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit_of: Option<String>,
+    /// The turn's latest `message.complete` text, cut to
+    /// [`TURN_CLOSE_MAX_BYTES`]: the assistant's close in the digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub close: Option<String>,
+    /// Components the turn created or revised, in order, each once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cards: Vec<String>,
+    /// Position of the turn's request in the conversation stream: where a
+    /// reader of this turn's frames starts.
+    #[serde(default)]
+    pub first_position: u64,
+    /// The model agent's completed calls at the turn's latest answer
+    /// (`studio::exchanges`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exchanges: Vec<crate::agent::model::exchange::ModelExchange>,
+}
+
+#[cfg(test)]
+impl Turn {
+    /// Turn `turn`, paused on one plan (`int-…` ids), answered or not.
+    pub(crate) fn paused_on_a_plan(turn: u32, interrupt_id: &str, answered: bool) -> Self {
+        Self {
+            turn,
+            request: String::new(),
+            auto_add: true,
+            last_seq: 4,
+            claimed_seq: 3,
+            status: TurnStatus::Paused,
+            pauses: vec![Pause {
+                interrupt_id: interrupt_id.into(),
+                frame: String::new(),
+                is_plan: true,
+                answer: answered.then(|| "{}".to_owned()),
+                resumed_segment: None,
+                approved: false,
+            }],
+            edit_of: None,
+            close: None,
+            cards: Vec::new(),
+            first_position: 0,
+            exchanges: Vec::new(),
+        }
+    }
+}
+
+/// Most bytes of a turn's closing text the conversation state keeps; the
+/// full text stays in the ledger.
+pub const TURN_CLOSE_MAX_BYTES: usize = 2 * 1024;
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+impl Turn {
+    /// The pause waiting for an answer, if the turn is paused.
+    pub fn open_pause(&self) -> Option<&Pause> {
+        match self.status {
+            TurnStatus::Paused => self.pauses.last().filter(|pause| pause.answer.is_none()),
+            _ => None,
+        }
+    }
+
+    /// The pause with this interrupt id.
+    pub fn pause(&self, interrupt_id: &str) -> Option<&Pause> {
+        self.pauses.iter().find(|p| p.interrupt_id == interrupt_id)
+    }
+
+    pub(super) fn pause_mut(&mut self, interrupt_id: &str) -> Option<&mut Pause> {
+        self.pauses
+            .iter_mut()
+            .find(|p| p.interrupt_id == interrupt_id)
+    }
+
+    /// The parsed request.
+    pub fn request(&self) -> Option<TurnRequest> {
+        serde_json::from_str(&self.request).ok()
+    }
+
+    /// The first seq no segment of the turn can have sent, even one that
+    /// died with frames the log lost (`studio::seq`).
+    pub fn unsent_seq(&self) -> u64 {
+        seq::unsent_seq(self.claimed_seq, self.last_seq)
+    }
+
+    /// The first seq of a segment resuming the turn after its last segment
+    /// died: past [`Turn::unsent_seq`], which a reconnect's closing frame
+    /// for the dead segment carries.
+    pub fn resume_seq_after_dead_segment(&self) -> u64 {
+        self.unsent_seq().saturating_add(1)
+    }
+
+    /// Keeps `text`, a `message.complete`'s, as the turn's close, cut to
+    /// [`TURN_CLOSE_MAX_BYTES`].
+    pub(super) fn set_close(&mut self, text: &str) {
+        self.close = Some(cut(text, TURN_CLOSE_MAX_BYTES).to_owned());
+    }
+
+    /// Accepted answers of the turn's pauses, oldest first.
+    pub fn answers(&self) -> impl Iterator<Item = &str> {
+        self.pauses
+            .iter()
+            .filter_map(|pause| pause.answer.as_deref())
+    }
+}
 
 /// Newest turns a snapshot keeps decoded (past `agent::DIGEST_TURNS`,
 /// what a new turn's digest reads, with room to spare).
@@ -272,7 +433,6 @@ impl<'de> Deserialize<'de> for OwnedBytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conversation::{Pause, TurnStatus};
 
     fn turn(n: u32) -> Turn {
         Turn {

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 
 use futures_util::{SinkExt, StreamExt};
 use ledgerwire::studio::auth::AuthPolicy;
-use ledgerwire::studio::service::StudioConfig;
+use ledgerwire::studio::config::StudioConfig;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ledgerwire::agent::scenario::ScenarioAgent;
-use ledgerwire::studio::service::StudioConfig;
+use ledgerwire::studio::config::StudioConfig;
 use serde_json::{Value, json};
 
 use crate::support::{

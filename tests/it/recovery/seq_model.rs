@@ -10,11 +10,12 @@
 
 use ledgerwire::ledger::record::{FORMAT_VERSION, Header, encode};
 use ledgerwire::ledger::{Fold, NewRecord, Payload, Record, StreamKey};
-use ledgerwire::studio::conversation::{Conversation, ConversationFold, Turn};
+use ledgerwire::studio::conversation::{Conversation, ConversationFold};
 use ledgerwire::studio::records::{
     FrameSent, InterruptAnswered, SegmentClaimed, SegmentEnd, SegmentReleased, TurnRequested,
 };
 use ledgerwire::studio::seq::SeqGuard;
+use ledgerwire::studio::turns::Turn;
 use proptest::prelude::*;
 
 /// The log as a server wrote it: each record with whether its append was

@@ -1,43 +1,48 @@
 //! A segment: one stretch of a turn, streamed while it holds the lease.
-//! It numbers, records and sends the agent's frames, heartbeats and
-//! renews its lease, and stops at once on a `/cancel`.
+//! It starts from what a decision handed it, numbers, records and sends
+//! the agent's frames, heartbeats and renews its lease, and stops at once
+//! on a `/cancel`.
 //!
+//! Owns: a segment's start, numbering, runs of frames, heartbeats,
+//! faults and end; its appends as the lease owner are `segment::lease`,
+//! its listener `segment::listener`.
 //! Must never: append after losing its lease, or send a pausing or
 //! closing frame before it is durable.
-//! Owns: a segment's numbering, its lease and its listener.
+
+mod lease;
+pub(super) mod listener;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{FutureExt, StreamExt};
-use tokio::sync::mpsc;
 
-use crate::agent::{Beat, Fault, TurnContext, frames};
-use crate::ledger::{
-    Durability, ExpectedPosition, Folded, LedgerError, NewRecord, Payload, READ_PAGE_RECORDS,
-    Record, StreamKey,
-};
-
-use super::conversation::Conversation;
-use super::follow::Ending;
-use super::records::{
-    CancelRequested, FrameSent, SegmentEnd, SegmentReleased, SegmentRenewed, StudioKind,
-};
+use crate::agent::{Beat, Fault, Recall, TurnContext, frames};
+use crate::ledger::record::now_ms;
+use crate::ledger::{Durability, Payload, READ_PAGE_RECORDS, Record, StreamKey};
+use crate::lifecycle::StreamKind;
 use crate::wire::WireError;
 use crate::wire::frame::{CompositionUpdated, ErrorFrame, Frame};
 use crate::wire::ids::{InterruptId, PlanVersionId, TraceId};
 use crate::wire::plan::{PlanProposed, PlanVersioned};
 
+use super::follow::{self, Ending};
+use super::records::{
+    CancelRequested, FrameSent, ModelExchanged, SegmentEnd, SegmentReleased, SegmentRenewed,
+    StudioKind, json,
+};
+use super::refusals::refusal;
 use super::seq::SeqGuard;
-use super::service::{FAULT_EXIT_CODE, MAX_DECISION_ATTEMPTS, Studio, json, now_ms};
+use super::service::Studio;
 use super::sse::SseEvent;
-use super::turn_context::{REPLAN_NOTICE, Recovery};
+use super::turn_context::{
+    LiveRecall, REPLAN_NOTICE, ReadPause, Recovery, answered_plan, segment_start, switch_reoffer,
+};
+use lease::{OwnedAt, PendingRun};
+use listener::Listener;
 
-/// Longest an exit fault waits for the frames before it to leave, in
-/// milliseconds.
-const EXIT_DRAIN_MS: u64 = 1_000;
-/// How often it looks, in milliseconds.
-const EXIT_DRAIN_POLL_MS: u64 = 20;
+/// The exit status of a server a scripted `exit` fault stopped.
+pub const FAULT_EXIT_CODE: i32 = 70;
 
 /// Most frames a run held together; past it the run is sent and the
 /// segment looks at cancels, heartbeats and the client before going on.
@@ -47,135 +52,138 @@ const HELD_RUN_MAX_FRAMES: usize = 16;
 /// segment, or the ledger failed.
 struct Lost;
 
-/// Who reads a segment's frames as it streams them.
-pub(super) enum Listener {
-    /// An SSE response: a client that leaves stops the segment.
-    Sse(mpsc::Sender<SseEvent>),
-    /// Nobody (a Statewire command started it): the frames are read from
-    /// the log, and only a cancel, a pause or the end stops it.
-    Detached,
-}
-
-impl Listener {
-    async fn send(&self, item: SseEvent) -> Result<(), ()> {
-        match self {
-            Listener::Sse(sender) => sender.send(item).await.map_err(drop),
-            Listener::Detached => Ok(()),
-        }
-    }
-
-    /// Resolves once the response has taken every frame sent to it (or
-    /// after [`EXIT_DRAIN_MS`]): what an exit fault waits for, so the
-    /// frames before it reach the client as a crash just after them would
-    /// let them.
-    async fn drained(&self) {
-        let Listener::Sse(sender) = self else { return };
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(EXIT_DRAIN_MS);
-        while sender.capacity() < sender.max_capacity() && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(EXIT_DRAIN_POLL_MS)).await;
-        }
-        // The last frame taken is on its way to the socket.
-        tokio::time::sleep(Duration::from_millis(EXIT_DRAIN_POLL_MS)).await;
-    }
-
-    /// Resolves when the client left; never for a detached segment.
-    async fn closed(&self) {
-        match self {
-            Listener::Sse(sender) => sender.closed().await,
-            Listener::Detached => std::future::pending().await,
-        }
-    }
+/// What a decision hands the segment it starts.
+pub(super) struct SegmentStart {
+    pub(super) turn: u32,
+    pub(super) segment: u32,
+    /// The seq of the segment's first frame (its claim's).
+    pub(super) first_seq: u64,
+    /// The pause a resume answered (`None`: a turn's first segment).
+    pub(super) interrupt_id: Option<String>,
+    /// Send `plan.approved` first, for the plan the resume answers (the
+    /// approve answer).
+    pub(super) approves_plan: bool,
+    /// It resumes again after a segment that died (see `TurnContext`).
+    pub(super) retried: bool,
+    /// The frame of the pause a resume answers, as the decision read it.
+    pub(super) answered: Option<ReadPause>,
 }
 
 /// A segment: streams one stretch of a turn while it holds the lease.
 pub(super) struct Segment {
-    pub(super) studio: Studio,
-    pub(super) stream: StreamKey,
-    pub(super) segment: u32,
-    pub(super) turn: u32,
-    pub(super) next_seq: u64,
+    studio: Studio,
+    stream: StreamKey,
+    segment: u32,
+    turn: u32,
+    next_seq: u64,
     /// Which frames must be durable before they are sent, so a seq sent
     /// is never reused after a crash (`studio::seq`).
-    pub(super) seq_guard: SeqGuard,
-    pub(super) listener: Listener,
+    seq_guard: SeqGuard,
+    listener: Listener,
     /// Set while the segment carries out a switch: what a `/cancel`
     /// answers with instead of the cancelled error.
-    pub(super) switch_reoffer: Option<PlanProposed>,
+    switch_reoffer: Option<PlanProposed>,
     /// How the segment released its lease, once it has (`None`: it lost
     /// the lease or died without releasing it).
-    pub(super) ended: Option<SegmentEnd>,
+    ended: Option<SegmentEnd>,
     /// Whether the segment resumes the turn after an answer (a stream
     /// that stops can then be resumed by posting the answer again).
-    pub(super) resumed: bool,
+    resumed: bool,
     /// Whether the client was sent a frame that ends the stream.
-    pub(super) closed: bool,
+    closed: bool,
     /// What the last fold showed: the stream's position and, as the
     /// segment owned the lease there, when the lease runs out. An append
     /// at exactly that position lands only on that same state, so the
     /// segment appends there without folding again first while the lease
     /// runs; any other writer in between makes it a conflict, and then
     /// the segment folds and checks again.
-    pub(super) owned_at: Option<OwnedAt>,
+    owned_at: Option<OwnedAt>,
     /// Frames of a run not yet sent (their records appended or pending),
     /// while the segment takes the frames the agent had ready at once
     /// (`None`: each is recorded and sent as it comes). The run goes to
     /// the client together, after its records.
-    pub(super) held: Option<Vec<(u64, String)>>,
+    held: Option<Vec<(u64, String)>>,
     /// The records of a run's frames not appended yet: appended together
     /// (one append, all or nothing) before anything of the run is sent or
     /// the conversation is folded, and ahead of any other append.
-    pub(super) pending: PendingRun,
+    pending: PendingRun,
     /// The stream's records below this position were looked at for a
     /// cancel (or are this segment's own): only others' appends past it
     /// are read.
-    pub(super) examined: u64,
-}
-
-/// A run's frame records waiting for their one append.
-#[derive(Default)]
-pub(super) struct PendingRun {
-    records: Vec<NewRecord>,
-    /// The highest seq among them that the seq guard wants durable before
-    /// it is sent (then the append is durable).
-    durable_through: Option<u64>,
-    /// How many held frames were recorded (appended) already: if the
-    /// run's append fails, the frames after them were never recorded and
-    /// are not sent.
-    recorded_held: usize,
-    /// Whether one of them can move the canvas (a component frame): only
-    /// then does a read of the canvas need them appended first.
-    moves_canvas: bool,
-}
-
-/// The stream position at which a fold showed the segment owning its
-/// lease, and when that lease ends.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct OwnedAt {
-    position: u64,
-    expires_at_ms: u64,
-}
-
-impl OwnedAt {
-    /// Where `folded` shows `segment` owning a live lease at `now_ms`.
-    fn of(folded: &Folded<Conversation>, segment: u32, now_ms: u64) -> Option<Self> {
-        let lease = folded.state.lease.as_ref()?;
-        (lease.segment == segment && lease.remaining_ms(now_ms).is_some()).then_some(Self {
-            position: folded.position,
-            expires_at_ms: lease.expires_at_ms,
-        })
-    }
+    examined: u64,
 }
 
 /// How a segment finished, for the log line and the metrics.
-pub(super) struct SegmentOutcome {
-    pub(super) end: Option<SegmentEnd>,
+struct SegmentOutcome {
+    end: Option<SegmentEnd>,
     /// The seq the next frame would have had.
-    pub(super) next_seq: u64,
+    next_seq: u64,
 }
 
 impl Segment {
+    /// Starts the segment a decision opened, in a task of its own, from
+    /// the state the decision's append left in memory.
+    pub(super) async fn spawn(
+        studio: &Studio,
+        stream: StreamKey,
+        start: SegmentStart,
+        listener: Listener,
+    ) -> Result<(), WireError> {
+        // The decision's append left the state in memory: no read.
+        let folded = studio
+            .inner
+            .folds
+            .known_or_state(&stream)
+            .await
+            .map_err(|error| refusal(&error))?;
+        let recall = Recall::new(Arc::new(LiveRecall::new(&folded.state, start.turn)));
+        let (mut context, recovery) =
+            segment_start(&folded.state, start.turn, recall, start.answered).ok_or_else(|| {
+                WireError::transient(1, "The turn could not be read back; retry.")
+            })?;
+        context.retried = start.retried;
+        let segment = Segment {
+            studio: studio.clone(),
+            stream,
+            segment: start.segment,
+            turn: start.turn,
+            next_seq: start.first_seq,
+            seq_guard: SeqGuard::new(start.first_seq),
+            listener,
+            switch_reoffer: switch_reoffer(&context),
+            ended: None,
+            resumed: start.interrupt_id.is_some(),
+            closed: false,
+            owned_at: None,
+            held: None,
+            pending: PendingRun::default(),
+            examined: folded.position,
+        };
+        drop(folded);
+        let approved = start
+            .interrupt_id
+            .as_deref()
+            .filter(|_| start.approves_plan)
+            .and_then(|id| answered_plan(&context, id))
+            .map(|plan| Frame::PlanApproved(studio.inner.agent.approved(plan, &context.answers)));
+        let counted = (
+            studio.inner.lifecycle.track(StreamKind::StudioSegment),
+            crate::telemetry::Open::new(metrics::gauge!(crate::telemetry::STUDIO_SEGMENTS_LIVE)),
+        );
+        let (stream, turn, number) = (segment.stream.clone(), start.turn, start.segment);
+        // Boxed: the segment's future is large, and tokio copies an
+        // unboxed one into its task and again as the task's stage changes.
+        tokio::spawn(Box::pin(async move {
+            let began = std::time::Instant::now();
+            let outcome = segment.run(context, approved, recovery).await;
+            drop(counted);
+            log_segment_end(&stream, turn, number, start.first_seq, &outcome, began);
+        }));
+        Ok(())
+    }
+
     /// Streams the segment until it releases its lease or loses it.
-    pub(super) async fn run(
+    async fn run(
         mut self,
         context: TurnContext,
         approved: Option<Frame>,
@@ -308,7 +316,7 @@ impl Segment {
             Some(Beat::Fault(fault)) => return self.act_out(fault, ticker).await,
             // A model call is durable before any frame it led to.
             Some(Beat::Exchange(call)) => {
-                let record = super::records::ModelExchanged::of(self.turn, self.segment, *call);
+                let record = ModelExchanged::of(self.turn, self.segment, *call);
                 let records = vec![record.to_record()];
                 return self.append(records, Durability::Durable).await.is_ok();
             }
@@ -498,190 +506,20 @@ impl Segment {
         if matches!(self.listener, Listener::Detached) {
             return;
         }
-        let ending = released.map(|state| super::follow::ending(&state.state, self.turn, now_ms()));
+        let ending = released.map(|state| follow::ending(&state.state, self.turn, now_ms()));
         let frame = match ending {
             Some(Ending::Broken(frame)) => frame,
             _ => ErrorFrame {
                 // Past every seq this turn's streams sent: this segment is
                 // the turn's latest, and it sent below `next_seq`.
                 seq: self.next_seq,
-                error: super::follow::stopped_error(self.resumed),
+                error: follow::stopped_error(self.resumed),
             },
         };
         self.closed = true;
         // Sent directly: the held run went out before this.
         self.held = None;
         let _ = self.send(&Frame::Error(frame)).await;
-    }
-
-    /// Appends as the lease owner; refuses once the lease is someone else's.
-    /// Does not fold: the segment goes on owning the lease at the position
-    /// after its own records (nobody else appended in between, or the
-    /// append would have conflicted), until the expiry it last folded;
-    /// past it, or after a conflict, the next append folds again.
-    async fn append(
-        &mut self,
-        records: Vec<NewRecord>,
-        durability: Durability,
-    ) -> Result<(), Lost> {
-        let (records, durability, durable_through) = self.with_pending(records, durability);
-        let appended = self.append_now(records, durability).await;
-        match &appended {
-            Ok(()) => {
-                if let Some(seq) = durable_through {
-                    self.seq_guard.durable(seq);
-                }
-                self.pending.recorded_held = self.held.as_ref().map_or(0, Vec::len);
-            }
-            Err(Lost) => {
-                let recorded = self.pending.recorded_held;
-                if let Some(held) = &mut self.held {
-                    held.truncate(recorded);
-                }
-            }
-        }
-        appended
-    }
-
-    /// `records` behind the run's pending ones, and the durability the
-    /// pending ones ask for.
-    fn with_pending(
-        &mut self,
-        records: Vec<NewRecord>,
-        durability: Durability,
-    ) -> (Vec<NewRecord>, Durability, Option<u64>) {
-        if self.pending.records.is_empty() {
-            return (records, durability, None);
-        }
-        let durable_through = self.pending.durable_through.take();
-        self.pending.moves_canvas = false;
-        let mut all = std::mem::take(&mut self.pending.records);
-        all.extend(records);
-        let durability = if durable_through.is_some() {
-            Durability::Durable
-        } else {
-            durability
-        };
-        (all, durability, durable_through)
-    }
-
-    /// Appends the run's pending records, if any.
-    async fn append_pending(&mut self) -> Result<(), Lost> {
-        if self.pending.records.is_empty() {
-            return Ok(());
-        }
-        self.append(Vec::new(), Durability::Buffered).await
-    }
-
-    /// The conversation with every record of this segment appended.
-    async fn state(&mut self) -> Result<Arc<Folded<Conversation>>, Lost> {
-        self.append_pending().await?;
-        self.studio
-            .inner
-            .folds
-            .known_or_state(&self.stream)
-            .await
-            .map_err(|_| Lost)
-    }
-
-    async fn append_now(
-        &mut self,
-        records: Vec<NewRecord>,
-        durability: Durability,
-    ) -> Result<(), Lost> {
-        let studio = &self.studio.inner;
-        for attempt in 0..MAX_DECISION_ATTEMPTS {
-            // A lapsed lease is lost too: anyone may claim the turn now.
-            let now = now_ms();
-            let known = self.owned_at.take().filter(|at| at.expires_at_ms > now);
-            let owned = match known {
-                Some(at) => at,
-                None => {
-                    // After a conflict, the stream's end; before, the state
-                    // this instance knows (a stale one conflicts).
-                    let folded = match attempt {
-                        0 => studio.folds.known_or_state(&self.stream).await,
-                        _ => studio.folds.state(&self.stream).await,
-                    };
-                    let folded = folded.map_err(|_| Lost)?;
-                    let owned = OwnedAt::of(&folded, self.segment, now);
-                    // Holding the state across the next fold would make it copy.
-                    drop(folded);
-                    let Some(at) = owned else {
-                        tracing::warn!(stream = %self.stream, segment = self.segment, "segment lost its lease");
-                        return Err(Lost);
-                    };
-                    at
-                }
-            };
-            let expected = ExpectedPosition::Exactly(owned.position);
-            match studio
-                .folds
-                .append(&self.stream, expected, records.clone(), durability)
-                .await
-            {
-                Ok((outcome, _)) => {
-                    self.owned_at = Some(OwnedAt {
-                        position: outcome.next_position,
-                        ..owned
-                    });
-                    if self.examined == outcome.first_position {
-                        self.examined = outcome.next_position;
-                    }
-                    return Ok(());
-                }
-                Err(LedgerError::Conflict { .. }) => continue,
-                // An unavailable store reports itself once per outage;
-                // the stream ends on the error that says to retry.
-                Err(error) if error.is_transient() => {
-                    tracing::debug!(%error, stream = %self.stream, "segment append refused for now");
-                    return Err(Lost);
-                }
-                Err(error) => {
-                    tracing::error!(%error, stream = %self.stream, "segment append failed");
-                    return Err(Lost);
-                }
-            }
-        }
-        Err(Lost)
-    }
-
-    /// [`Segment::append`], then the conversation as it stands after it.
-    async fn append_folded(
-        &mut self,
-        records: Vec<NewRecord>,
-        durability: Durability,
-    ) -> Result<Arc<Folded<Conversation>>, Lost> {
-        self.append(records, durability).await?;
-        let folded = self
-            .studio
-            .inner
-            .folds
-            .known_or_state(&self.stream)
-            .await
-            .map_err(|_| Lost)?;
-        self.owned_at = OwnedAt::of(&folded, self.segment, now_ms());
-        Ok(folded)
-    }
-
-    async fn release(&mut self, end: SegmentEnd) {
-        let _ = self.release_with(end, Durability::Buffered).await;
-    }
-
-    async fn release_with(
-        &mut self,
-        end: SegmentEnd,
-        durability: Durability,
-    ) -> Result<Arc<Folded<Conversation>>, Lost> {
-        let record = SegmentReleased {
-            segment: self.segment,
-            at_ms: now_ms(),
-            end,
-        }
-        .to_record();
-        let state = self.append_folded(vec![record], durability).await?;
-        self.ended = Some(end);
-        Ok(state)
     }
 
     /// Numbers, records and sends one frame (and the canvas update a new
@@ -883,7 +721,7 @@ fn stamp(frame: &mut Frame, seq: u64, turn: u32, segment: u32) {
 }
 
 /// One log line and one count per segment end.
-pub(super) fn log_segment_end(
+fn log_segment_end(
     stream: &StreamKey,
     turn: u32,
     segment: u32,
