@@ -25,7 +25,7 @@ use crate::statewire::packet::{
 };
 use crate::statewire::view::{DocIdentity, Op, apply_ops};
 
-use super::ClientError;
+use super::error::ClientError;
 use super::session::{
     ClientConfig, ClientSelection, MAX_OUTBOX_COMMANDS, Session, StoredCommand, offer_headers,
     validate_selection,

@@ -17,8 +17,9 @@ use crate::harness_sdk::{HARNESS_SDK, HARNESS_SDK_VERSION, INTEREST};
 use crate::statewire::host::{WIRE_MAX, WIRE_MIN};
 use crate::statewire::packet::Answer;
 
-use super::connection::read_until;
-use super::{ClientConfig, ClientError, Connection, ProtocolOfferConfig, Session};
+use super::connection::{Connection, read_until};
+use super::error::ClientError;
+use super::session::{ClientConfig, ProtocolOfferConfig, Session};
 
 /// A client config for `conversation` on the server at `base` (for
 /// example `ws://127.0.0.1:8080`), authenticating with `token`.
