@@ -13,7 +13,8 @@
 //! - [`host`]: the Rust host API and the engine (admission, execution,
 //!   views, flushes). Its memory is caches of folds plus live attaches.
 //! - [`http`], [`ws`]: the SSE/HTTP and WebSocket transports; `openapi`:
-//!   what their routes answer, for the OpenAPI document.
+//!   what their routes answer, for the OpenAPI document; [`response`]:
+//!   the header reading and `fin` responses they share.
 //! - [`demo`]: the built-in demo protocols (`acme-chat`, `acme-status`).
 //!
 //! Owns: the Statewire door. Must never: reach the Studio's internals
@@ -28,6 +29,7 @@ mod openapi;
 pub mod packet;
 pub mod records;
 pub mod relay;
+pub mod response;
 pub mod statepatch;
 pub mod version;
 pub mod view;
