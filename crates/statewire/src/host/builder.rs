@@ -20,10 +20,11 @@ use super::Host;
 use super::adapters::{self, Adapter};
 use super::context::{CommandContext, DocumentCheck, synced_patch, synced_set};
 use super::failure::HostError;
+use super::protocols::{ProtocolInfo, Protocols};
 use super::queue::QueueLimits;
 use super::registry::{
-    Authenticator, ContextChange, ContextListener, ContextValidator, HandlerKind, ProtocolInfo,
-    Registry, WIRE_MAX, WIRE_MIN,
+    Authenticator, ContextChange, ContextListener, ContextValidator, HandlerKind, Registry,
+    WIRE_MAX, WIRE_MIN,
 };
 use super::source::{AsyncHandler, DocumentSource};
 
@@ -387,7 +388,7 @@ impl HostBuilder {
         }
         let registry = Registry {
             support,
-            protocols,
+            protocols: Protocols::new(protocols),
             handlers,
             validators,
             listeners,

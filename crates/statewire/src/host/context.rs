@@ -10,14 +10,15 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::statewire::ids::{ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope};
+use crate::statewire::ids::{ProtocolName, ThreadId, ThreadScope};
 use crate::statewire::negotiation::{Record, Selection};
 use crate::statewire::packet::{Contract, Rejection};
 use crate::statewire::records::DocumentsState;
 use crate::statewire::statepatch;
 use crate::statewire::view::DocIdentity;
 
-use super::registry::Registry;
+use super::protocols::Protocols;
+use super::source::Caller;
 
 /// Largest encoded document value (ephemeral or durable), in bytes.
 pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
@@ -27,17 +28,6 @@ pub const MAX_CHANGES_PER_COMMAND: usize = 8;
 pub const MAX_EPHEMERAL_DOCUMENTS: usize = 64;
 /// Most keyed documents one attach may include.
 pub const MAX_INCLUDED_DOCUMENTS: usize = 256;
-
-/// Who sent a command.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller {
-    pub client_id: ClientId,
-    /// The principal the admitting attach authenticated as (the
-    /// revision's `auth`); `None` on a host without an authenticator.
-    pub principal: Option<PrincipalId>,
-    /// Whether the client has a live attach on the thread.
-    pub is_connected: bool,
-}
 
 /// Replaces a leading `"."` with the thread's canonical prefix: its id.
 pub fn resolve_key(thread: &ThreadId, key: Vec<String>) -> Vec<String> {
@@ -67,7 +57,7 @@ pub struct CommandContext<'a> {
     pub(super) protocol: &'a ProtocolName,
     pub(super) contract: Contract,
     pub(super) context: Option<Value>,
-    pub(super) registry: &'a Registry,
+    pub(super) protocols: &'a Protocols,
     pub(super) documents: &'a DocumentsState,
     pub(super) staged: BTreeMap<(ProtocolName, Option<Vec<String>>), Option<Value>>,
     pub(super) attach: Option<AttachTxn>,
@@ -117,7 +107,7 @@ impl CommandContext<'_> {
     fn protocol_name(&self, protocol: &str) -> Result<ProtocolName, Rejection> {
         let name = ProtocolName::new(protocol)
             .map_err(|e| Rejection::new("unknown-protocol", e.to_string()))?;
-        if self.registry.info(&name).is_none() {
+        if self.protocols.info(&name).is_none() {
             return Err(Rejection::new("unknown-protocol", format!("{name}")));
         }
         Ok(name)
@@ -127,7 +117,7 @@ impl CommandContext<'_> {
     pub fn main(&self, protocol: &str) -> Option<Value> {
         let name = self.protocol_name(protocol).ok()?;
         self.read(&name, None).or_else(|| {
-            self.registry
+            self.protocols
                 .info(&name)
                 .filter(|p| p.record == Record::Durable)
                 .map(|p| p.initial_main.clone())
@@ -175,7 +165,7 @@ impl CommandContext<'_> {
         key: Option<Vec<String>>,
         value: Option<Value>,
     ) -> Result<(), Rejection> {
-        let info = self.registry.info(&name);
+        let info = self.protocols.info(&name);
         if info.map(|p| p.record) != Some(Record::Durable) {
             return Err(Rejection::new(
                 "not-durable",

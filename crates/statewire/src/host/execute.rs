@@ -24,12 +24,12 @@ use crate::statewire::version::Version;
 
 use super::adapters;
 use super::answers::{Outcome, answer, outcome_from, outcome_json};
-use super::attach::Attach;
-use super::context::{AttachTxn, Caller, CommandContext, resolve_key};
+use super::context::{AttachTxn, CommandContext, resolve_key};
 use super::failure::HostError;
-use super::lock;
 use super::registry::{HandlerKind, Registry, WIRE_MIN};
-use super::source::Call;
+use super::source::{Call, Caller};
+use super::sync::lock;
+use super::thread::Attach;
 use super::thread::Thread;
 use super::views::Views;
 
@@ -268,7 +268,7 @@ impl Executor {
             protocol,
             contract: statement.contract,
             context,
-            registry: &self.registry,
+            protocols: &self.registry.protocols,
             documents,
             staged: BTreeMap::new(),
             attach: txn,

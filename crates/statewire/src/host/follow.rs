@@ -20,11 +20,12 @@ use futures_util::{FutureExt, StreamExt};
 use crate::ledger::{Ledger, LedgerError, StreamKey};
 use crate::statewire::ids::ProtocolName;
 
-use super::attach::{Attach, Attaches};
+use super::attaches::Attaches;
 use super::failure::server_fin;
-use super::lock;
 use super::registry::Registry;
 use super::source::DocumentSource;
+use super::sync::lock;
+use super::thread::Attach;
 use super::thread::Thread;
 use super::views::Views;
 

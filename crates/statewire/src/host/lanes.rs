@@ -26,11 +26,12 @@ use crate::statewire::records::{
 use crate::telemetry::STATEWIRE_ADMISSIONS;
 
 use super::answers::{self, answer, expired, gap};
-use super::attach::{Attach, Attaches};
+use super::attaches::Attaches;
 use super::execute::{Executor, Statement};
 use super::failure::{HostError, server_violation};
-use super::lock;
 use super::registry::Registry;
+use super::sync::lock;
+use super::thread::Attach;
 use super::thread::Thread;
 use super::views::Views;
 

@@ -3,10 +3,12 @@
 //! is a composition: each part below owns one thing, and the host routes
 //! a transport's calls to them.
 //!
-//! - `registry`: the validated registrations (pure); `builder` makes it.
+//! - `registry`, `protocols`: the validated registrations (pure);
+//!   `builder` makes them.
 //! - `request`: an attach request's fields, validated.
-//! - `thread`: each thread's live part and the table of threads.
-//! - `attach`, `queue`: live attaches, their leases, queues and ends.
+//! - `thread`: each thread's live part (its attaches among it) and the
+//!   table of threads.
+//! - `attaches`, `queue`: the lease table, attaches' queues and ends.
 //! - `lanes`: admission on durable and ephemeral lanes.
 //! - `execute`: running admitted commands, document commits, recovery.
 //! - `context`: what a handler sees of its command.
@@ -15,7 +17,7 @@
 //! - `follow`: tasks that flush a thread when a stream it reads grows.
 //! - `adapters`, `answers`: converting between contracts (pure).
 //! - `source`: the extension points for derived protocols.
-//! - `failure`: the host's errors and their `fin`s.
+//! - `failure`: the host's errors and their `fin`s; `sync`: its locks.
 //!
 //! Memory holds caches of the lane and document folds, plus the live
 //! attaches, which are ephemeral by nature.
@@ -27,7 +29,7 @@
 
 mod adapters;
 mod answers;
-mod attach;
+mod attaches;
 mod builder;
 mod context;
 mod documents;
@@ -36,10 +38,12 @@ mod failure;
 mod follow;
 mod lanes;
 mod projection;
+mod protocols;
 mod queue;
 mod registry;
 mod request;
 mod source;
+mod sync;
 mod thread;
 mod views;
 
@@ -47,10 +51,10 @@ pub use adapters::{
     Adapter, CommandInfo, CommandUp, CommandsDown, DocumentsDown, ErrorDown, ProjectedDocument,
     ResultDown, StateDown,
 };
-pub use attach::{Attach, AttachHandle, MAX_ATTACHES_PER_THREAD};
+pub use attaches::MAX_ATTACHES_PER_THREAD;
 pub use builder::{HostBuilder, ProtocolDef};
 pub use context::{
-    AttachTxn, Caller, CommandContext, MAX_CHANGES_PER_COMMAND, MAX_DOCUMENT_BYTES,
+    AttachTxn, CommandContext, MAX_CHANGES_PER_COMMAND, MAX_DOCUMENT_BYTES,
     MAX_EPHEMERAL_DOCUMENTS, MAX_INCLUDED_DOCUMENTS, NoAttach, resolve_key,
 };
 pub use execute::MAX_COMMIT_ATTEMPTS;
@@ -64,11 +68,11 @@ pub use registry::{
     WIRE_MAX, WIRE_MIN, WIRE_NAMED_ATTACHER, WIRE_RESULTS_CURSOR,
 };
 pub use request::AttachRequest;
-pub use source::{AsyncHandler, AttachDocuments, Call, DocumentSource, SourceSnapshot};
-pub use thread::{MAX_IDLE_THREADS, MAX_LANE_LOCKS_PER_THREAD};
+pub use source::{AsyncHandler, AttachDocuments, Call, Caller, DocumentSource, SourceSnapshot};
+pub use thread::{Attach, MAX_IDLE_THREADS, MAX_LANE_LOCKS_PER_THREAD};
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
@@ -82,19 +86,43 @@ use crate::statewire::packet::{
 use crate::statewire::records::{LaneState, lane_stream};
 use crate::statewire::relay::Relay;
 
-use attach::Attaches;
+use attaches::Attaches;
 use execute::Executor;
 use failure::{fin_violation, server_fin};
 use follow::Followers;
 use lanes::Lanes;
 use projection::view_keys;
+use queue::Inbox;
 use registry::Registry;
 use request::Negotiated;
+use sync::lock;
 use thread::Threads;
 use views::Views;
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
+/// A successful attach: its packets (the hello first) and the durable
+/// initial statements the transport submits after the hello is out.
+pub struct AttachHandle {
+    host: Host,
+    pub attach: Arc<Attach>,
+    inbox: Inbox,
+    pub after_hello: Frame,
+}
+
+impl AttachHandle {
+    /// The next packet, encoded; `None` once the attach has ended.
+    pub async fn next(&mut self) -> Option<Outbound> {
+        self.inbox.next(&self.attach.outbox).await
+    }
+
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+}
+
+impl Drop for AttachHandle {
+    fn drop(&mut self) {
+        self.host.detach(&self.attach);
+    }
 }
 
 /// The host. Cheap to clone.

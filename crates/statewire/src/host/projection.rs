@@ -10,14 +10,14 @@
 //! attach on it diffs its own table against the result.
 //!
 //! Owns: view keys (which adapters an attach's selection crosses), the
-//! per-thread registry of live views with their counts and projection
-//! times, and projecting a group's documents through one adapter.
+//! per-thread registry of live views with their counts, projection times
+//! and latest projections, and projecting a group's documents through one
+//! adapter (`documents` runs a view's chain of them once per flush).
 //! Must never: hand an older attach the native state in place of a
 //! projection that failed, or keep a view no attach needs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use serde_json::Value;
 
@@ -26,10 +26,8 @@ use crate::statewire::negotiation::{Record, Selection};
 use crate::statewire::view::DocIdentity;
 
 use super::adapters::{Adapter, ProjectedDocument};
-use super::documents::ThreadDocuments;
-use super::lock;
 use super::registry::Registry;
-use super::source::AttachDocuments;
+use super::sync::lock;
 
 /// Longest projection a flush logs at `info`, in microseconds; faster ones
 /// log at `debug`.
@@ -45,7 +43,7 @@ pub struct ViewKey {
 
 impl ViewKey {
     /// The view this one is projected from (`None`: the native state).
-    fn upstream(&self) -> Option<ViewKey> {
+    pub(super) fn upstream(&self) -> Option<ViewKey> {
         (self.steps.len() > 1).then(|| ViewKey {
             members: self.members.clone(),
             steps: self.steps[..self.steps.len() - 1].to_vec(),
@@ -77,7 +75,7 @@ pub struct ViewStats {
 /// them a pointer comparison.
 pub(super) type Projected = Arc<Vec<(DocIdentity, Arc<Value>)>>;
 
-fn shared(documents: Vec<ProjectedDocument>) -> Projected {
+pub(super) fn shared(documents: Vec<ProjectedDocument>) -> Projected {
     Arc::new(
         documents
             .into_iter()
@@ -94,7 +92,7 @@ fn shared(documents: Vec<ProjectedDocument>) -> Projected {
 }
 
 /// A projection as the next stage's input.
-fn owned(projected: &Projected) -> Vec<ProjectedDocument> {
+pub(super) fn owned(projected: &Projected) -> Vec<ProjectedDocument> {
     projected
         .iter()
         .map(|(identity, value)| ProjectedDocument {
@@ -111,9 +109,9 @@ fn owned(projected: &Projected) -> Vec<ProjectedDocument> {
 /// document (a new snapshot of a changed stream is a new `Arc`; holding
 /// it keeps the comparison sound).
 #[derive(Clone)]
-struct Stamp {
-    documents: u64,
-    sources: Vec<Arc<Value>>,
+pub(super) struct Stamp {
+    pub(super) documents: u64,
+    pub(super) sources: Vec<Arc<Value>>,
 }
 
 impl PartialEq for Stamp {
@@ -177,7 +175,7 @@ impl LiveViews {
     }
 
     /// Counts a projection of `view` that took `took_us`.
-    fn projected(&self, view: &ViewKey, took_us: u64) {
+    pub(super) fn projected(&self, view: &ViewKey, took_us: u64) {
         if let Some(live) = lock(&self.views).get_mut(view) {
             live.stats.projections += 1;
             live.stats.last_projection_us = took_us;
@@ -185,14 +183,14 @@ impl LiveViews {
     }
 
     /// The latest projection of `view` and what it was made from.
-    fn latest(&self, view: &ViewKey) -> Option<(Stamp, Projected)> {
+    pub(super) fn latest(&self, view: &ViewKey) -> Option<(Stamp, Projected)> {
         lock(&self.views)
             .get(view)
             .and_then(|live| live.latest.clone())
     }
 
     /// Keeps `projected` as the latest projection of a live `view`.
-    fn keep_latest(&self, view: &ViewKey, stamp: Stamp, projected: &Projected) {
+    pub(super) fn keep_latest(&self, view: &ViewKey, stamp: Stamp, projected: &Projected) {
         if let Some(live) = lock(&self.views).get_mut(view) {
             live.latest = Some((stamp, projected.clone()));
         }
@@ -242,141 +240,10 @@ pub(super) fn view_keys(registry: &Registry, selection: &Selection) -> Vec<ViewK
     keys
 }
 
-/// A group's native documents: each member's main document and its
-/// keyed documents (all of the thread's, or what a source offers an
-/// attach with no interests).
-fn native_documents(
-    documents: &ThreadDocuments<'_>,
-    members: &[ProtocolName],
-) -> Result<Vec<ProjectedDocument>, String> {
-    let registry = documents.registry();
-    let mut out = Vec::new();
-    for member in members {
-        let info = registry.info(member);
-        if registry.source_of(member).is_some() {
-            let snapshot = documents.snapshot(member)?;
-            out.push(ProjectedDocument {
-                protocol: member.clone(),
-                key: None,
-                main: true,
-                value: Value::clone(&snapshot.main()),
-            });
-            let nobody = BTreeMap::new();
-            let attach = AttachDocuments::new(&nobody);
-            for (key, value) in snapshot.keyed(&attach) {
-                out.push(ProjectedDocument {
-                    protocol: member.clone(),
-                    key: Some(key),
-                    main: false,
-                    value: Value::clone(&value),
-                });
-            }
-            continue;
-        }
-        let state = documents.documents();
-        let main = state
-            .documents
-            .get(&(member.to_string(), None))
-            .map(|json| json.0.clone())
-            .or_else(|| info.map(|info| info.initial_main.clone()));
-        if let Some(value) = main {
-            out.push(ProjectedDocument {
-                protocol: member.clone(),
-                key: None,
-                main: true,
-                value,
-            });
-        }
-        for ((protocol, key), value) in &state.documents {
-            if protocol == member.as_str() && key.is_some() {
-                out.push(ProjectedDocument {
-                    protocol: member.clone(),
-                    key: key.clone(),
-                    main: false,
-                    value: value.0.clone(),
-                });
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Projects `view` from the view upstream of it (or the native state)
-/// through its last adapter, and records how long it took.
-fn project(
-    documents: &ThreadDocuments<'_>,
-    view: &ViewKey,
-    upstream: Vec<ProjectedDocument>,
-) -> Result<Vec<ProjectedDocument>, String> {
-    let Some((protocol, index)) = view.steps.last() else {
-        return Ok(upstream);
-    };
-    let Some(adapter) = documents.registry().adapters_of(protocol).get(*index) else {
-        return Err(format!("{protocol} has no adapter {index}"));
-    };
-    let thread = documents.thread();
-    let started = Instant::now();
-    let projected = apply_adapter(protocol, adapter, upstream);
-    let took_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    thread.views.projected(view, took_us);
-    if took_us > SLOW_PROJECTION_US {
-        tracing::info!(thread = ?thread.scope, ?view, took_us, "slow projection");
-    } else {
-        tracing::debug!(thread = ?thread.scope, ?view, took_us, "projection");
-    }
-    projected
-}
-
-/// `view`'s documents for this flush: projected once, from one reading
-/// of the native state, whoever asks.
-pub(super) fn projection(
-    documents: &ThreadDocuments<'_>,
-    view: &ViewKey,
-) -> Result<Projected, String> {
-    if let Some(done) = lock(documents.projections()).get(view) {
-        return done.clone();
-    }
-    // A live view whose native state has not moved since its last
-    // projection (a new attach's hello, a flush for another protocol)
-    // is not projected again.
-    let stamp = stamp(documents, &view.members)?;
-    let views = &documents.thread().views;
-    if let Some((made_from, projected)) = views.latest(view)
-        && made_from == stamp
-    {
-        lock(documents.projections()).insert(view.clone(), Ok(projected.clone()));
-        return Ok(projected);
-    }
-    let upstream = match view.upstream() {
-        Some(upstream) => owned(&projection(documents, &upstream)?),
-        None => native_documents(documents, &view.members)?,
-    };
-    let result = project(documents, view, upstream).map(shared);
-    if let Ok(projected) = &result {
-        views.keep_latest(view, stamp, projected);
-    }
-    lock(documents.projections()).insert(view.clone(), result.clone());
-    result
-}
-
-/// The native state a group's projection reads, as a comparable stamp.
-fn stamp(documents: &ThreadDocuments<'_>, members: &[ProtocolName]) -> Result<Stamp, String> {
-    let mut sources = Vec::new();
-    for member in members {
-        if documents.registry().source_of(member).is_some() {
-            sources.push(documents.snapshot(member)?.main());
-        }
-    }
-    Ok(Stamp {
-        documents: documents.position(),
-        sources,
-    })
-}
-
 /// One adapter's projection of a group's documents: `state_down` on its
 /// protocol's main document, then `documents_down` on the documents of
 /// every protocol it transforms.
-fn apply_adapter(
+pub(super) fn apply_adapter(
     protocol: &ProtocolName,
     adapter: &Adapter,
     mut documents: Vec<ProjectedDocument>,

@@ -1,26 +1,26 @@
 //! The registry: what the builder validated, read by every other part of
-//! the host. Which protocols exist (with their records, initial main
-//! documents, sources, native versions, adapters and compositions), which
-//! handler serves each method, who validates and who hears a context, and
-//! who authenticates. Pure: no I/O, and nothing changes after the build.
+//! the host. Which protocols exist (see `protocols`), which handler
+//! serves each method, who validates and who hears a context, and who
+//! authenticates. Pure: no I/O, and nothing changes after the build.
 //!
 //! Owns: lookups over the registrations, authentication, negotiation
 //! against what is served, discovery, and context checks.
 //! Must never: disclose the supported ranges before authentication, or
 //! change after the host is built.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::statewire::ids::{ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope};
-use crate::statewire::negotiation::{self, Record, Selection, Support};
+use crate::statewire::negotiation::{self, Selection, Support};
 use crate::statewire::packet::{CtxEntry, Fin, FinCode, FrameViolation, Rejection};
 use crate::statewire::version::Version;
 
 use super::adapters::{self, Adapter, CommandInfo};
 use super::context::CommandContext;
+use super::protocols::{ProtocolInfo, Protocols};
 use super::source::{AsyncHandler, DocumentSource};
 
 /// Oldest wire version this host serves.
@@ -64,21 +64,6 @@ pub type ContextListener = Arc<dyn Fn(&ContextChange) + Send + Sync>;
 pub type Authenticator =
     Arc<dyn Fn(&ThreadId, Option<&str>) -> Result<PrincipalId, String> + Send + Sync>;
 
-/// One registered protocol (a parent or a child).
-pub(super) struct ProtocolInfo {
-    pub(super) record: Record,
-    pub(super) initial_main: Value,
-    /// Where a derived protocol's documents come from.
-    pub(super) source: Option<Arc<dyn DocumentSource>>,
-    /// The native version (a child's is its parent's).
-    pub(super) native: Version,
-    /// Breaking transitions, oldest first (a child has none: its parent's
-    /// convert it).
-    pub(super) adapters: Vec<Adapter>,
-    /// The composition the protocol's projections run in, if any.
-    pub(super) group: Option<Arc<[ProtocolName]>>,
-}
-
 /// A registered command handler.
 #[derive(Clone)]
 pub(super) enum HandlerKind {
@@ -92,7 +77,7 @@ pub(super) enum HandlerKind {
 pub(super) struct Registry {
     pub(super) support: Support,
     /// Every protocol by full name (parents and children).
-    pub(super) protocols: BTreeMap<ProtocolName, ProtocolInfo>,
+    pub(super) protocols: Protocols,
     pub(super) handlers: HashMap<(ProtocolName, String), HandlerKind>,
     pub(super) validators: HashMap<ProtocolName, ContextValidator>,
     pub(super) listeners: HashMap<ProtocolName, Vec<ContextListener>>,
@@ -133,23 +118,17 @@ impl Registry {
     }
 
     pub(super) fn info(&self, protocol: &ProtocolName) -> Option<&ProtocolInfo> {
-        self.protocols.get(protocol)
-    }
-
-    /// Every protocol, parents and children, by full name.
-    pub(super) fn protocols(&self) -> impl Iterator<Item = (&ProtocolName, &ProtocolInfo)> {
-        self.protocols.iter()
+        self.protocols.info(protocol)
     }
 
     /// The source a derived protocol's documents come from.
     pub(super) fn source_of(&self, protocol: &ProtocolName) -> Option<&Arc<dyn DocumentSource>> {
-        self.info(protocol).and_then(|info| info.source.as_ref())
+        self.protocols.source_of(protocol)
     }
 
     /// A protocol's adapters, oldest first (none for a child).
     pub(super) fn adapters_of(&self, protocol: &ProtocolName) -> &[Adapter] {
-        self.info(protocol)
-            .map_or(&[], |info| info.adapters.as_slice())
+        self.protocols.adapters_of(protocol)
     }
 
     /// A protocol's native version.

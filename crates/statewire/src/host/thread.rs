@@ -1,23 +1,35 @@
 //! Threads: each thread's live part (its attaches, the lock that
 //! serialises its commands, its durable lanes' locks, its followers and
 //! its live compatibility views) and the table that keeps them while
-//! someone holds them.
+//! someone holds them. An attach is its thread's: its selection, lease,
+//! queue and state (the document table, lease context, ephemeral
+//! documents and lanes, included keys).
 //!
-//! Owns: the thread table and what a thread holds in memory. Must never:
-//! hold a state that is not a cache of a fold or a live connection, or
-//! keep more than [`MAX_IDLE_THREADS`] threads nobody holds.
+//! Owns: the thread table and what a thread and its attaches hold in
+//! memory. Must never: hold a state that is not a cache of a fold or a
+//! live connection, or keep more than [`MAX_IDLE_THREADS`] threads
+//! nobody holds.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-use crate::ledger::{LedgerError, StreamKey};
-use crate::statewire::ids::{ClientId, ProtocolName, ThreadScope};
-use crate::statewire::records::documents_stream;
+use serde_json::Value;
 
-use super::attach::Attach;
-use super::lock;
+use crate::ledger::{LedgerError, StreamKey};
+use crate::lifecycle::Tracked;
+use crate::statewire::ids::{
+    AttacherId, ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope,
+};
+use crate::statewire::negotiation::Selection;
+use crate::statewire::packet::{Answer, Contract};
+use crate::statewire::records::documents_stream;
+use crate::statewire::view::{DocIdentity, DocTable};
+use crate::telemetry::Open;
+
 use super::projection::{LiveViews, ViewKey, ViewStats};
+use super::queue::Outbox;
+use super::sync::lock;
 
 /// Threads kept in memory before those nobody holds are forgotten.
 pub const MAX_IDLE_THREADS: usize = 10_000;
@@ -152,4 +164,62 @@ impl Threads {
             .map(|thread| thread.views.stats())
             .unwrap_or_default()
     }
+}
+
+/// One live attach.
+pub struct Attach {
+    pub id: u64,
+    pub(super) thread: Arc<Thread>,
+    pub client: ClientId,
+    pub attacher: Option<AttacherId>,
+    pub principal: Option<PrincipalId>,
+    pub selection: Selection,
+    pub lease: String,
+    /// The compatibility views its selection reads (none: native state).
+    pub(super) views: Vec<ViewKey>,
+    pub(super) outbox: Outbox,
+    pub(super) state: Mutex<AttachState>,
+    /// Counted as open (for the drain and the metrics) while it lives.
+    pub(super) _open: (Tracked, Open),
+}
+
+impl Attach {
+    pub fn thread(&self) -> &ThreadId {
+        self.thread.scope.id()
+    }
+
+    /// The thread with the principal it belongs to.
+    pub fn scope(&self) -> &ThreadScope {
+        &self.thread.scope
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.outbox.is_closed()
+    }
+
+    /// The contract the attach selected `protocol` under.
+    pub(super) fn contract(&self, protocol: &ProtocolName) -> Option<Contract> {
+        self.selection.get(protocol.as_str()).map(|p| Contract {
+            wire: self.selection.wire,
+            version: p.version,
+        })
+    }
+}
+
+/// What an attach holds besides its selection.
+#[derive(Default)]
+pub(super) struct AttachState {
+    pub(super) table: DocTable,
+    pub(super) context: BTreeMap<ProtocolName, (Value, Option<Value>)>,
+    pub(super) ephemeral: BTreeMap<DocIdentity, Value>,
+    pub(super) included: BTreeSet<DocIdentity>,
+    pub(super) lanes: BTreeMap<ProtocolName, EphemeralLane>,
+}
+
+/// An ephemeral lane: its watermark and retained answers, which end with
+/// the attach.
+#[derive(Default)]
+pub(super) struct EphemeralLane {
+    pub(super) watermark: u64,
+    pub(super) answers: BTreeMap<u64, Answer>,
 }

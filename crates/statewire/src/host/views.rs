@@ -19,14 +19,14 @@ use crate::statewire::packet::{Answer, Dur, Fin, FinCode, Packet, Syn};
 use crate::statewire::records::{DocumentsFold, DocumentsState};
 use crate::statewire::view::{DocIdentity, View};
 
-use super::attach::{Attach, AttachState, Attaches};
+use super::attaches::Attaches;
 use super::documents::ThreadDocuments;
 use super::failure::{HostError, server_fin};
-use super::lock;
-use super::projection::projection;
 use super::registry::Registry;
 use super::source::AttachDocuments;
+use super::sync::lock;
 use super::thread::Thread;
+use super::thread::{Attach, AttachState};
 
 /// The host's documents and what each attach sees of them.
 pub(super) struct Views {
@@ -74,7 +74,8 @@ impl Views {
         // An older contract's protocols read their projection, never the
         // native state.
         for key in &attach.views {
-            let projected = projection(documents, key)
+            let projected = documents
+                .projection(key)
                 .map_err(|error| Fin::new(FinCode::ProjectionFailed, error))?;
             for (identity, value) in projected.iter() {
                 view.insert(identity.clone(), value.clone());

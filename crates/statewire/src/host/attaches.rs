@@ -1,121 +1,30 @@
-//! Attaches: one live attach (its selection, lease, queue and state: the
-//! document table, lease context, ephemeral documents and lanes, included
-//! keys) and the table of live attaches by lease, from the moment an
-//! attach opens to its `fin`.
+//! Attaches: the table of live attaches by lease, from the moment an
+//! attach opens to its `fin` (an attach itself is a thread's, see
+//! `thread`).
 //!
-//! Owns: the lease table, sending an attach its packets, and ending it
-//! (with a `fin`, or silently when its client left).
+//! Owns: the lease table, opening an attach, sending it its packets, and
+//! ending it (with a `fin`, or silently when its client left).
 //! Must never: block a sender on a slow reader (it is dropped with
 //! `slow-reader` instead), start an attach while the server drains, or
 //! keep a lease past its attach's end.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use serde_json::Value;
-
-use crate::lifecycle::{Lifecycle, StreamKind, Tracked};
-use crate::statewire::ids::{
-    AttacherId, ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope, random_hex,
-};
+use crate::lifecycle::{Lifecycle, StreamKind};
+use crate::statewire::ids::{AttacherId, ClientId, PrincipalId, random_hex};
 use crate::statewire::negotiation::Selection;
-use crate::statewire::packet::{Answer, Contract, Fin, FinCode, Frame, Packet};
-use crate::statewire::view::{DocIdentity, DocTable};
+use crate::statewire::packet::{Fin, FinCode, Packet};
 use crate::telemetry::{Open, STATEWIRE_ATTACHES_OPEN};
 
-use super::Host;
-use super::lock;
 use super::projection::ViewKey;
-use super::queue::{self, Inbox, Outbound, Outbox, Pushed, QueueLimits};
-use super::thread::Thread;
+use super::queue::{self, Inbox, Pushed, QueueLimits};
+use super::sync::lock;
+use super::thread::{Attach, AttachState, Thread};
 
 /// Most live attaches on one thread.
 pub const MAX_ATTACHES_PER_THREAD: usize = 4096;
-
-/// One live attach.
-pub struct Attach {
-    pub id: u64,
-    pub(super) thread: Arc<Thread>,
-    pub client: ClientId,
-    pub attacher: Option<AttacherId>,
-    pub principal: Option<PrincipalId>,
-    pub selection: Selection,
-    pub lease: String,
-    /// The compatibility views its selection reads (none: native state).
-    pub(super) views: Vec<ViewKey>,
-    pub(super) outbox: Outbox,
-    pub(super) state: Mutex<AttachState>,
-    /// Counted as open (for the drain and the metrics) while it lives.
-    _open: (Tracked, Open),
-}
-
-impl Attach {
-    pub fn thread(&self) -> &ThreadId {
-        self.thread.scope.id()
-    }
-
-    /// The thread with the principal it belongs to.
-    pub fn scope(&self) -> &ThreadScope {
-        &self.thread.scope
-    }
-
-    pub fn is_closed(&self) -> bool {
-        self.outbox.is_closed()
-    }
-
-    /// The contract the attach selected `protocol` under.
-    pub(super) fn contract(&self, protocol: &ProtocolName) -> Option<Contract> {
-        self.selection.get(protocol.as_str()).map(|p| Contract {
-            wire: self.selection.wire,
-            version: p.version,
-        })
-    }
-}
-
-/// What an attach holds besides its selection.
-#[derive(Default)]
-pub(super) struct AttachState {
-    pub(super) table: DocTable,
-    pub(super) context: BTreeMap<ProtocolName, (Value, Option<Value>)>,
-    pub(super) ephemeral: BTreeMap<DocIdentity, Value>,
-    pub(super) included: BTreeSet<DocIdentity>,
-    pub(super) lanes: BTreeMap<ProtocolName, EphemeralLane>,
-}
-
-/// An ephemeral lane: its watermark and retained answers, which end with
-/// the attach.
-#[derive(Default)]
-pub(super) struct EphemeralLane {
-    pub(super) watermark: u64,
-    pub(super) answers: BTreeMap<u64, Answer>,
-}
-
-/// A successful attach: its packets (the hello first) and the durable
-/// initial statements the transport submits after the hello is out.
-pub struct AttachHandle {
-    pub(super) host: Host,
-    pub attach: Arc<Attach>,
-    pub(super) inbox: Inbox,
-    pub after_hello: Frame,
-}
-
-impl AttachHandle {
-    /// The next packet, encoded; `None` once the attach has ended.
-    pub async fn next(&mut self) -> Option<Outbound> {
-        self.inbox.next(&self.attach.outbox).await
-    }
-
-    pub fn host(&self) -> &Host {
-        &self.host
-    }
-}
-
-impl Drop for AttachHandle {
-    fn drop(&mut self) {
-        self.host.detach(&self.attach);
-    }
-}
 
 /// The live attaches, by lease.
 pub(super) struct Attaches {
