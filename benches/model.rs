@@ -178,6 +178,7 @@ async fn against_the_fake() {
         max_tokens: 256,
         steps: 8,
         concurrency: 16,
+        ca: None,
     };
     let model =
         ModelAgent::connect(ModelSettings::new(&args, None).expect("settings")).expect("client");
@@ -278,6 +279,7 @@ async fn against_the_tiny_model() {
         max_tokens: 128,
         steps: 2,
         concurrency: 1,
+        ca: None,
     };
     let model =
         ModelAgent::connect(ModelSettings::new(&args, None).expect("settings")).expect("client");

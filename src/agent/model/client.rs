@@ -32,6 +32,10 @@ pub enum CallError {
     Busy,
     #[error("the model could not be reached ({0})")]
     Unreachable(String),
+    /// The endpoint's TLS certificate did not verify: a setting to fix
+    /// (`--model-ca`), so the call is not tried again.
+    #[error("the model's TLS certificate is not trusted ({0})")]
+    Untrusted(String),
     #[error("the model answered HTTP {status}: {excerpt}")]
     Status { status: u16, excerpt: String },
     #[error("the model took longer than {0} ms")]
@@ -59,6 +63,11 @@ impl CallError {
             _ => false,
         }
     }
+
+    /// Whether another try of the call can go differently.
+    pub fn is_retryable(&self) -> bool {
+        !matches!(self, CallError::Untrusted(_))
+    }
 }
 
 /// The HTTP client of the model endpoint, shared by every segment.
@@ -71,8 +80,12 @@ pub struct ModelClient {
 
 impl ModelClient {
     pub fn new(settings: Arc<ModelSettings>) -> Result<Self, CallError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS))
+        let mut builder =
+            reqwest::Client::builder().connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS));
+        for certificate in &settings.ca {
+            builder = builder.add_root_certificate(certificate.clone());
+        }
+        let http = builder
             .build()
             .map_err(|error| CallError::Unreachable(error.to_string()))?;
         Ok(Self {
@@ -116,10 +129,16 @@ impl ModelClient {
         if let Some(key) = &self.settings.key {
             request = request.bearer_auth(key.expose());
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|error| CallError::Unreachable(without_url(&error)))?;
+        let response = request.send().await.map_err(|error| {
+            let Some(reason) = untrusted_certificate(&error) else {
+                return CallError::Unreachable(without_url(&error));
+            };
+            tracing::warn!(
+                "the model endpoint's TLS certificate was not trusted ({reason}): \
+                 give its CA to serve with --model-ca FILE"
+            );
+            CallError::Untrusted(reason)
+        })?;
         let status = response.status();
         let streamed = response
             .headers()
@@ -154,6 +173,29 @@ fn without_url(error: &reqwest::Error) -> String {
         "transport error"
     };
     kind.to_owned()
+}
+
+/// Why the endpoint's certificate was refused, when that is why the
+/// request failed. rustls's error sits in an I/O error's payload (inside
+/// another I/O error), which `source()` skips, so each I/O error's
+/// payload is followed instead.
+fn untrusted_certificate(error: &reqwest::Error) -> Option<String> {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = next {
+        let inner = current
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|payload| payload as &(dyn std::error::Error + 'static));
+        for candidate in [Some(current), inner].into_iter().flatten() {
+            if let Some(rustls::Error::InvalidCertificate(reason)) =
+                candidate.downcast_ref::<rustls::Error>()
+            {
+                return Some(reason.to_string());
+            }
+        }
+        next = inner.or(current.source());
+    }
+    None
 }
 
 fn excerpt(body: &str) -> String {

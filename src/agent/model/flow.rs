@@ -99,13 +99,15 @@ pub(super) fn beats(agent: ModelAgent, context: TurnContext) -> SegmentBeats {
                 Tried::Reply(reply) => reply,
                 Tried::Failed(error) => {
                     failed_in_a_row += 1;
+                    let retryable = error.is_retryable();
                     if error.is_bad_output() {
                         prompt::refused(&mut messages, "", &error.to_string());
                         last_failure = Some(Failure::Output);
                     } else {
                         last_failure = Some(Failure::Transport(error));
                     }
-                    if failed_in_a_row >= ATTEMPTS_PER_STEP {
+                    // A certificate refused will be refused again.
+                    if failed_in_a_row >= ATTEMPTS_PER_STEP || !retryable {
                         break;
                     }
                     if matches!(last_failure, Some(Failure::Transport(_))) && agent.transport.is_live() {

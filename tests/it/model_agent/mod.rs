@@ -9,6 +9,7 @@ mod fake;
 mod hostile;
 mod property;
 mod tiny;
+mod tls;
 
 use std::sync::Arc;
 
@@ -70,6 +71,7 @@ pub(crate) fn model_args(url: String, timeout_ms: u64) -> ModelArgs {
         max_tokens: 256,
         steps: 8,
         concurrency: 4,
+        ca: None,
     }
 }
 
