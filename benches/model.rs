@@ -329,7 +329,7 @@ async fn model_time_before_first_frame(
     conversation: &str,
 ) -> u64 {
     use ledgerwire::ledger::Payload;
-    use ledgerwire::studio::records::{FrameSent, ModelExchanged};
+    use ledgerwire::studio::records::{FrameSent, ModelExchangedV2};
     let streams: Vec<_> = ledger.streams().collect().await;
     let Some(stream) = streams
         .into_iter()
@@ -343,7 +343,7 @@ async fn model_time_before_first_frame(
         if FrameSent::from_record(&record).is_some() {
             break;
         }
-        if let Some(Ok(call)) = ModelExchanged::from_record(&record) {
+        if let Some(Ok(call)) = ModelExchangedV2::read(&record) {
             total += call.elapsed_ms;
         }
     }

@@ -17,9 +17,9 @@ use crate::ledger::{Fold, FoldError, Payload, Record};
 
 use super::canvas;
 use super::records::{
-    CancelRequested, CompositionMutated, FrameSent, InterruptAnswered, PlanApprovalRecorded,
-    RequestApplied, SegmentClaimed, SegmentEnd, SegmentReleased, SegmentRenewed, StudioKind,
-    TurnRequested,
+    CancelRequested, CompositionMutated, FrameSent, InterruptAnswered, ModelExchanged,
+    PlanApprovalRecorded, RequestApplied, SegmentClaimed, SegmentEnd, SegmentReleased,
+    SegmentRenewed, StudioKind, TurnRequested,
 };
 pub use super::turns::Turns;
 use crate::wire::composition::{CompositionManifest, CompositionMutation, StreamedComponent};
@@ -405,6 +405,11 @@ impl Fold for ConversationFold {
             // Audit only: `replay --check` reads which agent served.
             StudioKind::SegmentAgent => Ok(()),
             StudioKind::ModelExchanged => {
+                let old: ModelExchanged = decode(record)?;
+                super::exchanges::model_exchanged(state, old.into());
+                Ok(())
+            }
+            StudioKind::ModelExchangedV2 => {
                 super::exchanges::model_exchanged(state, decode(record)?);
                 Ok(())
             }

@@ -10,11 +10,11 @@
 use std::sync::Arc;
 
 use super::conversation::{Conversation, Turn};
-use super::records::ModelExchanged;
+use super::records::ModelExchangedV2;
 use crate::agent::model::exchange::ModelExchange;
 
 /// Folds a model call into its turn.
-pub(super) fn model_exchanged(state: &mut Conversation, record: ModelExchanged) {
+pub(super) fn model_exchanged(state: &mut Conversation, record: ModelExchangedV2) {
     let current = state.turns.len();
     let Some(turn) = usize::try_from(record.turn)
         .ok()
@@ -67,8 +67,9 @@ pub(super) fn reusable(turn: &Turn, answers: usize) -> Arc<Vec<ModelExchange>> {
 mod tests {
     use super::*;
 
-    fn call(turn: u32, answers: u32, index: u32, reply: Option<&str>) -> ModelExchanged {
-        ModelExchanged {
+    /// A call as an older build recorded it (kind 27), upgraded.
+    fn call(turn: u32, answers: u32, index: u32, reply: Option<&str>) -> ModelExchangedV2 {
+        super::super::records::ModelExchanged {
             turn,
             segment: 1,
             answers,
@@ -80,6 +81,7 @@ mod tests {
             bad_output: false,
             elapsed_ms: 1,
         }
+        .into()
     }
 
     #[test]
@@ -111,5 +113,22 @@ mod tests {
         );
         turn_started(&mut state);
         assert!(state.turns.last().unwrap().exchanges.is_empty());
+    }
+
+    #[test]
+    fn a_streaming_call_is_kept_once_complete_with_its_text_cuts() {
+        let mut state = Conversation::default();
+        state
+            .turns
+            .push(Turn::paused_on_a_plan(1, "int-1-2", false));
+        let mut started = call(1, 0, 0, None);
+        (started.error, started.streaming) = (None, true);
+        model_exchanged(&mut state, started);
+        assert!(reusable(state.turns.last().unwrap(), 0).is_empty());
+        let mut done = call(1, 0, 0, Some("{\"tool\":\"answer\"}"));
+        done.text_cuts = vec![4, 9];
+        model_exchanged(&mut state, done);
+        let kept = reusable(state.turns.last().unwrap(), 0);
+        assert_eq!(kept[0].text_cuts, [4, 9]);
     }
 }

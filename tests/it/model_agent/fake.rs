@@ -33,6 +33,21 @@ pub enum Reply {
     Dropped(String),
     /// Nothing, ever: the call waits until the caller hangs up.
     Hang,
+    /// The content in `pieces` chunks, each after the first sent only
+    /// once the test adds a permit to `gate`.
+    Gated {
+        content: String,
+        pieces: usize,
+        gate: Arc<tokio::sync::Semaphore>,
+    },
+    /// All of the content, then, once the test adds a permit to `gate`
+    /// (having seen it arrive), the connection drops.
+    Cut {
+        content: String,
+        gate: Arc<tokio::sync::Semaphore>,
+    },
+    /// All of the content, then nothing until the caller hangs up.
+    StreamThenHang(String),
 }
 
 #[derive(Default)]
@@ -273,16 +288,59 @@ fn respond(reply: Reply, hung_up: Arc<tokio::sync::Notify>) -> Response {
             parts.push(Err(std::io::Error::other("the fake drops the connection")));
             sse(Body::from_stream(futures_util::stream::iter(parts)))
         }
-        Reply::Hang => {
-            let guard = HangUp(hung_up);
-            let stream = futures_util::stream::once(async move {
-                let _guard = guard;
-                std::future::pending::<()>().await;
-                Ok::<Bytes, std::io::Error>(Bytes::new())
+        Reply::Hang => sse(Body::from_stream(hang(Vec::new(), hung_up))),
+        Reply::Gated {
+            content,
+            pieces: count,
+            gate,
+        } => {
+            let size = content.chars().count().div_ceil(count.max(1)).max(1);
+            let mut parts: Vec<(bool, Bytes)> = pieces(&content, size)
+                .iter()
+                .enumerate()
+                .map(|(n, p)| (n > 0, chunk(p)))
+                .collect();
+            parts.extend(finish().into_iter().map(|b| (false, b)));
+            let stream = futures_util::stream::iter(parts).then(move |(gated, part)| {
+                let gate = Arc::clone(&gate);
+                async move {
+                    if gated {
+                        gate.acquire().await.expect("the gate").forget();
+                    }
+                    Ok::<_, std::io::Error>(part)
+                }
             });
             sse(Body::from_stream(stream))
         }
+        Reply::Cut { content, gate } => {
+            let parts: Vec<Item> = pieces(&content, 7).iter().map(|p| Ok(chunk(p))).collect();
+            let cut = futures_util::stream::once(async move {
+                gate.acquire().await.expect("the gate").forget();
+                Err(std::io::Error::other("the fake drops the connection"))
+            });
+            sse(Body::from_stream(
+                futures_util::stream::iter(parts).chain(cut),
+            ))
+        }
+        Reply::StreamThenHang(content) => {
+            let parts = pieces(&content, 7).iter().map(|p| chunk(p)).collect();
+            sse(Body::from_stream(hang(parts, hung_up)))
+        }
     }
+}
+
+/// `parts`, then nothing until the caller hangs up (which `hung_up` tells).
+fn hang(
+    parts: Vec<Bytes>,
+    hung_up: Arc<tokio::sync::Notify>,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
+    let guard = HangUp(hung_up);
+    let never = futures_util::stream::once(async move {
+        let _guard = guard;
+        std::future::pending::<()>().await;
+        Ok::<Bytes, std::io::Error>(Bytes::new())
+    });
+    futures_util::stream::iter(parts.into_iter().map(Ok)).chain(never)
 }
 
 /// Accepts TCP connections and completes their TLS handshake; a client

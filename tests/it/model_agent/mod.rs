@@ -8,6 +8,7 @@ mod crash;
 mod fake;
 mod hostile;
 mod property;
+mod streaming;
 mod tiny;
 mod tls;
 
@@ -36,7 +37,7 @@ fn recorded(name: &str) -> (String, Vec<Reply>) {
         .as_array()
         .expect("replies")
         .iter()
-        .map(|reply| Reply::Stream(reply.to_string()))
+        .map(|reply| Reply::Stream(in_schema_order(reply)))
         .collect();
     (
         fixture["question"].as_str().expect("question").to_owned(),
@@ -51,7 +52,26 @@ pub(crate) fn step(members: Value) -> String {
     for (key, value) in members.as_object().expect("an object") {
         reply[key] = value.clone();
     }
-    reply.to_string()
+    in_schema_order(&reply)
+}
+
+/// A reply object as a model following the schema writes it: its members
+/// in the schema's order (`tool` first), any others after them.
+pub(crate) fn in_schema_order(reply: &Value) -> String {
+    use ledgerwire::agent::model::step::STEP_MEMBERS;
+    let object = reply.as_object().expect("an object");
+    let mut names: Vec<&String> = object.keys().collect();
+    names.sort_by_key(|name| {
+        STEP_MEMBERS
+            .iter()
+            .position(|member| member == name)
+            .unwrap_or(STEP_MEMBERS.len())
+    });
+    let members: Vec<String> = names
+        .into_iter()
+        .map(|name| format!("{}:{}", json!(name), object[name.as_str()]))
+        .collect();
+    format!("{{{}}}", members.join(","))
 }
 
 /// A server whose agent calls `fake`, and what the test reads it with.
