@@ -323,7 +323,8 @@ async fn against_the_tiny_model() {
     let _ = child.wait();
 }
 
-/// The recorded time of the model calls made before the segment's first frame.
+/// The recorded time of the model calls made before the segment's first
+/// frame (a call whose text streamed: its time to that text).
 async fn model_time_before_first_frame(
     ledger: &ledgerwire::ledger::Ledger,
     conversation: &str,

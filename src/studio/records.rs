@@ -192,6 +192,7 @@ pub struct ModelExchangedV2 {
     pub error: Option<String>,
     /// The failure was an unusable reply rather than none.
     pub bad_output: bool,
+    /// The call's time; on a `streaming` record, its time to that text.
     pub elapsed_ms: u64,
     /// What a failed call had sent up to its last text delta.
     pub partial: String,

@@ -70,8 +70,10 @@ pub(super) fn live(transport: Arc<dyn Transport>, id: CallId, body: String) -> C
                         continue;
                     }
                     if cuts.is_empty() {
-                        let digest = id.request_digest.clone();
-                        yield CallEvent::Started(ModelExchange::streaming(id.answers, id.index, digest));
+                        let mut note = ModelExchange::streaming(id.answers, id.index, id.request_digest.clone());
+                        // How long the model took to its first text.
+                        note.elapsed_ms = started.elapsed().as_millis() as u64;
+                        yield CallEvent::Started(note);
                     }
                     // The reply is bounded far below 4 GiB.
                     cuts.push(u32::try_from(content.len()).unwrap_or(u32::MAX));

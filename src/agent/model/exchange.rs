@@ -52,7 +52,8 @@ impl ModelExchange {
         self.reply.is_some()
     }
 
-    /// The record made as call `index`'s text starts to stream.
+    /// The record made as call `index`'s text starts to stream (its
+    /// `elapsed_ms`, set by the caller: the time to that text).
     pub fn streaming(answers: u32, index: u32, request_digest: String) -> Self {
         Self {
             answers,
