@@ -84,12 +84,18 @@ mod tests {
         .into()
     }
 
-    #[test]
-    fn a_turn_keeps_its_completed_calls_at_its_latest_answer_only() {
+    /// A conversation whose one turn is paused on a plan.
+    fn one_turn() -> Conversation {
         let mut state = Conversation::default();
         state
             .turns
             .push(Turn::paused_on_a_plan(1, "int-1-2", false));
+        state
+    }
+
+    #[test]
+    fn a_turn_keeps_its_completed_calls_at_its_latest_answer_only() {
+        let mut state = one_turn();
         model_exchanged(&mut state, call(1, 0, 0, Some("a")));
         model_exchanged(&mut state, call(1, 0, 1, None));
         model_exchanged(&mut state, call(2, 0, 0, Some("other turn")));
@@ -117,10 +123,7 @@ mod tests {
 
     #[test]
     fn a_streaming_call_is_kept_once_complete_with_its_text_cuts() {
-        let mut state = Conversation::default();
-        state
-            .turns
-            .push(Turn::paused_on_a_plan(1, "int-1-2", false));
+        let mut state = one_turn();
         let mut started = call(1, 0, 0, None);
         (started.error, started.streaming) = (None, true);
         model_exchanged(&mut state, started);

@@ -276,7 +276,18 @@ async fn cancel_hangs_up_on_the_model_while_heartbeats_flow() {
             None => panic!("the stream closed while the model thought"),
         }
     }
-    let cancel = json!({"kind": "turn.cancel", "conversation_id": "c"});
+    cancel_and_see_the_model_hang_up(&rig, &mut reader, "c").await;
+    assert_eq!(rig.fake.calls(), 1);
+}
+
+/// Posts `/cancel` for `conversation`: its stream ends on the cancelled
+/// error, and the model sees its call dropped.
+pub(crate) async fn cancel_and_see_the_model_hang_up(
+    rig: &Rig,
+    reader: &mut crate::support::SseReader,
+    conversation: &str,
+) {
+    let cancel = json!({"kind": "turn.cancel", "conversation_id": conversation});
     let (status, _) = rig.client.json("/api/studio/cancel", &cancel).await;
     assert_eq!(status, 204);
     let frames = reader.frames().await;
@@ -284,7 +295,25 @@ async fn cancel_hangs_up_on_the_model_while_heartbeats_flow() {
     tokio::time::timeout(crate::support::EVENT_TIMEOUT, rig.fake.hung_up())
         .await
         .expect("the model call was aborted");
-    assert_eq!(rig.fake.calls(), 1);
+}
+
+/// `text` cut into pieces at the byte offsets `cuts` (each taken modulo
+/// the length, kept where it falls between characters).
+pub(crate) fn pieces(text: &str, cuts: &[usize]) -> Vec<String> {
+    let mut at: Vec<usize> = cuts
+        .iter()
+        .map(|c| c % (text.len() + 1))
+        .filter(|c| text.is_char_boundary(*c))
+        .collect();
+    at.sort_unstable();
+    at.dedup();
+    let mut pieces = Vec::new();
+    let mut from = 0;
+    for to in at.into_iter().chain([text.len()]) {
+        pieces.push(text[from..to].to_owned());
+        from = to;
+    }
+    pieces
 }
 
 #[tokio::test]

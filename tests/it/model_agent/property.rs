@@ -14,6 +14,8 @@ use ledgerwire::wire::frame::Frame;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+use super::pieces;
+
 /// One scripted call: the reply's pieces, then how it ends (`None`: whole).
 type Call = (Vec<String>, Option<CallError>);
 
@@ -78,25 +80,6 @@ fn step() -> impl Strategy<Value = String> {
             // or with `serde_json`'s sorted members (`text` first).
             if extra || from % 2 == 0 { super::in_schema_order(&step) } else { step.to_string() }
         })
-}
-
-/// A reply cut into pieces at `cuts` (byte offsets, kept where they fall
-/// on characters).
-fn pieces(reply: &str, cuts: &[usize]) -> Vec<String> {
-    let mut at: Vec<usize> = cuts
-        .iter()
-        .map(|c| c % (reply.len() + 1))
-        .filter(|c| reply.is_char_boundary(*c))
-        .collect();
-    at.sort_unstable();
-    at.dedup();
-    let mut pieces = Vec::new();
-    let mut from = 0;
-    for to in at.into_iter().chain([reply.len()]) {
-        pieces.push(reply[from..to].to_owned());
-        from = to;
-    }
-    pieces
 }
 
 fn failure() -> impl Strategy<Value = CallError> {

@@ -15,8 +15,19 @@ use ledgerwire::wire::frame::Frame;
 use serde_json::{Value, json};
 
 use super::fake::Reply;
-use super::{assert_replays_without_a_model, assert_well_formed, events, rig, step, turn};
+use super::{
+    assert_replays_without_a_model, assert_well_formed, cancel_and_see_the_model_hang_up, events,
+    pieces, rig, step, turn,
+};
 use crate::support::{SseEvent, SseReader};
+
+/// Asks the question of `conversation`; the stream's response.
+async fn ask(rig: &super::Rig, conversation: &str) -> reqwest::Response {
+    let question = turn(conversation, "How did Chad's population change?");
+    let response = rig.client.post("/api/studio/turn", &question).await;
+    assert_eq!(response.status(), 200);
+    response
+}
 
 const ANSWER: &str = "Chad's population grew **fivefold** since 1960, to about 17 million.";
 
@@ -39,14 +50,7 @@ async fn an_answers_text_reaches_the_client_while_the_model_writes_it() {
         gate: Arc::clone(&gate),
     };
     let rig = rig(vec![reply], None, 20_000).await;
-    let response = rig
-        .client
-        .post(
-            "/api/studio/turn",
-            &turn("g", "How did Chad's population change?"),
-        )
-        .await;
-    assert_eq!(response.status(), 200);
+    let response = ask(&rig, "g").await;
     let mut reader = SseReader::new(response);
     let mut frames = Vec::new();
     let mut text = String::new();
@@ -94,13 +98,7 @@ async fn text_from_a_reply_that_breaks_or_fails_the_schema_is_withdrawn() {
         Reply::Stream(step(json!({"tool": "answer", "text": ANSWER}))),
     ];
     let rig = rig(replies, None, 10_000).await;
-    let response = rig
-        .client
-        .post(
-            "/api/studio/turn",
-            &turn("w", "How did Chad's population change?"),
-        )
-        .await;
+    let response = ask(&rig, "w").await;
     let mut reader = SseReader::new(response);
     let mut frames = Vec::new();
     while let Some(event) = reader.next().await {
@@ -140,13 +138,7 @@ async fn text_from_a_reply_that_breaks_or_fails_the_schema_is_withdrawn() {
 async fn cancel_mid_answer_hangs_up_on_the_model_and_the_log_still_replays() {
     let partial = format!("{{\"tool\": \"answer\", \"text\": \"{ANSWER}");
     let rig = rig(vec![Reply::StreamThenHang(partial)], None, 60_000).await;
-    let response = rig
-        .client
-        .post(
-            "/api/studio/turn",
-            &turn("c", "How did Chad's population change?"),
-        )
-        .await;
+    let response = ask(&rig, "c").await;
     let mut reader = SseReader::new(response);
     let mut streamed = String::new();
     let mut heartbeats = 0;
@@ -165,14 +157,7 @@ async fn cancel_mid_answer_hangs_up_on_the_model_and_the_log_still_replays() {
         }
     }
     assert_eq!(streamed, ANSWER.trim_end());
-    let cancel = json!({"kind": "turn.cancel", "conversation_id": "c"});
-    let (status, _) = rig.client.json("/api/studio/cancel", &cancel).await;
-    assert_eq!(status, 204);
-    let frames = reader.frames().await;
-    assert_eq!(frames.last().unwrap()["error"]["code"], "cancelled");
-    tokio::time::timeout(crate::support::EVENT_TIMEOUT, rig.fake.hung_up())
-        .await
-        .expect("the model call was aborted");
+    cancel_and_see_the_model_hang_up(&rig, &mut reader, "c").await;
     // The cut call's text is in the log only as its deltas: the check
     // stops where the call began.
     assert_replays_without_a_model(&rig.ledger).await;
@@ -220,17 +205,6 @@ async fn run(
     (frames, recorded)
 }
 
-/// `text` cut at the byte offsets `at`.
-fn cut(text: &str, at: &[usize]) -> Vec<String> {
-    let mut pieces = Vec::new();
-    let mut from = 0;
-    for &to in at.iter().chain([&text.len()]) {
-        pieces.push(text[from..to].to_owned());
-        from = to;
-    }
-    pieces
-}
-
 #[tokio::test]
 async fn a_reused_or_replayed_call_sends_the_frames_the_live_one_did() {
     let reply = step(json!({"tool": "answer", "text": ANSWER}));
@@ -238,14 +212,14 @@ async fn a_reused_or_replayed_call_sends_the_frames_the_live_one_did() {
     let not_json = format!("{{\"tool\": \"answer\", \"text\": \"{}\" !", &ANSWER[..20]);
     let script = vec![
         // Complete, but not JSON: kept, and reused by a retried segment.
-        (cut(&not_json, &[text_at + 4, text_at + 12]), None),
+        (pieces(&not_json, &[text_at + 4, text_at + 12]), None),
         // Cut off mid-text: a failure whose text must replay too.
         (
-            cut(&reply, &[text_at + 9, text_at + 15]),
+            pieces(&reply, &[text_at + 9, text_at + 15]),
             Some(CallError::Dropped),
         ),
         (
-            cut(&reply, &[text_at + 3, text_at + 20, text_at + 41]),
+            pieces(&reply, &[text_at + 3, text_at + 20, text_at + 41]),
             None,
         ),
     ];
