@@ -28,7 +28,7 @@
 //! frame, whatever the model says.
 
 pub mod client;
-pub mod exchange;
+pub use crate::agent::exchange;
 pub mod flow;
 pub mod prompt;
 pub mod settings;
