@@ -8,6 +8,7 @@
 //! Modules, pure first:
 //! - [`transcript`]: the conversation as messages (a fold).
 //! - [`documents`]: the main and message documents (JSON).
+//! - [`protocol`]: the protocol's names and native version.
 //! - [`interest`]: what an attach asks to read.
 //! - [`source`]: the document source the host follows.
 //! - [`commands`]: the commands, through the Studio's keyed decisions.
@@ -23,6 +24,7 @@ pub mod commands;
 pub mod documents;
 pub mod inline_messages;
 pub mod interest;
+pub mod protocol;
 pub mod source;
 pub mod transcript;
 
@@ -40,21 +42,13 @@ use crate::ledger::Ledger;
 use crate::statewire::host::{Host, HostBuilder, HostError, ProtocolDef};
 use crate::statewire::ids::PrincipalId;
 use crate::statewire::negotiation::Record;
-use crate::statewire::version::Version;
 use crate::studio::auth::{self, AuthPolicy};
 use crate::studio::service::Studio;
 
 use commands::Method;
 use interest::Interest;
+pub use protocol::{HARNESS_SDK, HARNESS_SDK_VERSION, INTEREST};
 use source::HarnessSource;
-
-/// The protocol's name.
-pub const HARNESS_SDK: &str = "harness-sdk";
-/// Its child holding an attach's interests (ephemeral, synced).
-pub const INTEREST: &str = "harness-sdk/interest";
-/// The native version; 2026-11-15..2026-11-30 are served through
-/// [`inline_messages`].
-pub const HARNESS_SDK_VERSION: Version = Version::ymd(2026, 12, 1);
 
 /// A Studio `Authorization` check as a Statewire authenticator: the same
 /// bearer rules, `STUDIO_API_TOKEN` and principal digest as the Studio's

@@ -32,7 +32,7 @@
 mod answer_text;
 mod call;
 pub mod client;
-pub mod exchange;
+pub use crate::agent::exchange;
 pub mod flow;
 pub mod prompt;
 pub mod settings;
