@@ -5,7 +5,9 @@
 //! (question → plan, approve → done) through the real server, median of
 //! five alternated rounds, wall time and process CPU per conversation for
 //! each agent, and the server's added latency per model step (the first
-//! segment's extra time over the built-in agent's, per call). Then, when
+//! segment's extra time over the built-in agent's, per call), with the
+//! records and syncs each conversation cost the store (counts, which do
+//! not depend on the machine). Then, when
 //! `scripts/test` has installed the tiny model, against SmolLM2-135M on
 //! llama.cpp's server: time to the first frame and the share of it that
 //! is the model's (its calls' recorded time).
@@ -27,6 +29,7 @@ use futures_util::StreamExt;
 use ledgerwire::agent::Agent;
 use ledgerwire::agent::builtin::BuiltinAgent;
 use ledgerwire::agent::model::{ModelAgent, ModelArgs, ModelSettings};
+use ledgerwire::ledger::Ledger;
 use ledgerwire::ledger::local::OpenMode;
 use ledgerwire::server::{BoundServer, StatewireOptions};
 use ledgerwire::studio::config::StudioConfig;
@@ -39,9 +42,11 @@ const ROUNDS: usize = 5;
 /// Model calls in the first segment of a recorded conversation.
 const MODEL_STEPS: f64 = 2.0;
 /// Turns against the tiny model.
-const TINY_TURNS: usize = 3;
+const TINY_TURNS: usize = 4;
 
 const QUESTION: &str = "Life expectancy in Kenya since 1990";
+/// A turn the tiny model may answer in words (its text then streams).
+const CHAT: &str = "Hello! In one sentence, what can you do?";
 
 /// A fake model answering each call at once: the first call of a segment
 /// with the recorded lookup, any later one with the recorded plan.
@@ -85,19 +90,26 @@ async fn fake_model() -> SocketAddr {
     addr
 }
 
-async fn server(agent: Arc<dyn Agent>, dir: &std::path::Path) -> SocketAddr {
+/// A server with `agent` over a store in `dir`; its address and store.
+async fn server(agent: Arc<dyn Agent>, dir: &std::path::Path) -> (SocketAddr, Ledger) {
     let (ledger, _) =
         ledgerwire::ledger::local::open(dir, OpenMode::CreateIfMissing).expect("open ledger");
     let addr = "127.0.0.1:0".parse().expect("addr");
     let studio = StudioConfig::default();
-    let server = BoundServer::bind_with(addr, ledger, studio, agent, StatewireOptions::default())
-        .await
-        .expect("bind");
+    let server = BoundServer::bind_with(
+        addr,
+        ledger.clone(),
+        studio,
+        agent,
+        StatewireOptions::default(),
+    )
+    .await
+    .expect("bind");
     let addr = server.local_addr().expect("addr");
     tokio::spawn(async move {
         let _ = server.run(std::future::pending::<()>()).await;
     });
-    addr
+    (addr, ledger)
 }
 
 /// Posts and reads the stream to its end; the frames, and when the first
@@ -142,22 +154,49 @@ struct Round {
     first_segment: Duration,
     whole: Duration,
     cpu: Duration,
+    /// The store's counters over the round.
+    records: u64,
+    syncs: u64,
+    sync: Duration,
 }
 
-async fn round(http: &reqwest::Client, addr: SocketAddr, side: &str, n: usize) -> Round {
+async fn round(
+    http: &reqwest::Client,
+    (addr, ledger): &(SocketAddr, Ledger),
+    side: &str,
+    n: usize,
+) -> Round {
     let cpu = process_cpu();
+    let before = ledger.stats();
     let (mut first_segment, mut whole) = (Duration::ZERO, Duration::ZERO);
     for i in 0..CONVERSATIONS {
-        let (planned, all) = conversation(http, addr, &format!("{side}-{n}-{i}")).await;
+        let (planned, all) = conversation(http, *addr, &format!("{side}-{n}-{i}")).await;
         first_segment += planned;
         whole += all;
     }
+    let after = ledger.stats();
     let per = |d: Duration| d / CONVERSATIONS as u32;
     Round {
         first_segment: per(first_segment),
         whole: per(whole),
         cpu: per(process_cpu() - cpu),
+        records: after.records_appended - before.records_appended,
+        syncs: after.syncs - before.syncs,
+        sync: Duration::from_micros(after.sync_micros - before.sync_micros),
     }
+}
+
+/// Records and syncs per conversation over `rounds`, and one sync's time.
+fn counts(rounds: &[Round]) -> (f64, f64, Duration) {
+    let conversations = (rounds.len() * CONVERSATIONS) as f64;
+    let records: u64 = rounds.iter().map(|r| r.records).sum();
+    let syncs: u64 = rounds.iter().map(|r| r.syncs).sum();
+    let sync: Duration = rounds.iter().map(|r| r.sync).sum();
+    (
+        records as f64 / conversations,
+        syncs as f64 / conversations,
+        sync / u32::try_from(syncs.max(1)).unwrap_or(u32::MAX),
+    )
 }
 
 fn median(mut values: Vec<Duration>) -> Duration {
@@ -178,25 +217,26 @@ async fn against_the_fake() {
         max_tokens: 256,
         steps: 8,
         concurrency: 16,
+        ca: None,
     };
     let model =
         ModelAgent::connect(ModelSettings::new(&args, None).expect("settings")).expect("client");
     let dirs = [tempdir(), tempdir()];
-    let builtin_addr = server(Arc::new(BuiltinAgent::default()), dirs[0].path()).await;
-    let model_addr = server(Arc::new(model), dirs[1].path()).await;
+    let builtin_server = server(Arc::new(BuiltinAgent::default()), dirs[0].path()).await;
+    let model_server = server(Arc::new(model), dirs[1].path()).await;
     let http = reqwest::Client::new();
     // Warm both (connections, the bundled data, the allocator).
-    round(&http, builtin_addr, "warm-b", 0).await;
-    round(&http, model_addr, "warm-m", 0).await;
+    round(&http, &builtin_server, "warm-b", 0).await;
+    round(&http, &model_server, "warm-m", 0).await;
     let (mut builtin, mut model) = (Vec::new(), Vec::new());
     for n in 0..ROUNDS {
         // Alternate which side runs first.
         if n % 2 == 0 {
-            builtin.push(round(&http, builtin_addr, "b", n).await);
-            model.push(round(&http, model_addr, "m", n).await);
+            builtin.push(round(&http, &builtin_server, "b", n).await);
+            model.push(round(&http, &model_server, "m", n).await);
         } else {
-            model.push(round(&http, model_addr, "m", n).await);
-            builtin.push(round(&http, builtin_addr, "b", n).await);
+            model.push(round(&http, &model_server, "m", n).await);
+            builtin.push(round(&http, &builtin_server, "b", n).await);
         }
     }
     let pick = |rounds: &[Round], f: fn(&Round) -> Duration| median(rounds.iter().map(f).collect());
@@ -229,6 +269,18 @@ async fn against_the_fake() {
     let added = (micros(m_first) - micros(b_first)) / MODEL_STEPS;
     println!(
         "server's added latency per model step: {added:.0} us (first segment's extra time / {MODEL_STEPS} calls)"
+    );
+    let ((b_records, b_syncs, b_sync), (m_records, m_syncs, m_sync)) =
+        (counts(&builtin), counts(&model));
+    println!(
+        "records / conv     builtin {b_records:>9.1}      model {m_records:>9.1}      (+{:.1}: each call recorded)",
+        m_records - b_records
+    );
+    println!(
+        "syncs / conv       builtin {b_syncs:>9.1}      model {m_syncs:>9.1}      (+{:.1}; one sync {:.0} and {:.0} us)",
+        m_syncs - b_syncs,
+        micros(b_sync),
+        micros(m_sync)
     );
 }
 
@@ -278,6 +330,7 @@ async fn against_the_tiny_model() {
         max_tokens: 128,
         steps: 2,
         concurrency: 1,
+        ca: None,
     };
     let model =
         ModelAgent::connect(ModelSettings::new(&args, None).expect("settings")).expect("client");
@@ -306,14 +359,19 @@ async fn against_the_tiny_model() {
         "# model agent against SmolLM2-135M on llama.cpp's server (loopback), {TINY_TURNS} turns"
     );
     for n in 0..TINY_TURNS {
-        let turn = json!({"kind": "turn.request", "conversation_id": format!("tiny-{n}"), "message": QUESTION});
+        let question = if n % 2 == 0 { QUESTION } else { CHAT };
+        let turn = json!({"kind": "turn.request", "conversation_id": format!("tiny-{n}"), "message": question});
         let (frames, first) =
             stream(&http, format!("http://{server_addr}/api/studio/turn"), turn).await;
         let model_ms = model_time_before_first_frame(&ledger, &format!("tiny-{n}")).await;
         println!(
-            "turn {n}: first frame after {:.0} ms, {model_ms} ms of it the model's ({:.0}%), ended on {}",
+            "turn {n} ({question:?}): first frame after {:.0} ms, {model_ms} ms of it the model's ({:.0}%), first {}, {} frames, last {}",
             first.as_secs_f64() * 1e3,
             model_ms as f64 / (first.as_secs_f64() * 1e3) * 100.0,
+            frames
+                .first()
+                .map_or("?".into(), |f| f["event"].to_string()),
+            frames.len(),
             frames.last().map_or("?".into(), |f| f["event"].to_string())
         );
     }
@@ -321,13 +379,14 @@ async fn against_the_tiny_model() {
     let _ = child.wait();
 }
 
-/// The recorded time of the model calls made before the segment's first frame.
+/// The recorded time of the model calls made before the segment's first
+/// frame (a call whose text streamed: its time to that text).
 async fn model_time_before_first_frame(
     ledger: &ledgerwire::ledger::Ledger,
     conversation: &str,
 ) -> u64 {
     use ledgerwire::ledger::Payload;
-    use ledgerwire::studio::records::{FrameSent, ModelExchanged};
+    use ledgerwire::studio::records::{FrameSent, ModelExchangedV2};
     let streams: Vec<_> = ledger.streams().collect().await;
     let Some(stream) = streams
         .into_iter()
@@ -341,7 +400,7 @@ async fn model_time_before_first_frame(
         if FrameSent::from_record(&record).is_some() {
             break;
         }
-        if let Some(Ok(call)) = ModelExchanged::from_record(&record) {
+        if let Some(Ok(call)) = ModelExchangedV2::read(&record) {
             total += call.elapsed_ms;
         }
     }

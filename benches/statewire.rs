@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use ledgerwire::ledger::local::OpenMode;
 use ledgerwire::ledger::probe::Probe;
 use ledgerwire::ledger::{Durability, ExpectedPosition, Ledger, Payload, StreamKey};
-use ledgerwire::statewire::example::register;
+use ledgerwire::statewire::demo::register;
 use ledgerwire::statewire::host::{AttachHandle, AttachRequest, Host, ProtocolDef};
 use ledgerwire::statewire::ids::{ProtocolName, ThreadId, ThreadScope};
 use ledgerwire::statewire::packet::{Command, Frame};

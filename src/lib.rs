@@ -16,8 +16,10 @@
 //! This package's modules, in layers that point down (ARCHITECTURE.md
 //! names the order; `tests/it/tidy.rs` checks it):
 //!
-//! 1. [`record_kinds`] (every door's record kinds in one registry) and
-//!    [`store`] (which ledger a command names, and opening it);
+//! 1. [`record_kinds`] (every door's record kinds in one registry),
+//!    [`store`] (which ledger a command names, and opening it) and
+//!    [`statewire_client`] (a Rust client of the Statewire door, kept
+//!    out of the door);
 //! 2. [`log_commands`] (`ledgerwire log …` and `replay`), [`web`] (the
 //!    page compiled in), then [`server`] (both doors on one HTTP server);
 //! 3. programs that use the rest as clients: [`chat`], [`crashtest`],
@@ -41,5 +43,6 @@ pub mod loadgen;
 pub mod log_commands;
 pub mod record_kinds;
 pub mod server;
+pub mod statewire_client;
 pub mod store;
 pub mod web;

@@ -27,7 +27,7 @@ mod tests {
     #[test]
     fn every_kind_has_one_code_and_a_name_in_its_owners_range() {
         let kinds: Vec<_> = super::registry().kinds().collect();
-        assert_eq!(kinds.len(), 18);
+        assert_eq!(kinds.len(), 19);
         for kind in kinds {
             let owner = kind.name.split('.').next().unwrap_or_default();
             let range = match owner {

@@ -124,10 +124,15 @@ impl View {
         Ok(())
     }
 
-    /// A `message.complete`: the whole message, in place of its deltas.
+    /// A `message.complete`: the whole message, in place of its deltas
+    /// (an empty one takes them back, as the model agent's withdrawal of
+    /// a reply that broke off: nothing is written).
     pub(super) fn complete(&mut self, out: &mut impl Write, text: &str) -> io::Result<()> {
         self.pending.clear();
         self.settle(out)?;
+        if text.is_empty() {
+            return Ok(());
+        }
         self.markdown(out, text)
     }
 
@@ -463,6 +468,23 @@ mod tests {
             text,
             "Looking it up.\n  ✓ Fetch\nThe value rose\n\n• from 1\n• to 2\n"
         );
+    }
+
+    #[test]
+    fn an_empty_complete_takes_back_the_streamed_text() {
+        for screen in [Screen::Plain, Screen::Terminal] {
+            let mut out = Vec::new();
+            let mut view = View::new(screen);
+            view.delta(&mut out, "Half an").unwrap();
+            view.complete(&mut out, "").unwrap();
+            view.delta(&mut out, "Whole.").unwrap();
+            view.complete(&mut out, "Whole.").unwrap();
+            let text = String::from_utf8(out).unwrap();
+            let shown = text.rsplit('\r').next().unwrap_or_default();
+            assert!(shown.ends_with("Whole.\n"), "{text:?}");
+            assert_eq!(text.matches("Whole.\n").count(), 1, "{text:?}");
+            assert!(!text.contains("Half an\n"), "{text:?}");
+        }
     }
 
     #[test]

@@ -22,10 +22,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::harness_sdk::HARNESS_SDK;
-use crate::harness_sdk::client::{self, HarnessClient};
-use crate::statewire::client::{ClientError, Session};
 use crate::statewire::ids::ClientId;
 use crate::statewire::packet::{Answer, Rejection};
+use crate::statewire_client::harness::{self, HarnessClient};
+use crate::statewire_client::{ClientError, Session};
 
 use super::{Chat, ChatConfig, ChatError, MAX_RECONNECTS};
 use printed::Printed;
@@ -217,7 +217,7 @@ async fn attach(
     token: &str,
     session: Session,
 ) -> Result<HarnessClient, ChatError> {
-    let config = client::config(base, conversation, token);
+    let config = harness::config(base, conversation, token);
     let url = config.url.clone();
     HarnessClient::connect(config, conversation, session)
         .await

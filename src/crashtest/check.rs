@@ -14,12 +14,12 @@ use serde_json::Value;
 
 use crate::harness_sdk::HARNESS_SDK;
 use crate::ledger::{Ledger, Payload, StreamKey};
-use crate::statewire::client::Session;
 use crate::statewire::ids::{PrincipalId, ProtocolName, ThreadId, ThreadScope};
 use crate::statewire::packet::Answer;
 use crate::statewire::records::{
     CommandAdmitted, CommandAnswered, CommandAnsweredUnder, lane_stream,
 };
+use crate::statewire_client::Session;
 use crate::studio::auth::Principal;
 use crate::studio::records::{
     CompositionMutated, FrameSent, InterruptAnswered, conversation_stream,

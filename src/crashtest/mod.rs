@@ -11,14 +11,16 @@
 //! stream ended without a closing frame, and (in the next round) every
 //! paused turn able to continue.
 //!
-//! Owns: the campaign, its randomness (seeded, so a run can be repeated)
-//! and its report. The clients are `studio_load`'s and `statewire_load`'s,
-//! the checks `check`'s.
+//! Owns: the campaign and its report. Its randomness is `rng`'s (seeded,
+//! so a run can be repeated), the balancer `routes`', the clients
+//! `studio_load`'s, `frames_load`'s and `statewire_load`'s, the checks
+//! `check`'s.
 //! Must never: run without bounds (rounds, uptime and each request are
 //! bounded), or report a clean run with a loss in it.
 
 pub mod check;
 mod frames_load;
+mod rng;
 mod routes;
 mod statewire_load;
 mod studio_load;
@@ -34,6 +36,7 @@ use crate::ledger::{Ledger, LedgerError};
 
 use check::Acks;
 use frames_load::FramesDriver;
+pub use rng::Rng;
 pub use routes::Routes;
 use statewire_load::StatewireDriver;
 use studio_load::StudioDriver;
@@ -155,36 +158,6 @@ pub enum CrashtestError {
     Ledger(#[from] LedgerError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
-}
-
-/// A small seeded generator (xorshift64*): the campaign's choices can be
-/// replayed with `--seed`.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Self(seed.max(1))
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// A number in `0..n` (`n` > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-
-    /// A number in `low..=high`.
-    pub fn between(&mut self, low: u64, high: u64) -> u64 {
-        low + self.below(high.saturating_sub(low) + 1)
-    }
 }
 
 /// One round's figures.

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::harness_sdk::HARNESS_SDK;
-use crate::harness_sdk::client::{HarnessClient, config};
-use crate::statewire::client::Session;
 use crate::statewire::ids::ClientId;
+use crate::statewire_client::Session;
+use crate::statewire_client::harness::{HarnessClient, config};
 
 use super::Routes;
 use super::check::{Acks, ThreadAcks};
@@ -121,7 +121,7 @@ impl StatewireDriver {
         let Some(client) = self.client.as_mut() else {
             return Ok(());
         };
-        let error = |e: crate::statewire::client::ClientError| e.to_string();
+        let error = |e: crate::statewire_client::ClientError| e.to_string();
         // Answers of commands replayed from the outbox first.
         client
             .connection

@@ -7,9 +7,9 @@
 
 use std::time::Duration;
 
-use crate::harness_sdk::client::{HarnessClient, config};
-use crate::statewire::client::Session;
 use crate::statewire::ids::ClientId;
+use crate::statewire_client::Session;
+use crate::statewire_client::harness::{HarnessClient, config};
 
 /// A Statewire client of the load generator.
 pub struct StatewireClient {
@@ -40,7 +40,7 @@ impl StatewireClient {
 
     /// Runs conversation `id` through its thread.
     pub async fn conversation(&self, id: &str) -> Result<(), String> {
-        let error = |e: crate::statewire::client::ClientError| format!("{id}: {e}");
+        let error = |e: crate::statewire_client::ClientError| format!("{id}: {e}");
         let mut client = HarnessClient::connect(
             config(&self.ws_base, id, &self.token),
             id,

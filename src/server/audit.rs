@@ -30,13 +30,7 @@ use crate::log_commands::{self, ToolError};
 use crate::wire::WireError;
 use crate::wire::error::{ErrorCode, Retry};
 
-/// Response header carrying the exit code the offline command would end
-/// with (0, or 1 for a failed verification or a differing replay check).
-pub const EXIT_CODE_HEADER: &str = "ledgerwire-exit-code";
-
-/// Response header carrying, when the exit code is 1, the sentence the
-/// offline command ends with.
-pub const FAILURE_HEADER: &str = "ledgerwire-failure";
+pub use super::audit_answers::{EXIT_CODE_HEADER, FAILURE_HEADER, Integrity, RefusedStream};
 
 /// Most streams or conversations one listing page holds.
 pub const MAX_LIST_PAGE: usize = 1_000;
@@ -357,32 +351,6 @@ async fn integrity(State(audit): State<Audit>, headers: HeaderMap) -> Response {
         write_path: audit.ledger.stats(),
     })
     .into_response()
-}
-
-/// `GET /api/admin/integrity`'s answer.
-#[derive(serde::Serialize, schemars::JsonSchema)]
-pub struct Integrity {
-    /// The store's engine: `local`, `postgres`.
-    engine: String,
-    /// Whether the check of every record that opening starts is done.
-    scan_finished: bool,
-    /// Streams refused because a record of theirs fails its checks.
-    refused_streams: Vec<RefusedStream>,
-    /// Damage the store found that names no stream.
-    damage_elsewhere: Vec<String>,
-    /// Why appends are refused until a restart, if they are.
-    poisoned: Option<String>,
-    /// Why the store cannot be reached now, if it cannot.
-    unavailable: Option<String>,
-    /// The store's counters since it was opened.
-    write_path: crate::ledger::StoreStats,
-}
-
-/// A stream refused, and its first position that fails its checks.
-#[derive(serde::Serialize, schemars::JsonSchema)]
-pub struct RefusedStream {
-    stream: String,
-    position: u64,
 }
 
 /// Which records a dump prints: one stream's from position `from`, or

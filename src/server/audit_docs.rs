@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::api_docs::{self, JSON, OPERATOR_SCHEME};
 use crate::wire::WireError;
 
-use super::audit::{EXIT_CODE_HEADER, FAILURE_HEADER};
+use super::audit_answers::{EXIT_CODE_HEADER, FAILURE_HEADER, Integrity};
 
 type Op<'t> = TransformOperation<'t>;
 
@@ -159,7 +159,7 @@ pub(super) fn conversations(op: Op<'_>) -> Op<'_> {
 
 pub(super) fn integrity(op: Op<'_>) -> Op<'_> {
     let op = route(op, "admin_integrity", "The store's integrity");
-    api_docs::json::<super::audit::Integrity>(
+    api_docs::json::<Integrity>(
         op,
         200,
         "How the store stands: the streams it refuses, whether it takes writes, its counters.",

@@ -24,6 +24,7 @@ use crate::studio::config::StudioConfig;
 use crate::studio::service::Studio;
 
 pub mod audit;
+mod audit_answers;
 mod audit_docs;
 pub mod health;
 pub mod log_filter;

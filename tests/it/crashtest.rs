@@ -5,8 +5,8 @@
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use ledgerwire::crashtest::check::{AckedAnswer, AckedFrame, Acks, ThreadAcks, check};
-use ledgerwire::statewire::client::{LaneOutbox, Session};
 use ledgerwire::statewire::ids::ClientId;
+use ledgerwire::statewire_client::{LaneOutbox, Session};
 use serde_json::json;
 
 use crate::support::{StudioClient, binary, open, quick_studio, scratch, start_stoppable_studio};

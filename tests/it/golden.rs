@@ -303,8 +303,8 @@ const STATEWIRE_GOLDEN: &str = concat!(
 async fn write_statewire_golden(dir: &Path) {
     use crate::statewire::chat_client;
     use crate::support::{quick_studio, start_stoppable_studio};
-    use ledgerwire::statewire::client::{Connection, Session};
     use ledgerwire::statewire::ids::ClientId;
+    use ledgerwire::statewire_client::{Connection, Session};
 
     let (ledger, _) =
         ledgerwire::ledger::local::open(dir.join("store"), OpenMode::CreateIfMissing).unwrap();

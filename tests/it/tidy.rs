@@ -1,8 +1,9 @@
 //! The house rules the compiler does not check, read from the sources:
-//! layers point down, every module opens with what it owns and what it
-//! must never do, a long file has a reason, the storage engine stays in
-//! its module, and every relative link of the Markdown docs points at a
-//! file that exists.
+//! layers point down, no two modules of a crate import each other (in a
+//! circle of any length), every module opens with what it owns and what
+//! it must never do, a long file has a reason, the storage engine stays
+//! in its module, and every relative link of the Markdown docs points at
+//! a file that exists.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("harness_sdk", 6),
     ("record_kinds", 7),
     ("store", 7),
+    ("statewire_client", 7),
     ("log_commands", 8),
     ("web", 8),
     ("server", 9),
@@ -179,6 +181,38 @@ fn the_ledger_knows_no_engine_but_through_its_stores_and_sled_stays_in_the_local
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn no_two_modules_of_a_crate_import_each_other() {
+    // The root package's sources and every layer crate's.
+    let mut roots = vec![root().join("src")];
+    for entry in std::fs::read_dir(root().join("crates")).expect("crates/") {
+        roots.push(entry.expect("a crate folder").path().join("src"));
+    }
+    roots.sort();
+    assert!(roots.len() > 5, "the workspace's crates were not found");
+    let output = std::process::Command::new("python3")
+        .arg(root().join("scripts/import-cycles"))
+        .arg("--check")
+        .args(&roots)
+        .output()
+        .expect("python3 runs scripts/import-cycles (scripts/test installs it)");
+    let report = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "import circles between the modules of a crate (move what both sides use into a module of its own):\n{report}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Every listed crate was read: a renamed folder fails, never shrinks
+    // the check.
+    for root in &roots {
+        assert!(
+            report.contains(&format!("{}: 0 circle(s)", root.display())),
+            "scripts/import-cycles did not read {}:\n{report}",
+            root.display()
+        );
+    }
 }
 
 #[test]

@@ -8,23 +8,23 @@
 //! Modules, pure first:
 //! - [`transcript`]: the conversation as messages (a fold).
 //! - [`documents`]: the main and message documents (JSON).
+//! - [`protocol`]: the protocol's names and native version.
 //! - [`interest`]: what an attach asks to read.
 //! - [`source`]: the document source the host follows.
 //! - [`commands`]: the commands, through the Studio's keyed decisions.
 //! - [`inline_messages`]: the older contract (2026-11-15), served through
 //!   an adapter.
-//! - [`client`]: `harness-sdk` helpers over the Rust Statewire client.
 //!
 //! Must never: keep a document that is not a fold of the conversation, or
 //! let Statewire reach the conversation by any way but the Studio's
 //! decisions.
 //! Owns: the `harness-sdk` protocol's registration on the host.
 
-pub mod client;
 pub mod commands;
 pub mod documents;
 pub mod inline_messages;
 pub mod interest;
+pub mod protocol;
 pub mod source;
 pub mod transcript;
 
@@ -42,21 +42,13 @@ use crate::ledger::Ledger;
 use crate::statewire::host::{Host, HostBuilder, HostError, ProtocolDef};
 use crate::statewire::ids::PrincipalId;
 use crate::statewire::negotiation::Record;
-use crate::statewire::version::Version;
 use crate::studio::auth::{self, AuthPolicy};
 use crate::studio::service::Studio;
 
 use commands::Method;
 use interest::Interest;
+pub use protocol::{HARNESS_SDK, HARNESS_SDK_VERSION, INTEREST};
 use source::HarnessSource;
-
-/// The protocol's name.
-pub const HARNESS_SDK: &str = "harness-sdk";
-/// Its child holding an attach's interests (ephemeral, synced).
-pub const INTEREST: &str = "harness-sdk/interest";
-/// The native version; 2026-11-15..2026-11-30 are served through
-/// [`inline_messages`].
-pub const HARNESS_SDK_VERSION: Version = Version::ymd(2026, 12, 1);
 
 /// A Studio `Authorization` check as a Statewire authenticator: the same
 /// bearer rules, `STUDIO_API_TOKEN` and principal digest as the Studio's
@@ -91,7 +83,7 @@ pub fn register(builder: HostBuilder, ledger: &Ledger, studio: &Studio) -> HostB
 }
 
 /// The server's Statewire host: `harness-sdk`, and with `examples` the
-/// example protocols (`acme-chat`, `acme-status`) beside it.
+/// built-in demo protocols (`acme-chat`, `acme-status`) beside it.
 pub fn host(
     ledger: &Ledger,
     studio: &Studio,
@@ -100,7 +92,7 @@ pub fn host(
 ) -> Result<Host, HostError> {
     let mut builder = register(Host::builder().lifecycle(lifecycle.clone()), ledger, studio);
     if examples {
-        builder = crate::statewire::example::register(builder);
+        builder = crate::statewire::demo::register(builder);
     }
     builder.build(ledger.clone())
 }

@@ -78,7 +78,7 @@ impl HarnessSource {
     pub fn new(ledger: Ledger) -> Self {
         let folds = FoldCache::with_limits(
             ledger.clone(),
-            crate::ledger::fold::SNAPSHOT_INTERVAL_RECORDS,
+            crate::ledger::fold_cache::SNAPSHOT_INTERVAL_RECORDS,
             CACHED_THREADS,
         );
         Self {

@@ -1,21 +1,27 @@
 //! The ledger: streams of checksummed records behind one contract, and
 //! the folds every other state of ledgerwire is computed from.
 //!
-//! Owns: the handle the doors and tools use ([`Ledger`]), the store
-//! contract it speaks ([`LogStore`], `contract`), the record envelope
-//! every store writes (`record`), record kinds and their registry
-//! (`kinds`), folds and their snapshots (`fold`), the engine-neutral
-//! integrity check (`verify`), and the stores: [`local`] (a journal and a
-//! sled index in a directory, the default), [`postgres`] (one database
-//! several instances share) and [`memory`] (for tests).
+//! Owns: the handle the doors and tools use ([`Ledger`], `handle`), what
+//! an append asks and answers (`append`), the store contract the handle
+//! speaks ([`LogStore`], `contract`), the record envelope every store
+//! writes (`record`), record kinds (`kinds`) and their registry
+//! (`registry`), folds (`fold`) and their cache and snapshots
+//! (`fold_cache`), the engine-neutral integrity check (`verify`), and the
+//! stores: [`local`] (a journal and a sled index in a directory, the
+//! default), [`postgres`] (one database several instances share) and
+//! [`memory`] (for tests). This file declares them and re-exports what
+//! callers name as `ledger::…`; it defines nothing.
 //! Must never: name a door or its record types, hand out a record whose
 //! checksum or position does not check, acknowledge a durable append
 //! before it is on stable storage, or let two appends extend the same
 //! position of a stream.
 
+pub mod append;
 pub mod contract;
 pub mod error;
 pub mod fold;
+pub mod fold_cache;
+pub mod handle;
 pub mod kinds;
 pub mod local;
 pub mod memory;
@@ -23,6 +29,7 @@ pub mod memory;
 pub mod postgres;
 pub mod probe;
 pub mod record;
+pub mod registry;
 pub mod verify;
 
 // The paths this crate's modules were written with, when the ledger was a
@@ -31,357 +38,16 @@ pub mod verify;
 use crate as ledger;
 use ledgerwire_foundations::telemetry;
 
-use std::sync::Arc;
-
-use futures_util::stream::BoxStream;
-use futures_util::{Stream, StreamExt, TryStreamExt};
-
+pub use append::{
+    AppendOutcome, Durability, ExpectedPosition, MAX_RECORDS_PER_APPEND, check_append,
+    copied_fields,
+};
 pub use contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
 pub use error::{Corruption, LedgerError, Result};
-pub use fold::{Fold, FoldCache, FoldError, Folded};
-pub use kinds::{Kind, KindEntry, KindRegistry, Payload};
+pub use fold::{Fold, FoldError, Folded};
+pub use fold_cache::FoldCache;
+pub use handle::{LIST_PAGE_STREAMS, Ledger, READ_PAGE_RECORDS};
+pub use kinds::{Kind, KindEntry, Payload};
 pub use record::{NewRecord, Record, StreamKey, StreamMap};
+pub use registry::KindRegistry;
 pub use verify::{Problem, VerifyReport};
-
-/// Most records one append may carry.
-pub const MAX_RECORDS_PER_APPEND: usize = 1024;
-
-/// Records one read of a stream asks its store for at a time: a fold or a
-/// tail of a long stream holds one page, never the whole stream.
-pub const READ_PAGE_RECORDS: usize = 256;
-
-/// Stream keys one listing asks its store for at a time.
-pub const LIST_PAGE_STREAMS: usize = 256;
-
-/// What the caller believes the stream's next position to be.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ExpectedPosition {
-    /// The append succeeds only if the stream holds exactly this many
-    /// records (0: the stream must be new).
-    Exactly(u64),
-    /// Append at whatever the end is.
-    Any,
-}
-
-/// When an append is acknowledged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Durability {
-    /// After the records, and every append acknowledged before them, are
-    /// on stable storage.
-    Durable,
-    /// As soon as the records are visible to readers; they become durable
-    /// with the next durable append or flush, never out of order.
-    Buffered,
-}
-
-/// Where an append landed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AppendOutcome {
-    /// Position of the first appended record.
-    pub first_position: u64,
-    /// The stream's next position after the append (its record count).
-    pub next_position: u64,
-    /// Global position of the first appended record.
-    pub first_global_position: u64,
-}
-
-/// Refuses an append no store may take: no records, too many, or a
-/// payload past [`record::MAX_PAYLOAD_BYTES`]. Every store calls it
-/// before anything else, so the refusal is the same on every engine.
-pub fn check_append(records: &[NewRecord]) -> Result<()> {
-    check_batch_size(records.len())?;
-    if let Some(big) = records
-        .iter()
-        .find(|r| r.payload.len() > record::MAX_PAYLOAD_BYTES)
-    {
-        return Err(LedgerError::PayloadTooLarge {
-            len: big.payload.len(),
-            max: record::MAX_PAYLOAD_BYTES,
-        });
-    }
-    Ok(())
-}
-
-/// Refuses an append of no records or of more than
-/// [`MAX_RECORDS_PER_APPEND`].
-fn check_batch_size(len: usize) -> Result<()> {
-    if len == 0 || len > MAX_RECORDS_PER_APPEND {
-        return Err(LedgerError::BatchSize {
-            len,
-            max: MAX_RECORDS_PER_APPEND,
-        });
-    }
-    Ok(())
-}
-
-/// What a store's `append_copies` writes of each copied record (kind,
-/// payload, timestamp), once the batch's size is checked.
-pub fn copied_fields(records: &[Record]) -> Result<impl Iterator<Item = (u16, &[u8], u64)> + '_> {
-    check_batch_size(records.len())?;
-    Ok(records
-        .iter()
-        .map(|record| (record.kind(), record.payload(), record.timestamp_ms())))
-}
-
-/// A handle to an open store. Cheap to clone; the store closes when the
-/// last clone is dropped.
-#[derive(Clone)]
-pub struct Ledger {
-    store: Arc<dyn LogStore>,
-}
-
-impl Ledger {
-    pub fn new(store: Arc<dyn LogStore>) -> Self {
-        Self { store }
-    }
-
-    /// The store behind the handle.
-    pub fn store(&self) -> &Arc<dyn LogStore> {
-        &self.store
-    }
-
-    /// The engine's name: `local`, `postgres`, `memory`.
-    pub fn engine(&self) -> &'static str {
-        self.store.engine()
-    }
-
-    /// Appends `records` to `stream` atomically if the stream is at
-    /// `expected`; fails with [`LedgerError::Conflict`] otherwise.
-    pub async fn append(
-        &self,
-        stream: &StreamKey,
-        expected: ExpectedPosition,
-        records: Vec<NewRecord>,
-        durability: Durability,
-    ) -> Result<AppendOutcome> {
-        let started = std::time::Instant::now();
-        let result = self
-            .store
-            .append(stream, expected, records, durability)
-            .await;
-        count_append(durability, result.as_ref().map(drop), started);
-        result
-    }
-
-    /// [`Ledger::append`], with the records appended as a read of them
-    /// would hand them out (for folds of this process's own appends).
-    pub async fn append_records(
-        &self,
-        stream: &StreamKey,
-        expected: ExpectedPosition,
-        records: Vec<NewRecord>,
-        durability: Durability,
-    ) -> Result<(AppendOutcome, Vec<Record>)> {
-        let started = std::time::Instant::now();
-        let result = self
-            .store
-            .append_records(stream, expected, records, durability)
-            .await;
-        count_append(durability, result.as_ref().map(drop), started);
-        result
-    }
-
-    /// The stream's head as this process knows it, sent whenever it grows
-    /// (at once for this process's appends; see [`LogStore::watch`]).
-    pub fn watch(&self, stream: &StreamKey) -> tokio::sync::watch::Receiver<u64> {
-        self.store.watch(stream)
-    }
-
-    /// Resolves once every append acknowledged before the call is durable.
-    pub async fn flush(&self) -> Result<()> {
-        self.store.flush().await
-    }
-
-    /// The stream's next position: the number of records it holds.
-    pub async fn head(&self, stream: &StreamKey) -> Result<u64> {
-        self.store.head(stream).await
-    }
-
-    /// Up to `max_records` records of `stream` from `from`.
-    pub async fn read_page(
-        &self,
-        stream: &StreamKey,
-        from: u64,
-        max_records: usize,
-    ) -> Result<Vec<Record>> {
-        self.store.read(stream, from, max_records).await
-    }
-
-    /// Every record of `stream` from `from` to its end. For bounded
-    /// streams (a conversation, a lane); a long one is read with
-    /// [`Ledger::read`] a page at a time.
-    pub async fn read_to_end(&self, stream: &StreamKey, from: u64) -> Result<Vec<Record>> {
-        self.read(stream, from).try_collect().await
-    }
-
-    /// `stream` from `from` to the end it has when the last page is read,
-    /// a page at a time.
-    pub fn read(
-        &self,
-        stream: &StreamKey,
-        from: u64,
-    ) -> impl Stream<Item = Result<Record>> + Send + use<> {
-        let ledger = self.clone();
-        let stream = stream.clone();
-        async_stream::try_stream! {
-            let mut next = from;
-            loop {
-                let page = ledger.read_page(&stream, next, READ_PAGE_RECORDS).await?;
-                let full = page.len() == READ_PAGE_RECORDS;
-                for record in page {
-                    next = record.position() + 1;
-                    yield record;
-                }
-                if !full {
-                    break;
-                }
-            }
-        }
-    }
-
-    /// Reads `stream` from `from` and then waits for and yields every
-    /// record appended later, without polling. Ends only on an error.
-    pub fn tail(
-        &self,
-        stream: &StreamKey,
-        from: u64,
-    ) -> impl Stream<Item = Result<Record>> + Send + use<> {
-        let ledger = self.clone();
-        let stream = stream.clone();
-        async_stream::try_stream! {
-            // Subscribe before reading: an append after this line sends
-            // a head, one before it is visible to the read.
-            let mut heads = ledger.store.watch(&stream);
-            let mut next = from;
-            loop {
-                let page = ledger.read_page(&stream, next, READ_PAGE_RECORDS).await?;
-                let progressed = !page.is_empty();
-                for record in page {
-                    next = record.position() + 1;
-                    yield record;
-                }
-                if !progressed {
-                    // The guard `wait_for` returns must be gone before the
-                    // stream yields (an await point), hence the bool.
-                    let woke = heads.wait_for(|&head| head > next).await.is_ok();
-                    if !woke {
-                        Err(LedgerError::Closed)?;
-                    }
-                }
-            }
-        }
-    }
-
-    /// Every record from global position `from`, in global order, up to
-    /// the horizon fixed when the scan starts.
-    pub fn scan_global(&self, from: u64) -> BoxStream<'static, Result<Record>> {
-        self.store.scan_global(from)
-    }
-
-    /// Every stream key, in key order, a page at a time.
-    pub fn streams(&self) -> impl Stream<Item = Result<StreamKey>> + Send + use<> {
-        let ledger = self.clone();
-        async_stream::try_stream! {
-            let mut after: Option<StreamKey> = None;
-            loop {
-                let page = ledger
-                    .store
-                    .streams(after.as_ref(), LIST_PAGE_STREAMS)
-                    .await?;
-                let full = page.len() == LIST_PAGE_STREAMS;
-                for stream in page {
-                    after = Some(stream.clone());
-                    yield stream;
-                }
-                if !full {
-                    break;
-                }
-            }
-        }
-    }
-
-    /// Where folds keep their snapshots.
-    pub fn snapshots(&self) -> &dyn SnapshotStore {
-        self.store.snapshots()
-    }
-
-    /// Deletes every fold snapshot. Allowed at any time: snapshots are
-    /// derivable, so no result changes; folds just start from further back.
-    pub async fn drop_snapshots(&self) -> Result<()> {
-        self.store.snapshots().clear().await
-    }
-
-    /// Whether the store serves, and what it refuses.
-    pub fn condition(&self) -> StoreCondition {
-        self.store.condition()
-    }
-
-    /// Counters since the store was opened.
-    pub fn stats(&self) -> StoreStats {
-        self.store.stats()
-    }
-
-    /// Folds `stream` from its first record, ignoring caches and snapshots.
-    pub async fn fold<F: Fold>(&self, stream: &StreamKey) -> Result<Folded<F::State>> {
-        let mut folded = Folded::default();
-        let mut records = std::pin::pin!(self.read(stream, 0));
-        while let Some(record) = records.next().await {
-            fold::apply_one::<F>(&mut folded, stream, &record?)?;
-        }
-        Ok(folded)
-    }
-
-    /// Checks every record below the horizon the scan fixes when it
-    /// starts: checksums, each stream's positions and global order.
-    pub async fn verify(&self) -> Result<VerifyReport> {
-        verify::check_global_order(self.scan_global(0), self.store.dense_global_positions()).await
-    }
-}
-
-/// Counts an append and, if it was acknowledged, how long that took.
-fn count_append(
-    durability: Durability,
-    result: std::result::Result<(), &LedgerError>,
-    started: std::time::Instant,
-) {
-    static METRICS: crate::telemetry::Kept<AppendMetrics> = crate::telemetry::Kept::new();
-    let durability = match durability {
-        Durability::Durable => 0,
-        Durability::Buffered => 1,
-    };
-    let outcome = match result {
-        Ok(_) => 0,
-        Err(LedgerError::Conflict { .. }) => 1,
-        Err(_) => 2,
-    };
-    METRICS.with(AppendMetrics::register, |metrics| {
-        metrics.appends[durability][outcome].increment(1);
-        if result.is_ok() {
-            metrics.seconds[durability].record(started.elapsed().as_secs_f64());
-        }
-    });
-}
-
-/// The handles of the append metrics, by durability (durable, buffered)
-/// and outcome (ok, conflict, error). Registering them on every append
-/// cost about 2% of a server's CPU.
-struct AppendMetrics {
-    appends: [[metrics::Counter; 3]; 2],
-    seconds: [metrics::Histogram; 2],
-}
-
-impl AppendMetrics {
-    fn register() -> Self {
-        use crate::telemetry::{LEDGER_APPEND_SECONDS, LEDGER_APPENDS};
-        let appends = |durability: &'static str| {
-            ["ok", "conflict", "error"].map(|outcome| {
-                metrics::counter!(LEDGER_APPENDS, "durability" => durability, "outcome" => outcome)
-            })
-        };
-        let seconds = |durability: &'static str| metrics::histogram!(LEDGER_APPEND_SECONDS, "durability" => durability);
-        Self {
-            appends: [appends("durable"), appends("buffered")],
-            seconds: [seconds("durable"), seconds("buffered")],
-        }
-    }
-}

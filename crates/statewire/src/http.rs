@@ -20,12 +20,11 @@ use axum::response::{IntoResponse, Response};
 use crate::statewire::host::{AttachRequest, Host};
 use crate::statewire::ids::{PrincipalId, ThreadId};
 use crate::statewire::negotiation::{ATTACHER_FIELD, CURSOR_FIELD, PROTOCOL_FIELD, VERSION_FIELD};
-use crate::statewire::packet::{Fin, FinCode, Frame, FrameViolation, Packet, parse_frame};
+use crate::statewire::packet::{Fin, FinCode, Frame, FrameViolation, parse_frame};
+use crate::statewire::response::{LEASE_HEADER, fin_response, header_value};
 
 /// Request header naming the client.
 pub const CLIENT_ID_HEADER: &str = "statewire-client-id";
-/// Response (and `/frames` request) header carrying the lease.
-pub const LEASE_HEADER: &str = "statewire-lease";
 /// Interval of SSE keep-alive comments, in seconds.
 pub const SSE_KEEPALIVE_SECS: u64 = 15;
 
@@ -55,35 +54,6 @@ pub fn api() -> ApiRouter<Host> {
 /// The Statewire routes over `host`.
 pub fn router(host: Host) -> Router {
     api().with_state(host).into()
-}
-
-/// A `fin` as a JSON response with its status.
-pub fn fin_response(fin: Fin) -> Response {
-    let status = StatusCode::from_u16(fin.status).unwrap_or(StatusCode::BAD_REQUEST);
-    let retry_after = fin.code.retry_after_secs();
-    let body = Packet::fin(fin).to_json();
-    let mut response = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
-    if let Some(seconds) = retry_after {
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-    }
-    response
-}
-
-/// All lines of a header joined with ", "; `Err` if one is not text.
-pub fn header_value(headers: &HeaderMap, name: &str) -> Result<Option<String>, Fin> {
-    let mut lines = Vec::new();
-    for value in headers.get_all(name) {
-        let text = value.to_str().map_err(|_| {
-            Fin::new(
-                FinCode::InvalidNegotiation,
-                format!("{name} is not visible ASCII"),
-            )
-        })?;
-        lines.push(text.to_owned());
-    }
-    Ok((!lines.is_empty()).then(|| lines.join(", ")))
 }
 
 fn request_from_headers(thread: String, headers: &HeaderMap) -> Result<AttachRequest, Fin> {

@@ -13,15 +13,14 @@
 //! - [`host`]: the Rust host API and the engine (admission, execution,
 //!   views, flushes). Its memory is caches of folds plus live attaches.
 //! - [`http`], [`ws`]: the SSE/HTTP and WebSocket transports; `openapi`:
-//!   what their routes answer, for the OpenAPI document.
-//! - [`client`]: a Rust client (WebSocket) with per-lane outboxes.
-//! - [`example`]: the `acme-chat` application protocol.
+//!   what their routes answer, for the OpenAPI document; [`response`]:
+//!   the header reading and `fin` responses they share.
+//! - [`demo`]: the built-in demo protocols (`acme-chat`, `acme-status`).
 //!
 //! Owns: the Statewire door. Must never: reach the Studio's internals
 //! (`harness-sdk` does that, a layer above).
 
-pub mod client;
-pub mod example;
+pub mod demo;
 pub mod host;
 pub mod http;
 pub mod ids;
@@ -30,6 +29,7 @@ mod openapi;
 pub mod packet;
 pub mod records;
 pub mod relay;
+pub mod response;
 pub mod statepatch;
 pub mod version;
 pub mod view;

@@ -449,7 +449,13 @@ fn compose<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::statewire::ids::ProtocolName;
+    use crate::statewire::version::{Version, VersionRange};
+
+    use super::{
+        NegotiationError, ProtocolSupport, Record, Selection, SubprotocolSupport, Support,
+        negotiate, read_offer,
+    };
 
     fn v(text: &str) -> Version {
         Version::parse(text).unwrap()

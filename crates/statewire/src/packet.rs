@@ -574,7 +574,7 @@ pub fn parse_init(text: &str) -> Result<InitMessage, FrameViolation> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{Fin, FinCode, parse_frame, parse_init};
 
     #[test]
     fn duplicate_init_headers_are_refused_in_any_case() {

@@ -153,7 +153,7 @@ impl Relay {
             }
         }
         request = request
-            .header(super::http::LEASE_HEADER, lease)
+            .header(crate::statewire::response::LEASE_HEADER, lease)
             .header(RELAYED_HEADER, "1");
         match request.send().await {
             Ok(answer) => Relayed::Answered(relay_back(answer).await),

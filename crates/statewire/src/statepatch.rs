@@ -236,8 +236,9 @@ pub fn pointer_to_path(pointer: &str) -> Option<Path> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
+
+    use super::{PatchError, PathStep, apply, parse, pointer_to_path};
 
     fn run(doc: Value, ops: Value) -> Result<Value, PatchError> {
         let mut doc = doc;

@@ -170,7 +170,7 @@ impl fmt::Display for VersionRange {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{Version, VersionRange};
 
     #[test]
     fn parses_real_dates_only() {

@@ -352,8 +352,14 @@ pub fn apply_ops(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use serde_json::json;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use serde_json::{Value, json};
+
+    use crate::statewire::ids::ProtocolName;
+
+    use super::{DocIdentity, DocTable, View, apply_ops};
 
     fn p(name: &str) -> ProtocolName {
         ProtocolName::new(name).unwrap()

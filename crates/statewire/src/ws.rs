@@ -19,9 +19,9 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 
 use crate::statewire::host::{AttachRequest, Host};
-use crate::statewire::http::{fin_response, header_value};
 use crate::statewire::negotiation::{ATTACHER_FIELD, CURSOR_FIELD, PROTOCOL_FIELD, VERSION_FIELD};
 use crate::statewire::packet::{Fin, FinCode, Frame, Packet, parse_frame, parse_init};
+use crate::statewire::response::{fin_response, header_value};
 
 /// The WebSocket subprotocol.
 pub const SUBPROTOCOL: &str = "statewire.v1";

@@ -18,9 +18,9 @@ use crate::ledger::{Fold, FoldError, Payload, Record};
 use super::canvas;
 use super::exchanges;
 use super::records::{
-    CancelRequested, CompositionMutated, FrameSent, InterruptAnswered, PlanApprovalRecorded,
-    RequestApplied, SegmentClaimed, SegmentEnd, SegmentReleased, SegmentRenewed, StudioKind,
-    TurnRequested,
+    CancelRequested, CompositionMutated, FrameSent, InterruptAnswered, ModelExchanged,
+    PlanApprovalRecorded, RequestApplied, SegmentClaimed, SegmentEnd, SegmentReleased,
+    SegmentRenewed, StudioKind, TurnRequested,
 };
 use super::turns::{Pause, Turn, TurnStatus, Turns};
 use crate::wire::composition::{CompositionManifest, CompositionMutation, StreamedComponent};
@@ -254,6 +254,13 @@ impl Fold for ConversationFold {
             // Audit only: `replay --check` reads which agent served.
             StudioKind::SegmentAgent => Ok(()),
             StudioKind::ModelExchanged => {
+                let old: ModelExchanged = decode(record)?;
+                if !exchanges::model_exchanged(&mut state.turns, old.into()) {
+                    state.ignored += 1;
+                }
+                Ok(())
+            }
+            StudioKind::ModelExchangedV2 => {
                 if !exchanges::model_exchanged(&mut state.turns, decode(record)?) {
                     state.ignored += 1;
                 }

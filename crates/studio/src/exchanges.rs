@@ -9,13 +9,13 @@
 
 use std::sync::Arc;
 
-use super::records::ModelExchanged;
+use super::records::ModelExchangedV2;
 use super::turns::{Turn, Turns};
 use crate::agent::model::exchange::ModelExchange;
 
 /// Folds a model call into its turn; false when it is not the current
 /// turn's (the fold counts the record as ignored).
-pub(super) fn model_exchanged(turns: &mut Turns, record: ModelExchanged) -> bool {
+pub(super) fn model_exchanged(turns: &mut Turns, record: ModelExchangedV2) -> bool {
     let current = turns.len();
     let Some(turn) = usize::try_from(record.turn)
         .ok()
@@ -65,8 +65,9 @@ pub(super) fn reusable(turn: &Turn, answers: usize) -> Arc<Vec<ModelExchange>> {
 mod tests {
     use super::*;
 
-    fn call(turn: u32, answers: u32, index: u32, reply: Option<&str>) -> ModelExchanged {
-        ModelExchanged {
+    /// A call as an older build recorded it (kind 27), upgraded.
+    fn call(turn: u32, answers: u32, index: u32, reply: Option<&str>) -> ModelExchangedV2 {
+        super::super::records::ModelExchanged {
             turn,
             segment: 1,
             answers,
@@ -78,6 +79,7 @@ mod tests {
             bad_output: false,
             elapsed_ms: 1,
         }
+        .into()
     }
 
     #[test]
@@ -110,5 +112,20 @@ mod tests {
         );
         turn_started(&mut turns);
         assert!(turns.last().unwrap().exchanges.is_empty());
+    }
+
+    #[test]
+    fn a_streaming_call_is_kept_once_complete_with_its_text_cuts() {
+        let mut turns = Turns::default();
+        turns.push(Turn::paused_on_a_plan(1, "int-1-2", false));
+        let mut started = call(1, 0, 0, None);
+        (started.error, started.streaming) = (None, true);
+        assert!(model_exchanged(&mut turns, started));
+        assert!(reusable(turns.last().unwrap(), 0).is_empty());
+        let mut done = call(1, 0, 0, Some("{\"tool\":\"answer\"}"));
+        done.text_cuts = vec![4, 9];
+        assert!(model_exchanged(&mut turns, done));
+        let kept = reusable(turns.last().unwrap(), 0);
+        assert_eq!(kept[0].text_cuts, [4, 9]);
     }
 }

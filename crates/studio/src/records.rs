@@ -2,7 +2,7 @@
 //! `studio/<principal>/<conversation_id>`, holding every request, answer,
 //! frame sent, segment lease change, cancel and canvas mutation.
 //!
-//! Owns: the payload types of record kinds 16 to 27 (see
+//! Owns: the payload types of record kinds 16 to 28 (see
 //! log-format/LOG-FORMAT.md). JSON members (requests, frames) are stored as
 //! the exact JSON text sent or accepted, so a replay shows byte for byte
 //! what a client received.
@@ -150,10 +150,9 @@ pub struct SegmentAgent {
     pub version: String,
 }
 
-/// A call the model agent made for a segment, recorded before any frame
-/// it led to: what was asked (the request body, never the key), what came
-/// back and how long it took. A retried segment reuses a completed one,
-/// and `replay --check` replays the segment from these with no model.
+/// A call the model agent made for a segment, as builds before text
+/// streaming recorded it (kind 27): read, upgraded to
+/// [`ModelExchangedV2`], never written.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelExchanged {
     pub turn: u32,
@@ -175,7 +174,43 @@ pub struct ModelExchanged {
     pub elapsed_ms: u64,
 }
 
-impl ModelExchanged {
+/// A call the model agent made for a segment (kind 28): what was asked
+/// (the request body, never the key), what came back, how long it took,
+/// and where the answer's text was cut into the deltas streamed from it.
+/// A completed or failed call is recorded durably before any frame that
+/// follows from it; a call whose text starts to stream is first recorded
+/// as `streaming`, so a segment cut short in the middle of it says so. A
+/// retried segment reuses a completed call, and `replay --check` replays
+/// the segment from these with no model.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelExchangedV2 {
+    pub turn: u32,
+    pub segment: u32,
+    /// Answered pauses of the turn the segment started from.
+    pub answers: u32,
+    /// The call's place among the segment's calls.
+    pub index: u32,
+    /// SHA-256 of the request's messages, hex.
+    pub request_digest: String,
+    /// The request body, JSON text (empty on a `streaming` record).
+    pub request: String,
+    /// The reply's content, when the call completed.
+    pub reply: Option<String>,
+    /// Why the call failed, when it did.
+    pub error: Option<String>,
+    /// The failure was an unusable reply rather than none.
+    pub bad_output: bool,
+    /// The call's time; on a `streaming` record, its time to that text.
+    pub elapsed_ms: u64,
+    /// What a failed call had sent up to its last text delta.
+    pub partial: String,
+    /// Byte offsets in the reply (or `partial`) where a text delta went out.
+    pub text_cuts: Vec<u32>,
+    /// The call's text began to stream; its reply is not in yet.
+    pub streaming: bool,
+}
+
+impl ModelExchangedV2 {
     /// The record of `exchange`, made by `segment` of `turn`.
     pub fn of(turn: u32, segment: u32, exchange: ModelExchange) -> Self {
         Self {
@@ -189,7 +224,16 @@ impl ModelExchanged {
             error: exchange.error,
             bad_output: exchange.bad_output,
             elapsed_ms: exchange.elapsed_ms,
+            partial: exchange.partial,
+            text_cuts: exchange.text_cuts,
+            streaming: exchange.streaming,
         }
+    }
+
+    /// A model call's record of either kind, upgraded.
+    pub fn read(record: &crate::ledger::Record) -> Option<Result<Self, postcard::Error>> {
+        Self::from_record(record)
+            .or_else(|| ModelExchanged::from_record(record).map(|old| old.map(Self::from)))
     }
 
     /// The exchange as the agent reads it back (`with_request`: keep the
@@ -208,6 +252,30 @@ impl ModelExchanged {
             error: self.error.clone(),
             bad_output: self.bad_output,
             elapsed_ms: self.elapsed_ms,
+            partial: self.partial.clone(),
+            text_cuts: self.text_cuts.clone(),
+            streaming: self.streaming,
+        }
+    }
+}
+
+impl From<ModelExchanged> for ModelExchangedV2 {
+    /// An older record: its text went out whole, after the call.
+    fn from(old: ModelExchanged) -> Self {
+        Self {
+            turn: old.turn,
+            segment: old.segment,
+            answers: old.answers,
+            index: old.index,
+            request_digest: old.request_digest,
+            request: old.request,
+            reply: old.reply,
+            error: old.error,
+            bad_output: old.bad_output,
+            elapsed_ms: old.elapsed_ms,
+            partial: String::new(),
+            text_cuts: Vec::new(),
+            streaming: false,
         }
     }
 }
@@ -229,12 +297,14 @@ pub enum StudioKind {
     RequestApplied = 25,
     /// The agent serving a segment, appended with its claim.
     SegmentAgent = 26,
-    /// A call of the model agent.
+    /// A call of the model agent, before text streaming (read only).
     ModelExchanged = 27,
+    /// A call of the model agent.
+    ModelExchangedV2 = 28,
 }
 
 impl StudioKind {
-    const ALL: [StudioKind; 12] = [
+    const ALL: [StudioKind; 13] = [
         StudioKind::TurnRequested,
         StudioKind::InterruptAnswered,
         StudioKind::FrameSent,
@@ -247,6 +317,7 @@ impl StudioKind {
         StudioKind::RequestApplied,
         StudioKind::SegmentAgent,
         StudioKind::ModelExchanged,
+        StudioKind::ModelExchangedV2,
     ];
 
     /// The Studio kind stored under `code`, if it is one.
@@ -268,6 +339,7 @@ impl StudioKind {
             StudioKind::RequestApplied => "studio.request_applied",
             StudioKind::SegmentAgent => "studio.segment_agent",
             StudioKind::ModelExchanged => "studio.model_exchanged",
+            StudioKind::ModelExchangedV2 => "studio.model_exchanged_v2",
         };
         Kind::new(self as u16, name)
     }
@@ -294,6 +366,7 @@ studio_payload!(
     RequestApplied => RequestApplied,
     SegmentAgent => SegmentAgent,
     ModelExchanged => ModelExchanged,
+    ModelExchangedV2 => ModelExchangedV2,
 );
 
 /// The Studio's kinds for the binary's registry. Requests, answers,
@@ -312,4 +385,43 @@ pub const KINDS: &[KindEntry] = &[
     KindEntry::of::<RequestApplied>(&[&["outcome"]]),
     KindEntry::of::<SegmentAgent>(&[]),
     KindEntry::of::<ModelExchanged>(&[&["request"]]),
+    KindEntry::of::<ModelExchangedV2>(&[&["request"]]),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::record::{Header, encode};
+    use crate::ledger::{Record, StreamKey};
+
+    #[test]
+    fn a_model_call_recorded_before_text_streamed_still_reads() {
+        let old = ModelExchanged {
+            turn: 2,
+            segment: 3,
+            answers: 1,
+            index: 0,
+            request_digest: "d".into(),
+            request: "{}".into(),
+            reply: Some("{\"tool\":\"answer\"}".into()),
+            error: None,
+            bad_output: false,
+            elapsed_ms: 7,
+        };
+        let stream = StreamKey::new("studio/p/c").unwrap();
+        let new = old.to_record();
+        let header = Header {
+            format_version: 1,
+            kind: new.kind,
+            position: 0,
+            global_position: 0,
+            timestamp_ms: 0,
+        };
+        let bytes = encode(&header, &stream, &new.payload);
+        let record = Record::from_envelope(bytes.into()).unwrap();
+        let read = ModelExchangedV2::read(&record).unwrap().unwrap();
+        assert_eq!(read, ModelExchangedV2::from(old));
+        assert!(read.text_cuts.is_empty() && !read.streaming);
+        assert_eq!(read.exchange(false).reply, read.reply);
+    }
+}

@@ -5,7 +5,9 @@
 //! Owns: walking a conversation's records in order, rebuilding each
 //! segment's agent context from the fold at the moment the segment was
 //! claimed (the state the server built it from), and comparing the agent's
-//! frames again with the recorded ones. Must never: write to the store, or
+//! frames again with the recorded ones (in a segment cut short while a
+//! model call streamed, up to that call: its reply never reached the
+//! log). Must never: write to the store, or
 //! compare what the server adds around the agent (seq, pause and trace
 //! ids, `plan.approved`, `composition.updated`, a cancel's error or a
 //! stopped switch's re-offer).
@@ -16,7 +18,7 @@ use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::conversation::{Conversation, ConversationFold};
-use super::records::{FrameSent, ModelExchanged, SegmentClaimed, SegmentEnd, SegmentReleased};
+use super::records::{FrameSent, ModelExchangedV2, SegmentClaimed, SegmentEnd, SegmentReleased};
 use super::turn_context::{SWITCH_CANCELLED, past_turns, segment_start};
 use crate::agent::{Agent, Recall, TurnContext};
 use crate::ledger::{Fold, FoldError, Payload, Record};
@@ -51,6 +53,9 @@ struct Open {
     claim: SegmentClaimed,
     context: Option<TurnContext>,
     frames: Vec<Value>,
+    /// Frames recorded before a model call whose text started to stream
+    /// and that has no record of its end (yet).
+    unfinished: Option<usize>,
 }
 
 /// Checks every segment of a conversation's `records` (oldest first)
@@ -77,6 +82,7 @@ pub async fn check_segments(
                 claim,
                 context,
                 frames: Vec::new(),
+                unfinished: None,
             });
         } else if let Some(Ok(sent)) = FrameSent::from_record(&record) {
             if let Some(current) = open.as_mut().filter(|o| o.claim.segment == sent.segment)
@@ -84,13 +90,19 @@ pub async fn check_segments(
             {
                 current.frames.push(frame);
             }
-        } else if let Some(Ok(call)) = ModelExchanged::from_record(&record) {
+        } else if let Some(Ok(call)) = ModelExchangedV2::read(&record) {
+            let Some(current) = open.as_mut().filter(|o| o.claim.segment == call.segment) else {
+                continue;
+            };
+            // A call's text started to stream: until its end is recorded,
+            // the deltas after this point are the log's only copy of it.
+            if call.streaming {
+                current.unfinished = Some(current.frames.len());
+                continue;
+            }
+            current.unfinished = None;
             // The segment's own calls, failed ones included, replay it.
-            if let Some(context) = open
-                .as_mut()
-                .filter(|o| o.claim.segment == call.segment)
-                .and_then(|o| o.context.as_mut())
-            {
+            if let Some(context) = current.context.as_mut() {
                 Arc::make_mut(&mut context.exchanges).push(call.exchange(false));
             }
         } else if let Some(Ok(release)) = SegmentReleased::from_record(&record)
@@ -112,6 +124,15 @@ async fn compare(open: Open, end: Option<SegmentEnd>, agent: &dyn Agent) -> Segm
         .filter(|frame| !is_server_frame(frame))
         .map(normalised)
         .collect();
+    // A segment cut short while a model call streamed its text: the text
+    // went out, but the call's reply is not in the log, so the check
+    // stops where the call began (what follows must be its deltas).
+    let settled = open.unfinished.map(|at| {
+        open.frames[..at]
+            .iter()
+            .filter(|frame| !is_server_frame(frame))
+            .count()
+    });
     let check = |outcome| SegmentCheck {
         segment: open.claim.segment,
         turn: open.claim.turn,
@@ -129,10 +150,20 @@ async fn compare(open: Open, end: Option<SegmentEnd>, agent: &dyn Agent) -> Segm
     // A segment that ended on its own frame must match whole; one cut short
     // (client gone, cancel, crash) must be where the agent's frames begin.
     let whole = matches!(end, Some(SegmentEnd::Paused | SegmentEnd::Done));
-    let compared = if whole {
-        recorded.len().max(now.len())
-    } else {
-        recorded.len()
+    let compared = match settled {
+        _ if whole => recorded.len().max(now.len()),
+        Some(settled) => {
+            let tail = recorded.get(settled..).unwrap_or_default();
+            if let Some(odd) = tail.iter().find(|f| f["event"] != "message.delta") {
+                return check(CheckOutcome::Differs {
+                    index: settled,
+                    recorded: Some(odd.to_string()),
+                    now: None,
+                });
+            }
+            settled
+        }
+        None => recorded.len(),
     };
     for index in 0..compared {
         let (was, is) = (recorded.get(index), now.get(index));

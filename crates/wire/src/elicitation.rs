@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use super::error::WireError;
 use super::ids::{ChoiceId, InterruptId, OptionId, QuestionId};
 use super::plan::PlanProposed;
+use super::pointer::pointer_token;
 use super::request::{Answer, Decision, InterruptResponse, PlanSwitch};
-use super::validate::pointer_token;
 
 /// `elicitation.request`: clarifying questions. Last frame of its stream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -7,7 +7,8 @@
 //! request. One file per concept:
 //!
 //! - [`ids`]: id newtypes; [`limits`]: the named bounds;
-//! - [`error`]: [`WireError`], its codes and retry modes;
+//! - [`error`]: [`WireError`], its codes and retry modes; [`pointer`]:
+//!   how a refusal names a member;
 //! - [`request`]: the four requests; [`seed`]: Search seeds (delta 18);
 //! - [`composition`]: the manifest and its seven operations;
 //! - [`plan`], [`elicitation`]: the two pauses and their answers;
@@ -22,6 +23,7 @@ pub mod frame;
 pub mod ids;
 pub mod limits;
 pub mod plan;
+pub mod pointer;
 pub mod request;
 #[cfg(feature = "axum")]
 mod response;

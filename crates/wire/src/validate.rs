@@ -24,6 +24,7 @@ use super::limits::{
     MAX_MUTATION_OPS, MAX_PAYLOAD_CHARS, MAX_QUESTIONS, MAX_REORDER_IDS, MAX_REQUEST_BYTES,
     MAX_TURN_REQUEST_BYTES,
 };
+use super::pointer::pointer_token;
 use super::request::{
     Answer, CancelRequest, ComponentIntent, Decision, InterruptResponse, RequestKind,
     StudioRequest, TurnRequest,
@@ -427,11 +428,6 @@ fn capitalize(text: &str) -> String {
         Some(first) => first.to_uppercase().chain(chars).collect(),
         None => String::new(),
     }
-}
-
-/// Escapes one reference token of a JSON Pointer (RFC 6901 §3).
-pub fn pointer_token(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
 }
 
 /// Serde with the path of the failing member kept, as a 422.

@@ -32,7 +32,7 @@ fn golden_documents(documents: &Value) {
     );
 }
 
-fn reply_done(client: &ledgerwire::harness_sdk::client::HarnessClient, id: &str) -> bool {
+fn reply_done(client: &ledgerwire::statewire_client::harness::HarnessClient, id: &str) -> bool {
     client
         .message(id)
         .is_some_and(|m| m["status"] == "done" && m["done"].is_object())

@@ -74,8 +74,12 @@ async fn a_sigkilled_server_runs_each_replayed_command_once() {
     assert!(session.lanes[harness].commands.contains_key(&3));
 
     let server = ServerProcess::start(dir.path(), ARGS);
-    let mut client = ledgerwire::harness_sdk::client::HarnessClient::connect(
-        ledgerwire::harness_sdk::client::config(&format!("ws://{}", server.addr), "crash-1", TOKEN),
+    let mut client = ledgerwire::statewire_client::harness::HarnessClient::connect(
+        ledgerwire::statewire_client::harness::config(
+            &format!("ws://{}", server.addr),
+            "crash-1",
+            TOKEN,
+        ),
         "crash-1",
         session,
     )

@@ -2,10 +2,10 @@
 //! with a final `thread-damaged` fin saying what an operator must do, not
 //! a retryable `server-error`, and other threads are served.
 
-use ledgerwire::harness_sdk::client::{HarnessClient, config};
-use ledgerwire::statewire::client::{ClientError, Session};
 use ledgerwire::statewire::ids::ClientId;
 use ledgerwire::statewire::packet::{FinCode, FinReason};
+use ledgerwire::statewire_client::harness::{HarnessClient, config};
+use ledgerwire::statewire_client::{ClientError, Session};
 
 use super::{connect, ok, until_status};
 use crate::support::{open, quick_studio, scratch, start_stoppable_studio, tear_record};

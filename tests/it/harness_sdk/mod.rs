@@ -15,9 +15,9 @@ mod older;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ledgerwire::harness_sdk::client::{HarnessClient, config};
-use ledgerwire::statewire::client::Session;
 use ledgerwire::statewire::ids::ClientId;
+use ledgerwire::statewire_client::Session;
+use ledgerwire::statewire_client::harness::{HarnessClient, config};
 use serde_json::Value;
 
 /// Longest wait for one expected change.

@@ -7,12 +7,12 @@
 use std::time::Duration;
 
 use ledgerwire::harness_sdk::HARNESS_SDK;
-use ledgerwire::harness_sdk::client::{HarnessClient, config};
 use ledgerwire::ledger::{Durability, ExpectedPosition, Payload};
-use ledgerwire::statewire::client::{ClientConfig, Connection, ProtocolOfferConfig, Session};
 use ledgerwire::statewire::ids::{ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope};
 use ledgerwire::statewire::records::{CommandAdmitted, CommandAnswered, lane_stream};
 use ledgerwire::statewire::version::Version;
+use ledgerwire::statewire_client::harness::{HarnessClient, config};
+use ledgerwire::statewire_client::{ClientConfig, Connection, ProtocolOfferConfig, Session};
 use ledgerwire::studio::auth::Principal;
 use serde_json::{Value, json};
 

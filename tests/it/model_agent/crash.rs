@@ -98,5 +98,5 @@ async fn a_completed_call_is_reused_after_a_sigkill_and_never_asked_again() {
     server.kill();
     let replay = ledgerwire_ok(&["replay", "--conversation", "m1", "--check"], dir.path());
     assert!(replay.contains("the log reproduces every one"), "{replay}");
-    assert!(replay.contains("checking with model 1"), "{replay}");
+    assert!(replay.contains("checking with model 2"), "{replay}");
 }

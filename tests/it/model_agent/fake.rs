@@ -1,6 +1,7 @@
 //! A fake model on loopback: an OpenAI-compatible `/v1/chat/completions`
 //! that answers each call from a script (recorded replies, or a way to
-//! misbehave), counts the calls and notices a caller that hangs up.
+//! misbehave), counts the calls and notices a caller that hangs up; over
+//! plain HTTP, or over TLS with a certificate made in the test.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -32,6 +33,21 @@ pub enum Reply {
     Dropped(String),
     /// Nothing, ever: the call waits until the caller hangs up.
     Hang,
+    /// The content in `pieces` chunks, each after the first sent only
+    /// once the test adds a permit to `gate`.
+    Gated {
+        content: String,
+        pieces: usize,
+        gate: Arc<tokio::sync::Semaphore>,
+    },
+    /// All of the content, then, once the test adds a permit to `gate`
+    /// (having seen it arrive), the connection drops.
+    Cut {
+        content: String,
+        gate: Arc<tokio::sync::Semaphore>,
+    },
+    /// All of the content, then nothing until the caller hangs up.
+    StreamThenHang(String),
 }
 
 #[derive(Default)]
@@ -40,12 +56,15 @@ struct Script {
     /// What answers once the script is spent.
     otherwise: Option<Reply>,
     requests: Vec<Value>,
+    /// Each request's `Authorization` header.
+    authorizations: Vec<Option<String>>,
 }
 
 /// A running fake model.
 #[derive(Clone)]
 pub struct FakeModel {
     pub addr: SocketAddr,
+    scheme: &'static str,
     calls: Arc<AtomicUsize>,
     arrived: tokio::sync::watch::Receiver<usize>,
     hung_up: Arc<tokio::sync::Notify>,
@@ -63,10 +82,41 @@ struct Shared {
 impl FakeModel {
     /// Starts the fake, answering `replies` in order, then `otherwise`.
     pub async fn start(replies: Vec<Reply>, otherwise: Option<Reply>) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the fake model");
+        Self::serve(listener, "http", replies, otherwise)
+    }
+
+    /// The fake over TLS, with the certificate and key `tls` holds.
+    pub async fn start_tls(
+        tls: Arc<tokio_rustls::rustls::ServerConfig>,
+        replies: Vec<Reply>,
+        otherwise: Option<Reply>,
+    ) -> Self {
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the fake model");
+        let listener = TlsListener {
+            tcp,
+            acceptor: tokio_rustls::TlsAcceptor::from(tls),
+        };
+        Self::serve(listener, "https", replies, otherwise)
+    }
+
+    fn serve<L>(
+        listener: L,
+        scheme: &'static str,
+        replies: Vec<Reply>,
+        otherwise: Option<Reply>,
+    ) -> Self
+    where
+        L: axum::serve::Listener<Addr = SocketAddr>,
+    {
         let script = Arc::new(Mutex::new(Script {
             replies: replies.into(),
             otherwise,
-            requests: Vec::new(),
+            ..Script::default()
         }));
         let (arrived, watched) = tokio::sync::watch::channel(0);
         let shared = Shared {
@@ -78,15 +128,13 @@ impl FakeModel {
         let app = axum::Router::new()
             .route("/v1/chat/completions", axum::routing::post(answer))
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the fake model");
         let addr = listener.local_addr().expect("address");
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
         Self {
             addr,
+            scheme,
             arrived: watched,
             calls: shared.calls,
             hung_up: shared.hung_up,
@@ -96,7 +144,7 @@ impl FakeModel {
 
     /// The base URL `--model-url` takes.
     pub fn url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        format!("{}://{}/v1", self.scheme, self.addr)
     }
 
     pub fn calls(&self) -> usize {
@@ -114,17 +162,27 @@ impl FakeModel {
         self.script.lock().expect("script").requests.clone()
     }
 
+    /// Each request's `Authorization` header, oldest first.
+    pub fn authorizations(&self) -> Vec<Option<String>> {
+        self.script.lock().expect("script").authorizations.clone()
+    }
+
     /// Resolves once a caller hung up on a [`Reply::Hang`].
     pub async fn hung_up(&self) {
         self.hung_up.notified().await;
     }
 }
 
-async fn answer(State(shared): State<Shared>, body: Bytes) -> Response {
+async fn answer(State(shared): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
     let reply = {
         let mut script = shared.script.lock().expect("script");
         let request = serde_json::from_slice(&body).unwrap_or(Value::Null);
         script.requests.push(request);
+        let authorization = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        script.authorizations.push(authorization);
         script
             .replies
             .pop_front()
@@ -230,14 +288,88 @@ fn respond(reply: Reply, hung_up: Arc<tokio::sync::Notify>) -> Response {
             parts.push(Err(std::io::Error::other("the fake drops the connection")));
             sse(Body::from_stream(futures_util::stream::iter(parts)))
         }
-        Reply::Hang => {
-            let guard = HangUp(hung_up);
-            let stream = futures_util::stream::once(async move {
-                let _guard = guard;
-                std::future::pending::<()>().await;
-                Ok::<Bytes, std::io::Error>(Bytes::new())
+        Reply::Hang => sse(Body::from_stream(hang(Vec::new(), hung_up))),
+        Reply::Gated {
+            content,
+            pieces: count,
+            gate,
+        } => {
+            let size = content.chars().count().div_ceil(count.max(1)).max(1);
+            let mut parts: Vec<(bool, Bytes)> = pieces(&content, size)
+                .iter()
+                .enumerate()
+                .map(|(n, p)| (n > 0, chunk(p)))
+                .collect();
+            parts.extend(finish().into_iter().map(|b| (false, b)));
+            let stream = futures_util::stream::iter(parts).then(move |(gated, part)| {
+                let gate = Arc::clone(&gate);
+                async move {
+                    if gated {
+                        gate.acquire().await.expect("the gate").forget();
+                    }
+                    Ok::<_, std::io::Error>(part)
+                }
             });
             sse(Body::from_stream(stream))
         }
+        Reply::Cut { content, gate } => {
+            let parts: Vec<Item> = pieces(&content, 7).iter().map(|p| Ok(chunk(p))).collect();
+            let cut = futures_util::stream::once(async move {
+                gate.acquire().await.expect("the gate").forget();
+                Err(std::io::Error::other("the fake drops the connection"))
+            });
+            sse(Body::from_stream(
+                futures_util::stream::iter(parts).chain(cut),
+            ))
+        }
+        Reply::StreamThenHang(content) => {
+            let parts = pieces(&content, 7).iter().map(|p| chunk(p)).collect();
+            sse(Body::from_stream(hang(parts, hung_up)))
+        }
+    }
+}
+
+/// `parts`, then nothing until the caller hangs up (which `hung_up` tells).
+fn hang(
+    parts: Vec<Bytes>,
+    hung_up: Arc<tokio::sync::Notify>,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
+    let guard = HangUp(hung_up);
+    let never = futures_util::stream::once(async move {
+        let _guard = guard;
+        std::future::pending::<()>().await;
+        Ok::<Bytes, std::io::Error>(Bytes::new())
+    });
+    futures_util::stream::iter(parts.into_iter().map(Ok)).chain(never)
+}
+
+/// Accepts TCP connections and completes their TLS handshake; a client
+/// that refuses the certificate is dropped and the next one awaited.
+struct TlsListener {
+    tcp: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+/// Longest a handshake may take before the connection is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((tcp, addr)) = self.tcp.accept().await else {
+                continue;
+            };
+            let handshake = self.acceptor.accept(tcp);
+            if let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+                return (tls, addr);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
     }
 }

@@ -4,10 +4,30 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::fake::Reply;
 use super::{assert_replays_without_a_model, assert_well_formed, events, rig, step, turn};
+
+/// `frames` without the text deltas an empty `message.complete` took
+/// back, nor those; how many it took back.
+fn without_withdrawn_text(frames: Vec<Value>) -> (Vec<Value>, usize) {
+    let mut kept: Vec<Value> = Vec::new();
+    let mut withdrawn = 0;
+    for frame in frames {
+        if frame["event"] == "message.complete" && frame["text"] == "" {
+            let before = kept.len();
+            while kept.last().is_some_and(|f| f["event"] == "message.delta") {
+                kept.pop();
+            }
+            assert!(kept.len() < before, "nothing to withdraw: {frame}");
+            withdrawn += 1;
+            continue;
+        }
+        kept.push(frame);
+    }
+    (kept, withdrawn)
+}
 
 /// Three of the same reply: the segment's tries of one step.
 fn thrice(reply: Reply) -> Vec<Reply> {
@@ -63,6 +83,10 @@ async fn bad_output_is_retried_then_becomes_a_clarifying_question() {
             .stream("/api/studio/turn", &turn("h", question))
             .await;
         assert_well_formed(&frames);
+        // Text a reply streamed before it failed is withdrawn, each time.
+        let (frames, withdrawn) = without_withdrawn_text(frames);
+        let streams_text = case == "1 MB of text";
+        assert_eq!(withdrawn, if streams_text { 3 } else { 0 }, "{case}");
         assert_eq!(events(&frames), ["elicitation.request"], "{case}");
         assert_eq!(rig.fake.calls(), 3, "{case}: three tries");
         let retry = rig.fake.requests()[1]["messages"].to_string();
@@ -75,6 +99,7 @@ async fn bad_output_is_retried_then_becomes_a_clarifying_question() {
             "answers": {"q1": {"kind": "text", "text": "population of Kenya"}}});
         let closed = rig.client.stream("/api/studio/interrupt", &answer).await;
         assert_well_formed(&closed);
+        let (closed, _) = without_withdrawn_text(closed);
         assert_eq!(events(&closed), ["message.complete", "done"], "{case}");
         assert_eq!(rig.fake.calls(), 6, "{case}: three tries again");
         assert_replays_without_a_model(&rig.ledger).await;

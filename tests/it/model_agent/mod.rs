@@ -8,7 +8,9 @@ mod crash;
 mod fake;
 mod hostile;
 mod property;
+mod streaming;
 mod tiny;
+mod tls;
 
 use std::sync::Arc;
 
@@ -35,7 +37,7 @@ fn recorded(name: &str) -> (String, Vec<Reply>) {
         .as_array()
         .expect("replies")
         .iter()
-        .map(|reply| Reply::Stream(reply.to_string()))
+        .map(|reply| Reply::Stream(in_schema_order(reply)))
         .collect();
     (
         fixture["question"].as_str().expect("question").to_owned(),
@@ -50,7 +52,26 @@ pub(crate) fn step(members: Value) -> String {
     for (key, value) in members.as_object().expect("an object") {
         reply[key] = value.clone();
     }
-    reply.to_string()
+    in_schema_order(&reply)
+}
+
+/// A reply object as a model following the schema writes it: its members
+/// in the schema's order (`tool` first), any others after them.
+pub(crate) fn in_schema_order(reply: &Value) -> String {
+    use ledgerwire::agent::model::step::STEP_MEMBERS;
+    let object = reply.as_object().expect("an object");
+    let mut names: Vec<&String> = object.keys().collect();
+    names.sort_by_key(|name| {
+        STEP_MEMBERS
+            .iter()
+            .position(|member| member == name)
+            .unwrap_or(STEP_MEMBERS.len())
+    });
+    let members: Vec<String> = names
+        .into_iter()
+        .map(|name| format!("{}:{}", json!(name), object[name.as_str()]))
+        .collect();
+    format!("{{{}}}", members.join(","))
 }
 
 /// A server whose agent calls `fake`, and what the test reads it with.
@@ -70,6 +91,7 @@ pub(crate) fn model_args(url: String, timeout_ms: u64) -> ModelArgs {
         max_tokens: 256,
         steps: 8,
         concurrency: 4,
+        ca: None,
     }
 }
 
@@ -254,7 +276,18 @@ async fn cancel_hangs_up_on_the_model_while_heartbeats_flow() {
             None => panic!("the stream closed while the model thought"),
         }
     }
-    let cancel = json!({"kind": "turn.cancel", "conversation_id": "c"});
+    cancel_and_see_the_model_hang_up(&rig, &mut reader, "c").await;
+    assert_eq!(rig.fake.calls(), 1);
+}
+
+/// Posts `/cancel` for `conversation`: its stream ends on the cancelled
+/// error, and the model sees its call dropped.
+pub(crate) async fn cancel_and_see_the_model_hang_up(
+    rig: &Rig,
+    reader: &mut crate::support::SseReader,
+    conversation: &str,
+) {
+    let cancel = json!({"kind": "turn.cancel", "conversation_id": conversation});
     let (status, _) = rig.client.json("/api/studio/cancel", &cancel).await;
     assert_eq!(status, 204);
     let frames = reader.frames().await;
@@ -262,7 +295,25 @@ async fn cancel_hangs_up_on_the_model_while_heartbeats_flow() {
     tokio::time::timeout(crate::support::EVENT_TIMEOUT, rig.fake.hung_up())
         .await
         .expect("the model call was aborted");
-    assert_eq!(rig.fake.calls(), 1);
+}
+
+/// `text` cut into pieces at the byte offsets `cuts` (each taken modulo
+/// the length, kept where it falls between characters).
+pub(crate) fn pieces(text: &str, cuts: &[usize]) -> Vec<String> {
+    let mut at: Vec<usize> = cuts
+        .iter()
+        .map(|c| c % (text.len() + 1))
+        .filter(|c| text.is_char_boundary(*c))
+        .collect();
+    at.sort_unstable();
+    at.dedup();
+    let mut pieces = Vec::new();
+    let mut from = 0;
+    for to in at.into_iter().chain([text.len()]) {
+        pieces.push(text[from..to].to_owned());
+        from = to;
+    }
+    pieces
 }
 
 #[tokio::test]

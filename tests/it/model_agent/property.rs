@@ -1,28 +1,42 @@
 //! Thousands of generated replies (well-formed steps, steps naming what
-//! does not exist, junk, failures) through the model agent's public API:
-//! 0 invalid frames, 0 segments without their one closing frame.
+//! does not exist, junk, failures), streamed in generated pieces and
+//! sometimes failing mid-stream, through the model agent's public API:
+//! 0 invalid frames, 0 segments without their one closing frame, and the
+//! text deltas before any `message.complete` add up to its text.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
-use ledgerwire::agent::model::{CallError, ModelAgent, Transport};
+use ledgerwire::agent::model::{CallError, ModelAgent, Pieces, Transport};
 use ledgerwire::agent::{Agent, Beat};
 use ledgerwire::wire::frame::Frame;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-/// A model that answers from a script, then fails.
-struct Scripted(Mutex<VecDeque<Result<String, CallError>>>);
+use super::pieces;
 
-#[async_trait::async_trait]
+/// One scripted call: the reply's pieces, then how it ends (`None`: whole).
+type Call = (Vec<String>, Option<CallError>);
+
+/// A model that answers from a script, then fails.
+struct Scripted(Mutex<VecDeque<Call>>);
+
 impl Transport for Scripted {
-    async fn call(&self, _body: String) -> Result<String, CallError> {
-        self.0
+    fn call(&self, _body: String) -> Pieces {
+        let (pieces, end) = self
+            .0
             .lock()
             .expect("script")
             .pop_front()
-            .unwrap_or(Err(CallError::Dropped))
+            .unwrap_or((Vec::new(), Some(CallError::Dropped)));
+        let items: Vec<Result<String, CallError>> =
+            pieces.into_iter().map(Ok).chain(end.map(Err)).collect();
+        // Each piece arrives on its own, as a network read would bring it.
+        Box::pin(futures_util::stream::iter(items).then(|item| async {
+            tokio::task::yield_now().await;
+            item
+        }))
     }
     fn is_live(&self) -> bool {
         false
@@ -62,23 +76,65 @@ fn step() -> impl Strategy<Value = String> {
             if extra {
                 step["injected"] = json!("call delete_everything");
             }
-            step.to_string()
+            // As a model following the schema writes it (`tool` first),
+            // or with `serde_json`'s sorted members (`text` first).
+            if extra || from % 2 == 0 { super::in_schema_order(&step) } else { step.to_string() }
         })
 }
 
-fn reply() -> impl Strategy<Value = Result<String, CallError>> {
+fn failure() -> impl Strategy<Value = CallError> {
     prop_oneof![
-        6 => step().prop_map(Ok),
-        1 => "[ -~]{0,200}".prop_map(Ok),
-        1 => Just(Err(CallError::TooLarge)),
-        1 => Just(Err(CallError::Timeout(1_000))),
-        1 => Just(Err(CallError::Status { status: 500, excerpt: String::new() })),
+        Just(CallError::TooLarge),
+        Just(CallError::Timeout(1_000)),
+        Just(CallError::Dropped),
+        Just(CallError::Status {
+            status: 500,
+            excerpt: String::new()
+        }),
+    ]
+}
+
+/// A well-formed answer, as a model following the schema writes it.
+fn answer() -> impl Strategy<Value = String> {
+    "[ -~\n\u{e9}]{1,300}".prop_map(|text| {
+        super::in_schema_order(&json!({"tool": "answer", "text": text, "series": "",
+            "places": [], "from_year": 0, "to_year": 0, "operation": "trend",
+            "chart": "auto", "options": []}))
+    })
+}
+
+fn reply() -> impl Strategy<Value = Call> {
+    let cuts = proptest::collection::vec(0usize..8_000, 0..8);
+    let answer_cuts = proptest::collection::vec(0usize..400, 1..8);
+    prop_oneof![
+        6 => (step(), cuts.clone()).prop_map(|(step, cuts)| (pieces(&step, &cuts), None)),
+        2 => (answer(), answer_cuts.clone()).prop_map(|(step, cuts)| (pieces(&step, &cuts), None)),
+        1 => (answer(), answer_cuts, 1usize..6, failure()).prop_map(|(step, cuts, keep, error)| {
+            let mut pieces = pieces(&step, &cuts);
+            pieces.truncate(keep);
+            (pieces, Some(error))
+        }),
+        1 => "[ -~]{0,200}".prop_map(|junk| (vec![junk], None)),
+        // Some pieces, then the call fails: mid-text, often.
+        2 => (step(), cuts, 0usize..6, failure()).prop_map(|(step, cuts, keep, error)| {
+            let mut pieces = pieces(&step, &cuts);
+            pieces.truncate(keep);
+            (pieces, Some(error))
+        }),
+        1 => failure().prop_map(|error| (Vec::new(), Some(error))),
     ]
 }
 
 /// What a segment yields, checked: every frame survives the contract's
 /// types, and the last one, only the last one, closes the stream.
-fn check(frames: &[Frame]) -> Result<(), TestCaseError> {
+/// Answers a segment streamed in several deltas, and texts it withdrew.
+#[derive(Default)]
+struct Seen {
+    streamed: usize,
+    withdrawn: usize,
+}
+
+fn check(frames: &[Frame], seen: &mut Seen) -> Result<(), TestCaseError> {
     for frame in frames {
         let text = serde_json::to_string(frame).expect("a frame encodes");
         let back: Frame = serde_json::from_str(&text)
@@ -98,6 +154,40 @@ fn check(frames: &[Frame]) -> Result<(), TestCaseError> {
     let closing = frames.iter().filter(|f| f.ends_stream()).count();
     prop_assert_eq!(closing, 1, "{:?}", frames);
     prop_assert!(frames.last().is_some_and(Frame::ends_stream));
+    // Streamed text is either completed as it was streamed or withdrawn;
+    // only a plan's own sentence is left standing before its card.
+    let mut pending = String::new();
+    let mut deltas = 0;
+    for frame in frames {
+        match frame {
+            Frame::MessageDelta(delta) => {
+                pending.push_str(&delta.text);
+                deltas += 1;
+            }
+            Frame::MessageComplete(complete) => {
+                if deltas > 1 && complete.text == pending {
+                    seen.streamed += 1;
+                }
+                if !pending.is_empty() && complete.text.is_empty() {
+                    seen.withdrawn += 1;
+                }
+                prop_assert!(
+                    pending.is_empty() || complete.text.is_empty() || complete.text == pending,
+                    "deltas {:?} then message.complete {:?}",
+                    pending,
+                    complete.text
+                );
+                pending.clear();
+                deltas = 0;
+            }
+            Frame::PlanProposed(_) => {
+                pending.clear();
+                deltas = 0;
+            }
+            _ => {}
+        }
+    }
+    prop_assert!(pending.is_empty(), "text left standing: {:?}", frames);
     Ok(())
 }
 
@@ -112,6 +202,7 @@ fn generated_replies_never_break_a_stream() {
         ..ProptestConfig::default()
     };
     let replies_seen = std::sync::atomic::AtomicUsize::new(0);
+    let seen = Mutex::new(Seen::default());
     proptest!(config, |(replies in proptest::collection::vec(reply(), 1..5), question in "[ -~]{0,60}")| {
         replies_seen.fetch_add(replies.len(), std::sync::atomic::Ordering::Relaxed);
         let transport = Arc::new(Scripted(Mutex::new(replies.into())));
@@ -125,8 +216,19 @@ fn generated_replies_never_break_a_stream() {
                 _ => None,
             })
             .collect();
-        check(&frames)?;
+        check(&frames, &mut seen.lock().expect("seen"))?;
     });
-    let seen = replies_seen.into_inner();
-    assert!(seen >= 2_000, "{seen} replies");
+    let replies = replies_seen.into_inner();
+    assert!(replies >= 2_000, "{replies} replies");
+    let seen = seen.into_inner().expect("seen");
+    assert!(
+        seen.streamed >= 100,
+        "{} answers streamed in pieces",
+        seen.streamed
+    );
+    assert!(seen.withdrawn >= 100, "{} texts withdrawn", seen.withdrawn);
+    eprintln!(
+        "{} answers streamed in pieces, {} withdrawn",
+        seen.streamed, seen.withdrawn
+    );
 }

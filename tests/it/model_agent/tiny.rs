@@ -79,6 +79,7 @@ async fn a_real_tiny_model_behind_the_studio_keeps_every_promise() {
         max_tokens: 96,
         steps: 2,
         concurrency: 1,
+        ca: None,
     };
     let agent =
         ModelAgent::connect(ModelSettings::new(&args, None).expect("settings")).expect("client");

@@ -8,10 +8,10 @@
 use std::time::{Duration, Instant};
 
 use ledgerwire::ledger::Payload;
-use ledgerwire::statewire::client::{Connection, Session};
 use ledgerwire::statewire::ids::{ClientId, ProtocolName};
 use ledgerwire::statewire::packet::Command;
 use ledgerwire::statewire::records::{CommandAnsweredUnder, lane_stream};
+use ledgerwire::statewire_client::{Connection, Session};
 use serde_json::{Value, json};
 
 use super::cluster::{self, cluster};

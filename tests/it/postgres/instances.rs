@@ -11,8 +11,8 @@
 
 use std::time::Duration;
 
-use ledgerwire::statewire::client::{Connection, Session};
 use ledgerwire::statewire::ids::ClientId;
+use ledgerwire::statewire_client::{Connection, Session};
 use serde_json::{Value, json};
 
 use super::cluster::cluster;

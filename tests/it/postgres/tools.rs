@@ -159,16 +159,16 @@ async fn serve_answers_retryably_while_the_database_is_down_and_recovers_by_itse
         "{refusal}"
     );
     // A Statewire attach is ended with a fin saying to retry.
-    let attach = ledgerwire::statewire::client::Connection::connect(
+    let attach = ledgerwire::statewire_client::Connection::connect(
         crate::statewire::chat_client(server.addr, "down"),
-        ledgerwire::statewire::client::Session::new(
+        ledgerwire::statewire_client::Session::new(
             ledgerwire::statewire::ids::ClientId::new("down").unwrap(),
         ),
     )
     .await;
     match attach {
-        Err(ledgerwire::statewire::client::ClientError::Refused(fin))
-        | Err(ledgerwire::statewire::client::ClientError::Ended(Some(fin))) => {
+        Err(ledgerwire::statewire_client::ClientError::Refused(fin))
+        | Err(ledgerwire::statewire_client::ClientError::Ended(Some(fin))) => {
             assert_eq!(
                 fin.reason,
                 ledgerwire::statewire::packet::FinReason::Unavailable,

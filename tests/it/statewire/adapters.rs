@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use ledgerwire::statewire::example::{ACME_CHAT, register};
+use ledgerwire::statewire::demo::{ACME_CHAT, register};
 use ledgerwire::statewire::host::{
     Adapter, AttachHandle, Host, HostError, ProtocolDef, QueueLimits,
 };

@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 
-use ledgerwire::statewire::example::register;
+use ledgerwire::statewire::demo::register;
 use ledgerwire::statewire::host::Host;
 use ledgerwire::statewire::ids::{ClientId, PrincipalId, ProtocolName};
 use serde_json::{Value, json};
@@ -300,7 +300,7 @@ async fn negotiation_failures_are_json_fins_and_change_nothing() {
         }
     }
     // No statement was admitted and no state changed.
-    let host = ledgerwire::statewire::example::acme_host(ledger.clone()).unwrap();
+    let host = ledgerwire::statewire::demo::acme_host(ledger.clone()).unwrap();
     let lane = host
         .lane_state(
             &scope("t3"),

@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use ledgerwire::statewire::client::{
-    ClientError, Connection, ProtocolOfferConfig, Session, validate_selection,
-};
 use ledgerwire::statewire::ids::{ClientId, ProtocolName};
 use ledgerwire::statewire::packet::{Command, FinCode, Packet};
+use ledgerwire::statewire_client::{
+    ClientError, Connection, ProtocolOfferConfig, Session, validate_selection,
+};
 use serde_json::{Value, json};
 
 use super::{PACKET_TIMEOUT, call, chat_client, scope, v};
@@ -125,7 +125,7 @@ async fn a_killed_client_replays_and_each_command_runs_exactly_once() {
         .await
         .unwrap();
     // The ledger holds each command admitted and answered exactly once.
-    let host = ledgerwire::statewire::example::acme_host(ledger).unwrap();
+    let host = ledgerwire::statewire::demo::acme_host(ledger).unwrap();
     let lane = host
         .lane_state(
             &scope("k1"),

@@ -17,9 +17,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use ledgerwire::statewire::client::{ClientConfig, Connection, ProtocolOfferConfig};
 use ledgerwire::statewire::packet::Packet;
 use ledgerwire::statewire::version::Version;
+use ledgerwire::statewire_client::{ClientConfig, Connection, ProtocolOfferConfig};
 
 /// Longest wait for any one expected packet.
 pub const PACKET_TIMEOUT: Duration = Duration::from_secs(20);

@@ -6,20 +6,16 @@
 
 use std::net::SocketAddr;
 
-use ledgerwire::statewire::client::{Connection, ProtocolOfferConfig, Session};
 use ledgerwire::statewire::ids::ClientId;
 use ledgerwire::statewire::packet::Command;
+use ledgerwire::statewire_client::{Connection, ProtocolOfferConfig, Session};
 use serde_json::{Value, json};
 
 use super::{AUTHORIZATION, PACKET_TIMEOUT, call, chat_client, v};
 use crate::support::{ServerProcess, ledgerwire_ok, open, scratch, start_server};
 
 /// `chat_client` offering exactly `version` of acme-chat.
-fn at(
-    addr: SocketAddr,
-    thread: &str,
-    version: &str,
-) -> ledgerwire::statewire::client::ClientConfig {
+fn at(addr: SocketAddr, thread: &str, version: &str) -> ledgerwire::statewire_client::ClientConfig {
     let mut config = chat_client(addr, thread);
     config.protocols = Some(vec![ProtocolOfferConfig {
         name: "acme-chat".into(),

@@ -3,9 +3,9 @@
 //! same data: durable lanes keep their watermarks and retained answers,
 //! and every command runs exactly once.
 
-use ledgerwire::statewire::client::{Connection, Session};
 use ledgerwire::statewire::ids::{ClientId, ProtocolName};
 use ledgerwire::statewire::packet::Command;
+use ledgerwire::statewire_client::{Connection, Session};
 use serde_json::{Value, json};
 
 use super::{PACKET_TIMEOUT, chat_client};

@@ -171,8 +171,8 @@ async fn the_statewire_subprotocol_is_required() {
 #[tokio::test]
 async fn a_stopped_server_lets_go_of_the_store_once_its_websocket_clients_left() {
     use ledgerwire::ledger::local::OpenMode;
-    use ledgerwire::statewire::client::{Connection, Session};
     use ledgerwire::statewire::ids::ClientId;
+    use ledgerwire::statewire_client::{Connection, Session};
 
     use crate::support::{quick_studio, start_stoppable_studio};
 

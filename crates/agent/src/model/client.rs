@@ -1,20 +1,21 @@
-//! One call to an OpenAI-compatible `/v1/chat/completions` endpoint:
-//! the request sent as built, the reply read as a stream of server-sent
-//! chunks (or one JSON body from a server that does not stream), inside
-//! the call's bounds.
+//! One call to an OpenAI-compatible `/v1/chat/completions` endpoint, over
+//! HTTP or HTTPS: the request sent as built, the reply's content handed
+//! on piece by piece as its server-sent chunks arrive (or whole, from a
+//! server that answers one JSON body), inside the call's bounds.
 //!
 //! Owns: the HTTP exchange, its timeout, the reply's byte bound and the
 //! limit on calls in flight. Must never: log or return the key, read
 //! past [`MAX_MODEL_RESPONSE_BYTES`], or wait past the call's timeout.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde::Deserialize;
 use tokio::sync::Semaphore;
 
+use super::Pieces;
 use super::settings::ModelSettings;
 
 /// Most bytes one call reads from the model (the raw stream, framing
@@ -32,6 +33,10 @@ pub enum CallError {
     Busy,
     #[error("the model could not be reached ({0})")]
     Unreachable(String),
+    /// The endpoint's TLS certificate did not verify: a setting to fix
+    /// (`--model-ca`), so the call is not tried again.
+    #[error("the model's TLS certificate is not trusted ({0})")]
+    Untrusted(String),
     #[error("the model answered HTTP {status}: {excerpt}")]
     Status { status: u16, excerpt: String },
     #[error("the model took longer than {0} ms")]
@@ -59,6 +64,11 @@ impl CallError {
             _ => false,
         }
     }
+
+    /// Whether another try of the call can go differently.
+    pub fn is_retryable(&self) -> bool {
+        !matches!(self, CallError::Untrusted(_))
+    }
 }
 
 /// The HTTP client of the model endpoint, shared by every segment.
@@ -71,8 +81,12 @@ pub struct ModelClient {
 
 impl ModelClient {
     pub fn new(settings: Arc<ModelSettings>) -> Result<Self, CallError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS))
+        let mut builder =
+            reqwest::Client::builder().connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS));
+        for certificate in &settings.ca {
+            builder = builder.add_root_certificate(certificate.clone());
+        }
+        let http = builder
             .build()
             .map_err(|error| CallError::Unreachable(error.to_string()))?;
         Ok(Self {
@@ -86,24 +100,77 @@ impl ModelClient {
         &self.settings
     }
 
-    /// Posts `body` and returns the reply's content. Dropping the future
-    /// closes the connection: that is how `/cancel` stops a call.
-    pub async fn complete(&self, body: String) -> Result<String, CallError> {
-        let timeout = self.settings.timeout;
-        let started = Instant::now();
-        let slot = tokio::time::timeout(timeout, self.slots.acquire())
-            .await
-            .map_err(|_| CallError::Busy)?
-            .map_err(|_| CallError::Busy)?;
-        let left = timeout.saturating_sub(started.elapsed());
-        let reply = tokio::time::timeout(left, self.post(body))
-            .await
-            .unwrap_or(Err(CallError::Timeout(timeout.as_millis() as u64)));
-        drop(slot);
-        reply
+    /// Posts `body` and streams the reply's content as it arrives, within
+    /// the call's timeout (waiting for a slot included) and byte bound.
+    /// Dropping the stream closes the connection: that is how `/cancel`
+    /// stops a call.
+    pub fn stream(&self, body: String) -> Pieces {
+        let client = self.clone();
+        Box::pin(async_stream::stream! {
+            let timeout = client.settings.timeout;
+            let timed_out = || CallError::Timeout(timeout.as_millis() as u64);
+            let deadline = tokio::time::Instant::now() + timeout;
+            let Ok(Ok(_slot)) = tokio::time::timeout_at(deadline, client.slots.acquire()).await
+            else {
+                yield Err(CallError::Busy);
+                return;
+            };
+            let response = match tokio::time::timeout_at(deadline, client.send(body)).await {
+                Ok(Ok(response)) => response,
+                Ok(Err(error)) => {
+                    yield Err(error);
+                    return;
+                }
+                Err(_) => {
+                    yield Err(timed_out());
+                    return;
+                }
+            };
+            if !is_event_stream(&response) || !response.status().is_success() {
+                let status = response.status();
+                let body = tokio::time::timeout_at(deadline, read_bounded(response)).await;
+                yield match body {
+                    Err(_) => Err(timed_out()),
+                    Ok(body) if !status.is_success() => Err(CallError::Status {
+                        status: status.as_u16(),
+                        excerpt: excerpt(&body.unwrap_or_default()),
+                    }),
+                    Ok(body) => body.and_then(|body| whole_reply(&body)),
+                };
+                return;
+            }
+            let mut events = Box::pin(events(response));
+            let mut finished = false;
+            loop {
+                let Ok(next) = tokio::time::timeout_at(deadline, events.next()).await else {
+                    yield Err(timed_out());
+                    return;
+                };
+                match next {
+                    Some(Ok(Event::Content { text, last })) => {
+                        finished |= last;
+                        if !text.is_empty() {
+                            yield Ok(text);
+                        }
+                    }
+                    Some(Ok(Event::Done)) => return,
+                    Some(Err(error)) => {
+                        yield Err(error);
+                        return;
+                    }
+                    None => {
+                        if !finished {
+                            yield Err(CallError::Dropped);
+                        }
+                        return;
+                    }
+                }
+            }
+        })
     }
 
-    async fn post(&self, body: String) -> Result<String, CallError> {
+    /// Sends the request; the response, its body unread.
+    async fn send(&self, body: String) -> Result<reqwest::Response, CallError> {
         let mut request = self
             .http
             .post(self.settings.url.clone())
@@ -116,30 +183,25 @@ impl ModelClient {
         if let Some(key) = &self.settings.key {
             request = request.bearer_auth(key.expose());
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|error| CallError::Unreachable(without_url(&error)))?;
-        let status = response.status();
-        let streamed = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        if !status.is_success() {
-            let body = read_bounded(response).await.unwrap_or_default();
-            return Err(CallError::Status {
-                status: status.as_u16(),
-                excerpt: excerpt(&body),
-            });
-        }
-        if streamed {
-            read_stream(response).await
-        } else {
-            let body = read_bounded(response).await?;
-            whole_reply(&body)
-        }
+        request.send().await.map_err(|error| {
+            let Some(reason) = untrusted_certificate(&error) else {
+                return CallError::Unreachable(without_url(&error));
+            };
+            tracing::warn!(
+                "the model endpoint's TLS certificate was not trusted ({reason}): \
+                 give its CA to serve with --model-ca FILE"
+            );
+            CallError::Untrusted(reason)
+        })
     }
+}
+
+fn is_event_stream(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
 }
 
 /// A transport error's words without its URL (which may hold credentials).
@@ -154,6 +216,29 @@ fn without_url(error: &reqwest::Error) -> String {
         "transport error"
     };
     kind.to_owned()
+}
+
+/// Why the endpoint's certificate was refused, when that is why the
+/// request failed. rustls's error sits in an I/O error's payload (inside
+/// another I/O error), which `source()` skips, so each I/O error's
+/// payload is followed instead.
+fn untrusted_certificate(error: &reqwest::Error) -> Option<String> {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = next {
+        let inner = current
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|payload| payload as &(dyn std::error::Error + 'static));
+        for candidate in [Some(current), inner].into_iter().flatten() {
+            if let Some(rustls::Error::InvalidCertificate(reason)) =
+                candidate.downcast_ref::<rustls::Error>()
+            {
+                return Some(reason.to_string());
+            }
+        }
+        next = inner.or(current.source());
+    }
+    None
 }
 
 fn excerpt(body: &str) -> String {
@@ -201,8 +286,18 @@ struct Content {
     content: Option<String>,
 }
 
-/// Reads a streamed reply to its end (`[DONE]` or a finish reason).
-async fn read_stream(response: reqwest::Response) -> Result<String, CallError> {
+/// One server-sent event of a streamed reply, read.
+enum Event {
+    /// Content (possibly none), and whether the chunk said it was the last.
+    Content { text: String, last: bool },
+    /// `[DONE]`.
+    Done,
+}
+
+/// The events of a streamed reply, read within the byte bound.
+fn events(
+    response: reqwest::Response,
+) -> impl futures_util::Stream<Item = Result<Event, CallError>> + Send {
     let mut read = 0usize;
     let bounded = response.bytes_stream().map(move |chunk| {
         let chunk = chunk.map_err(|_| CallError::Dropped)?;
@@ -212,36 +307,37 @@ async fn read_stream(response: reqwest::Response) -> Result<String, CallError> {
         }
         Ok(chunk)
     });
-    let mut events = Box::pin(bounded.eventsource());
-    let mut content = String::new();
-    let mut finished = false;
-    while let Some(event) = events.next().await {
-        let event = event.map_err(|error| match error {
-            eventsource_stream::EventStreamError::Transport(error) => error,
-            other => CallError::Unreadable(other.to_string()),
-        })?;
+    bounded.eventsource().filter_map(|event| async move {
+        let event = match event {
+            Ok(event) => event,
+            Err(eventsource_stream::EventStreamError::Transport(error)) => return Some(Err(error)),
+            Err(other) => return Some(Err(CallError::Unreadable(other.to_string()))),
+        };
         let data = event.data.trim();
         if data == "[DONE]" {
-            finished = true;
-            break;
+            return Some(Ok(Event::Done));
         }
         if data.is_empty() {
-            continue;
+            return None;
         }
-        let chunk: Chunk = serde_json::from_str(data)
-            .map_err(|error| CallError::Unreadable(format!("a chunk is not JSON: {error}")))?;
-        for choice in chunk.choices.into_iter().take(1) {
-            if let Some(text) = choice.delta.and_then(|d| d.content) {
-                content.push_str(&text);
-            }
-            finished |= choice.finish_reason.is_some();
-        }
-    }
-    if finished {
-        Ok(content)
-    } else {
-        Err(CallError::Dropped)
-    }
+        Some(chunk_content(data))
+    })
+}
+
+/// The content a chunk adds (its first choice's), and whether it ends.
+fn chunk_content(data: &str) -> Result<Event, CallError> {
+    let chunk: Chunk = serde_json::from_str(data)
+        .map_err(|error| CallError::Unreadable(format!("a chunk is not JSON: {error}")))?;
+    let Some(choice) = chunk.choices.into_iter().next() else {
+        return Ok(Event::Content {
+            text: String::new(),
+            last: false,
+        });
+    };
+    Ok(Event::Content {
+        text: choice.delta.and_then(|d| d.content).unwrap_or_default(),
+        last: choice.finish_reason.is_some(),
+    })
 }
 
 /// The content of a reply that came as one JSON body.

@@ -5,11 +5,15 @@
 //! can fail ends the stream: a bad reply is retried with the reason,
 //! then becomes a clarifying question (first segment of a turn) or a
 //! stated refusal; a model that does not answer becomes the contract's
-//! transient error. Must never: yield a frame the server did not build
-//! from checked data, or end without a closing frame.
+//! transient error; text streamed from a reply that then breaks or fails
+//! the check is withdrawn first (an empty `message.complete`). Must
+//! never: yield a frame the server did not build from checked data (the
+//! answer's deltas aside, which a check failure takes back), or end
+//! without a closing frame.
 
 use std::sync::Arc;
-use std::time::Instant;
+
+use futures_util::StreamExt;
 
 use crate::agent::builtin::clarify::elicitation;
 use crate::agent::builtin::data::Dataset;
@@ -27,11 +31,12 @@ use crate::wire::ids::{InterruptId, OptionId, PlanVersionId, QuestionId};
 use crate::wire::plan::{PlanProposed, PlanVersioned};
 use crate::wire::request::Decision;
 
+use super::call::{self, CallEvent, CallId, Tried};
 use super::client::CallError;
-use super::exchange::{ModelExchange, recorded, request_digest};
+use super::exchange::{recorded, request_digest};
 use super::prompt;
 use super::step::{self, PlanStep, Step};
-use super::{ModelAgent, Transport};
+use super::{ModelAgent, Pieces, Transport};
 
 /// Consecutive failed tries of one step before the segment gives up on it.
 pub const ATTEMPTS_PER_STEP: u32 = 3;
@@ -47,12 +52,6 @@ pub const CLARIFY_QUESTION: &str =
 /// The refusal stated when they still could not be used.
 pub const GIVE_UP_TEXT: &str = "I could not work out a plan for that from the model's replies, so I computed nothing. Please ask again in other words.";
 
-/// What a try of a step came to.
-enum Tried {
-    Reply(String),
-    Failed(CallError),
-}
-
 /// The model agent's frames for one segment, with the exchanges to record.
 pub(super) fn beats(agent: ModelAgent, context: TurnContext) -> SegmentBeats {
     Box::pin(async_stream::stream! {
@@ -66,46 +65,48 @@ pub(super) fn beats(agent: ModelAgent, context: TurnContext) -> SegmentBeats {
             // The digest names what is asked, not the model's name or
             // token bound: a replay reads neither.
             let digest = request_digest(&prompt::messages_json(&messages));
-            let tried = match recorded(&context.exchanges, answers, index, &digest) {
-                Some(done) => reused(done),
+            let mut events = match recorded(&context.exchanges, answers, index, &digest) {
+                Some(done) => call::reused(done),
                 None => {
                     let body = prompt::request_body(agent.model(), agent.max_tokens, &messages);
-                    let started = Instant::now();
-                    let outcome = agent.transport.call(body.clone()).await;
-                    // A replay past the recorded calls stops where the
-                    // live segment's bound stopped it.
-                    if matches!(outcome, Err(CallError::NotRecorded)) {
-                        break;
-                    }
-                    let exchange = ModelExchange {
-                        answers,
-                        index,
-                        request_digest: digest,
-                        request: body,
-                        reply: outcome.as_ref().ok().cloned(),
-                        error: outcome.as_ref().err().map(ToString::to_string),
-                        bad_output: outcome.as_ref().err().is_some_and(CallError::is_bad_output),
-                        elapsed_ms: started.elapsed().as_millis() as u64,
-                    };
-                    yield Beat::Exchange(Box::new(exchange));
-                    match outcome {
-                        Ok(reply) => Tried::Reply(reply),
-                        Err(error) => Tried::Failed(error),
-                    }
+                    let id = CallId { answers, index, request_digest: digest };
+                    call::live(Arc::clone(&agent.transport), id, body)
                 }
             };
+            let mut ended = None;
+            while let Some(event) = events.next().await {
+                match event {
+                    CallEvent::Started(record) => yield Beat::Exchange(Box::new(record)),
+                    CallEvent::Delta(text) => yield Beat::Frame(Box::new(message_delta(text))),
+                    CallEvent::Ended { record, tried, streamed } => {
+                        if let Some(record) = record {
+                            yield Beat::Exchange(Box::new(record));
+                        }
+                        ended = Some((tried, streamed));
+                    }
+                }
+            }
+            let Some((tried, streamed)) = ended else { break };
             index += 1;
             let reply = match tried {
+                // A replay past the recorded calls stops where the live
+                // segment's bound stopped it.
+                Tried::Failed(CallError::NotRecorded) => break,
                 Tried::Reply(reply) => reply,
                 Tried::Failed(error) => {
+                    if !streamed.is_empty() {
+                        yield Beat::Frame(Box::new(withdrawn()));
+                    }
                     failed_in_a_row += 1;
+                    let retryable = error.is_retryable();
                     if error.is_bad_output() {
                         prompt::refused(&mut messages, "", &error.to_string());
                         last_failure = Some(Failure::Output);
                     } else {
                         last_failure = Some(Failure::Transport(error));
                     }
-                    if failed_in_a_row >= ATTEMPTS_PER_STEP {
+                    // A certificate refused will be refused again.
+                    if failed_in_a_row >= ATTEMPTS_PER_STEP || !retryable {
                         break;
                     }
                     if matches!(last_failure, Some(Failure::Transport(_))) && agent.transport.is_live() {
@@ -115,7 +116,11 @@ pub(super) fn beats(agent: ModelAgent, context: TurnContext) -> SegmentBeats {
                     continue;
                 }
             };
-            match step::check(&reply, data) {
+            let checked = step::check(&reply, data);
+            if !streamed.is_empty() && !matches!(checked, Ok(Step::Answer(_))) {
+                yield Beat::Frame(Box::new(withdrawn()));
+            }
+            match checked {
                 Err(invalid) => {
                     failed_in_a_row += 1;
                     last_failure = Some(Failure::Output);
@@ -130,7 +135,7 @@ pub(super) fn beats(agent: ModelAgent, context: TurnContext) -> SegmentBeats {
                     prompt::looked_up(&mut messages, &reply, prompt::lookup(data, &text));
                 }
                 Ok(step) => {
-                    for frame in act(&context, data, step) {
+                    for frame in act(&context, data, step, &streamed) {
                         yield Beat::Frame(Box::new(frame));
                     }
                     return;
@@ -143,15 +148,11 @@ pub(super) fn beats(agent: ModelAgent, context: TurnContext) -> SegmentBeats {
     })
 }
 
-/// A recorded exchange reused instead of a call.
-fn reused(exchange: &ModelExchange) -> Tried {
-    match &exchange.reply {
-        Some(reply) => Tried::Reply(reply.clone()),
-        None => Tried::Failed(CallError::Recorded {
-            words: exchange.error.clone().unwrap_or_default(),
-            bad_output: exchange.bad_output,
-        }),
-    }
+/// What takes back the text streamed from a reply that came to nothing:
+/// `message.complete` replaces the deltas before it, and this one with
+/// nothing, so no client keeps half an answer.
+fn withdrawn() -> Frame {
+    message_complete("")
 }
 
 /// The last thing that went wrong before the loop stopped.
@@ -201,18 +202,25 @@ fn pending_id() -> InterruptId {
     InterruptId::new("pending").unwrap_or_else(|_| unreachable!("a fixed id is valid"))
 }
 
-/// The frames of a checked step that ends the segment.
-fn act(context: &TurnContext, data: &Dataset, step: Step) -> Vec<Frame> {
+/// The frames of a checked step that ends the segment; `streamed` is
+/// the answer's text its deltas already carried.
+fn act(context: &TurnContext, data: &Dataset, step: Step, streamed: &str) -> Vec<Frame> {
     match step {
-        Step::Answer(text) => vec![
-            message_delta(text.clone()),
-            message_complete(text),
-            Frame::Suggestions(Suggestions {
-                seq: 0,
-                suggestions: Vec::new(),
-            }),
-            done(),
-        ],
+        Step::Answer(text) => {
+            // Text not streamed yet (a reply that named its tool after
+            // its text, or one read whole) goes out as one delta.
+            let rest = text.strip_prefix(streamed).filter(|rest| !rest.is_empty());
+            let mut frames: Vec<Frame> = rest.map(message_delta).into_iter().collect();
+            frames.extend([
+                message_complete(text),
+                Frame::Suggestions(Suggestions {
+                    seq: 0,
+                    suggestions: Vec::new(),
+                }),
+                done(),
+            ]);
+            frames
+        }
         Step::Refuse(reason) => vec![
             message_complete(format!("I can't do that: {reason}")),
             done(),
@@ -341,10 +349,11 @@ pub(super) fn offline() -> Arc<dyn Transport> {
 
 struct Offline;
 
-#[async_trait::async_trait]
 impl Transport for Offline {
-    async fn call(&self, _body: String) -> Result<String, CallError> {
-        Err(CallError::NotRecorded)
+    fn call(&self, _body: String) -> Pieces {
+        Box::pin(futures_util::stream::once(async {
+            Err(CallError::NotRecorded)
+        }))
     }
     fn is_live(&self) -> bool {
         false

@@ -8,10 +8,12 @@
 //! (`step`), because model servers fail open. The server, not the model,
 //! builds every frame: plans come from the built-in planner over the
 //! bundled data, and an approved plan runs in the built-in agent, so
-//! cards are computed from real figures. Each call is handed to the
-//! server as a [`Beat::Exchange`] to record before any frame it led to,
-//! so a retried segment reuses completed calls and `replay --check`
-//! replays from the log with no model (`TurnContext::exchanges`).
+//! cards are computed from real figures, except an answer's text, which
+//! goes out as the model writes it (`call`, `answer_text`). Each call is
+//! handed to the server as a [`Beat::Exchange`] to record, with where its
+//! text was cut into deltas, before any frame that follows from it, so a
+//! retried segment reuses completed calls and `replay --check` replays
+//! from the log with no model (`TurnContext::exchanges`).
 //!
 //! The HTTP crate: `reqwest` with `eventsource-stream` and our own serde
 //! types, both already in the binary, rather than `async-openai`. We need
@@ -27,16 +29,19 @@
 //! as beats), log or record the key, or end a segment without a closing
 //! frame, whatever the model says.
 
+mod answer_text;
+mod call;
 pub mod client;
-pub mod exchange;
+pub use crate::agent::exchange;
 pub mod flow;
 pub mod prompt;
 pub mod settings;
 pub mod step;
 
+use std::pin::Pin;
 use std::sync::Arc;
 
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
 
 use super::builtin::BuiltinAgent;
 use super::{Agent, AgentIdentity, Beat, SegmentBeats, SegmentFrames, TurnContext};
@@ -45,24 +50,27 @@ use crate::wire::request::Decision;
 pub use client::{CallError, ModelClient};
 pub use settings::{MODEL_API_KEY_ENV, ModelArgs, ModelSettings, ModelSettingsError};
 
-/// The version of the model agent's behaviour, recorded with each segment.
-pub const MODEL_AGENT_VERSION: &str = "1";
+/// The version of the model agent's behaviour, recorded with each segment
+/// (2: an answer's text streams as deltas, cut where its record says).
+pub const MODEL_AGENT_VERSION: &str = "2";
+
+/// A call's reply as it arrives: pieces of its content in order, ending
+/// after the last one, or with the error that ended the call.
+pub type Pieces = Pin<Box<dyn Stream<Item = Result<String, CallError>> + Send>>;
 
 /// Where a step's request goes: the endpoint, or (in a replay) nowhere.
-#[async_trait::async_trait]
 pub trait Transport: Send + Sync {
-    /// The reply's content for the request `body`.
-    async fn call(&self, body: String) -> Result<String, CallError>;
+    /// The reply's content for the request `body`, as it streams.
+    fn call(&self, body: String) -> Pieces;
     /// Whether calls reach a model (a replay's do not, and never wait).
     fn is_live(&self) -> bool {
         true
     }
 }
 
-#[async_trait::async_trait]
 impl Transport for ModelClient {
-    async fn call(&self, body: String) -> Result<String, CallError> {
-        self.complete(body).await
+    fn call(&self, body: String) -> Pieces {
+        self.stream(body)
     }
 }
 

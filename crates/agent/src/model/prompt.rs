@@ -210,22 +210,48 @@ pub fn messages_json(messages: &[Message]) -> String {
     serde_json::to_string(messages).unwrap_or_default()
 }
 
-/// The request body of one step, JSON text.
+/// The request body of one step.
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: &'a [Message],
+    max_tokens: u32,
+    temperature: u32,
+    stream: bool,
+    response_format: ResponseFormat,
+}
+
+#[derive(Serialize)]
+struct ResponseFormat {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    json_schema: JsonSchema,
+}
+
+#[derive(Serialize)]
+struct JsonSchema {
+    name: &'static str,
+    strict: bool,
+    schema: super::step::OrderedSchema,
+}
+
+/// The request body of one step, JSON text: streamed, with the step's
+/// schema, its members in the order the reply should hold them.
 pub fn request_body(model: &str, max_tokens: u32, messages: &[Message]) -> String {
-    let body = serde_json::json!({
-        "model": model,
-        "messages": messages,
-        "max_tokens": max_tokens,
-        "temperature": 0,
-        "stream": true,
-        "response_format": {
-            "type": "json_schema",
-            "json_schema": {
-                "name": "studio_step",
-                "strict": true,
-                "schema": super::step::schema(),
+    let body = Body {
+        model,
+        messages,
+        max_tokens,
+        temperature: 0,
+        stream: true,
+        response_format: ResponseFormat {
+            kind: "json_schema",
+            json_schema: JsonSchema {
+                name: "studio_step",
+                strict: true,
+                schema: super::step::ordered_schema(),
             },
         },
-    });
-    body.to_string()
+    };
+    serde_json::to_string(&body).unwrap_or_default()
 }

@@ -48,6 +48,11 @@ pub struct ModelArgs {
     /// Most model calls in flight at once.
     #[arg(long = "model-concurrency", env = "LEDGERWIRE_MODEL_CONCURRENCY", default_value_t = DEFAULT_CONCURRENT_MODEL_CALLS)]
     pub concurrency: usize,
+    /// A PEM file of certificates to trust for an https:// --model-url,
+    /// beside the public roots: a team's private CA, or a gateway's own
+    /// self-signed certificate.
+    #[arg(long = "model-ca", env = "LEDGERWIRE_MODEL_CA")]
+    pub ca: Option<std::path::PathBuf>,
 }
 
 /// An API key: shown nowhere.
@@ -77,6 +82,8 @@ pub struct ModelSettings {
     pub max_tokens: u32,
     pub steps_per_segment: u32,
     pub concurrency: usize,
+    /// Certificates trusted beside the public roots (`--model-ca`).
+    pub ca: Vec<reqwest::Certificate>,
 }
 
 /// A setting that cannot be used; the sentence says what to fix.
@@ -86,12 +93,14 @@ pub enum ModelSettingsError {
         "--agent model needs --model-url (LEDGERWIRE_MODEL_URL), the model's OpenAI-compatible endpoint"
     )]
     MissingUrl,
-    #[error("--model-url {0:?} is not an http:// URL")]
+    #[error("--model-url {0:?} is not an http:// or https:// URL")]
     BadUrl(String),
+    #[error("--model-ca {path}: the file cannot be read ({reason})")]
+    CaUnreadable { path: String, reason: String },
     #[error(
-        "--model-url {0:?} is https://, which this build does not speak (its HTTP client has no TLS): point it at an http:// endpoint on a trusted network, such as a local gateway in front of OpenAI"
+        "--model-ca {path}: {reason}; give a PEM file of one or more certificates (-----BEGIN CERTIFICATE-----)"
     )]
-    NoTls(String),
+    CaUnparsable { path: String, reason: String },
     #[error("--model must name the model (1 to 256 characters)")]
     BadModel,
     #[error("--{name} must be between 1 and {max}; it is {value}")]
@@ -135,8 +144,45 @@ impl ModelSettings {
             max_tokens: args.max_tokens,
             steps_per_segment: args.steps,
             concurrency: args.concurrency,
+            ca: match &args.ca {
+                Some(path) => trusted_certificates(path)?,
+                None => Vec::new(),
+            },
         })
     }
+}
+
+/// The certificates of the PEM file at `path`, each checked as a trust
+/// anchor, so a bad file stops the start rather than every call.
+fn trusted_certificates(
+    path: &std::path::Path,
+) -> Result<Vec<reqwest::Certificate>, ModelSettingsError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let shown = path.display().to_string();
+    let unparsable = |reason: String| ModelSettingsError::CaUnparsable {
+        path: shown.clone(),
+        reason,
+    };
+    let pem = std::fs::read(path).map_err(|error| ModelSettingsError::CaUnreadable {
+        path: shown.clone(),
+        reason: error.to_string(),
+    })?;
+    let mut anchors = rustls::RootCertStore::empty();
+    let mut certificates = Vec::new();
+    for (n, der) in CertificateDer::pem_slice_iter(&pem).enumerate() {
+        let der = der.map_err(|error| unparsable(format!("its PEM does not decode ({error})")))?;
+        anchors
+            .add(der.clone())
+            .map_err(|error| unparsable(format!("certificate {} is not one ({error})", n + 1)))?;
+        let certificate = reqwest::Certificate::from_der(&der)
+            .map_err(|error| unparsable(format!("certificate {} ({error})", n + 1)))?;
+        certificates.push(certificate);
+    }
+    if certificates.is_empty() {
+        return Err(unparsable("it holds no certificate".into()));
+    }
+    Ok(certificates)
 }
 
 fn in_range(name: &'static str, value: u64, max: u64) -> Result<(), ModelSettingsError> {
@@ -151,10 +197,7 @@ fn in_range(name: &'static str, value: u64, max: u64) -> Result<(), ModelSetting
 fn chat_url(raw: &str) -> Result<reqwest::Url, ModelSettingsError> {
     let bad = || ModelSettingsError::BadUrl(redacted(raw));
     let mut url = reqwest::Url::parse(raw.trim()).map_err(|_| bad())?;
-    if url.scheme() == "https" {
-        return Err(ModelSettingsError::NoTls(redacted(raw)));
-    }
-    if url.scheme() != "http" || url.host().is_none() {
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
         return Err(bad());
     }
     if !url.path().ends_with("/chat/completions") {
@@ -189,6 +232,7 @@ mod tests {
             max_tokens: DEFAULT_MAX_TOKENS_PER_STEP,
             steps: DEFAULT_STEPS_PER_SEGMENT,
             concurrency: DEFAULT_CONCURRENT_MODEL_CALLS,
+            ca: None,
         }
     }
 
@@ -209,8 +253,8 @@ mod tests {
     fn bad_settings_say_what_to_fix_without_echoing_credentials() {
         let error = ModelSettings::new(&args("ftp://u:pw@h/x?key=k"), None).unwrap_err();
         assert!(!error.to_string().contains("pw") && !error.to_string().contains("key=k"));
-        let tls = ModelSettings::new(&args("https://api.example/v1"), None).unwrap_err();
-        assert!(matches!(tls, ModelSettingsError::NoTls(_)), "{tls}");
+        let tls = ModelSettings::new(&args("https://api.example/v1"), None).unwrap();
+        assert_eq!(tls.url.as_str(), "https://api.example/v1/chat/completions");
         let mut zero = args("http://h/v1");
         zero.steps = 0;
         assert!(matches!(
@@ -224,5 +268,43 @@ mod tests {
             ModelSettings::new(&ModelArgs::default(), None).unwrap_err(),
             ModelSettingsError::MissingUrl
         );
+    }
+
+    #[test]
+    fn a_ca_file_that_cannot_serve_stops_the_start_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let with_ca = |path: std::path::PathBuf| {
+            let mut args = args("https://gateway.internal/v1");
+            args.ca = Some(path);
+            ModelSettings::new(&args, None).map(|s| s.ca.len())
+        };
+        let cases = [
+            ("missing.pem", None),
+            ("prose.pem", Some("not a certificate at all\n")),
+            (
+                "garbled.pem",
+                Some("-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n"),
+            ),
+            (
+                "not-x509.pem",
+                Some("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"),
+            ),
+        ];
+        for (name, text) in cases {
+            let path = dir.path().join(name);
+            if let Some(text) = text {
+                std::fs::write(&path, text).unwrap();
+            }
+            let error = with_ca(path.clone()).unwrap_err();
+            let kind_right = match text {
+                None => matches!(error, ModelSettingsError::CaUnreadable { .. }),
+                Some(_) => matches!(error, ModelSettingsError::CaUnparsable { .. }),
+            };
+            assert!(kind_right, "{name}: {error}");
+            assert!(
+                error.to_string().contains(&path.display().to_string()),
+                "{error}"
+            );
+        }
     }
 }

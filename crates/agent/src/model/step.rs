@@ -125,6 +125,80 @@ pub enum Invalid {
     Bound(String),
 }
 
+/// [`StepReply`]'s members in the order it declares them, the order the
+/// model is asked to write them in.
+pub const STEP_MEMBERS: [&str; 9] = [
+    "tool",
+    "text",
+    "series",
+    "places",
+    "from_year",
+    "to_year",
+    "operation",
+    "chart",
+    "options",
+];
+
+/// The schema as the request carries it: its `properties` and `required`
+/// in [`STEP_MEMBERS`]' order. OpenAI's structured outputs and llama.cpp's
+/// grammar write an object's members in the schema's order (and
+/// `serde_json`'s maps sort theirs), so this is what puts `tool` before
+/// `text` in a reply, and lets an answer's text stream once it is known
+/// to be an answer's.
+pub struct OrderedSchema(serde_json::Value);
+
+/// [`schema`], ordered.
+pub fn ordered_schema() -> OrderedSchema {
+    OrderedSchema(schema())
+}
+
+impl Serialize for OrderedSchema {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Some(object) = self.0.as_object() else {
+            return self.0.serialize(serializer);
+        };
+        let mut map = serializer.serialize_map(Some(object.len()))?;
+        for (key, value) in object {
+            match (key.as_str(), value) {
+                ("properties", serde_json::Value::Object(properties)) => {
+                    map.serialize_entry(key, &InStepOrder(properties))?;
+                }
+                ("required", serde_json::Value::Array(names)) => {
+                    let mut names: Vec<&serde_json::Value> = names.iter().collect();
+                    names.sort_by_key(|name| step_rank(name.as_str().unwrap_or_default()));
+                    map.serialize_entry(key, &names)?;
+                }
+                _ => map.serialize_entry(key, value)?,
+            }
+        }
+        map.end()
+    }
+}
+
+/// A map's entries with [`STEP_MEMBERS`] first, in their order.
+struct InStepOrder<'a>(&'a serde_json::Map<String, serde_json::Value>);
+
+impl Serialize for InStepOrder<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut entries: Vec<_> = self.0.iter().collect();
+        entries.sort_by_key(|(name, _)| step_rank(name));
+        let mut map = serializer.serialize_map(Some(entries.len()))?;
+        for (name, value) in entries {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
+
+fn step_rank(name: &str) -> usize {
+    STEP_MEMBERS
+        .iter()
+        .position(|member| *member == name)
+        .unwrap_or(STEP_MEMBERS.len())
+}
+
 /// The JSON schema of [`StepReply`], as `response_format.json_schema.schema`.
 pub fn schema() -> serde_json::Value {
     let mut settings = schemars::generate::SchemaSettings::draft2020_12();
@@ -310,6 +384,44 @@ mod tests {
             check(&reply("answer", ""), data),
             Ok(Step::Answer("t".into()))
         );
+    }
+
+    #[test]
+    fn the_request_asks_for_the_members_in_the_order_they_are_declared() {
+        let ordered = serde_json::to_string(&ordered_schema()).unwrap();
+        let at = |text: &str, name: &str| text.find(&format!("\"{name}\"")).unwrap();
+        let properties = &ordered[ordered.find("\"properties\"").unwrap()..];
+        let required = &ordered[ordered.find("\"required\"").unwrap()..];
+        let declared = serde_json::to_string(&StepReply {
+            tool: Tool::Answer,
+            text: String::new(),
+            series: String::new(),
+            places: Vec::new(),
+            from_year: 0,
+            to_year: 0,
+            operation: StepOperation::Trend,
+            chart: StepChart::Auto,
+            options: Vec::new(),
+        })
+        .unwrap();
+        for pair in STEP_MEMBERS.windows(2) {
+            assert!(
+                at(properties, pair[0]) < at(properties, pair[1]),
+                "{ordered}"
+            );
+            assert!(at(required, pair[0]) < at(required, pair[1]), "{ordered}");
+            assert!(
+                at(&declared, pair[0]) < at(&declared, pair[1]),
+                "{declared}"
+            );
+        }
+        let schema = schema();
+        assert_eq!(
+            schema["properties"].as_object().unwrap().len(),
+            STEP_MEMBERS.len()
+        );
+        let back: serde_json::Value = serde_json::from_str(&ordered).unwrap();
+        assert_eq!(back, schema, "ordering changes nothing else");
     }
 
     #[test]

@@ -381,7 +381,14 @@ pub(super) fn discover(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use serde_json::{Value, json};
+
+    use crate::statewire::ids::ProtocolName;
+    use crate::statewire::version::Version;
+
+    use super::{Adapter, check_chain, check_compositions, lift, lower};
 
     fn v(text: &str) -> Version {
         Version::parse(text).unwrap()

@@ -4,7 +4,29 @@
 //! Owns: the rules a protocol definition must meet. Must never: start a
 //! host whose definitions contradict each other (refused at build).
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::ledger::Ledger;
+use crate::lifecycle::Lifecycle;
+use crate::statewire::ids::{PrincipalId, ProtocolName, ThreadId};
+use crate::statewire::negotiation::{ProtocolSupport, Record, SubprotocolSupport, Support};
+use crate::statewire::packet::Rejection;
+use crate::statewire::version::{Version, VersionRange};
+
+use super::Host;
+use super::adapters::{self, Adapter};
+use super::context::{CommandContext, DocumentCheck, synced_patch, synced_set};
+use super::failure::HostError;
+use super::protocols::{ProtocolInfo, Protocols};
+use super::queue::QueueLimits;
+use super::registry::{
+    Authenticator, ContextChange, ContextListener, ContextValidator, HandlerKind, Registry,
+    WIRE_MAX, WIRE_MIN,
+};
+use super::source::{AsyncHandler, DocumentSource};
 
 /// A protocol registration.
 #[derive(Clone, Debug)]
@@ -76,7 +98,7 @@ pub struct HostBuilder {
     authenticator: Option<Authenticator>,
     queue: QueueLimits,
     compositions: Vec<Vec<String>>,
-    lifecycle: crate::lifecycle::Lifecycle,
+    lifecycle: Lifecycle,
 }
 
 impl Default for HostBuilder {
@@ -92,7 +114,7 @@ impl Default for HostBuilder {
             authenticator: None,
             queue: QueueLimits::default(),
             compositions: Vec::new(),
-            lifecycle: crate::lifecycle::Lifecycle::default(),
+            lifecycle: Lifecycle::default(),
         }
     }
 }
@@ -220,7 +242,7 @@ impl HostBuilder {
 
     /// The server's shutdown phases: attaches are counted in it, and none
     /// starts once it drains (default: a lifecycle of the host's own).
-    pub fn lifecycle(mut self, lifecycle: crate::lifecycle::Lifecycle) -> Self {
+    pub fn lifecycle(mut self, lifecycle: Lifecycle) -> Self {
         self.lifecycle = lifecycle;
         self
     }
@@ -364,25 +386,15 @@ impl HostBuilder {
                 .or_default()
                 .push(listener);
         }
-        Ok(Host {
-            inner: Arc::new(Inner {
-                lanes: FoldCache::new(ledger.clone()),
-                documents: FoldCache::new(ledger.clone()),
-                ledger,
-                support,
-                protocols,
-                handlers,
-                validators,
-                listeners,
-                authenticator: self.authenticator,
-                queue: self.queue,
-                threads: Mutex::new(HashMap::new()),
-                leases: Mutex::new(HashMap::new()),
-                relay: std::sync::OnceLock::new(),
-                next_attach: AtomicU64::new(1),
-                lifecycle: self.lifecycle,
-            }),
-        })
+        let registry = Registry {
+            support,
+            protocols: Protocols::new(protocols),
+            handlers,
+            validators,
+            listeners,
+            authenticator: self.authenticator,
+        };
+        Ok(Host::new(ledger, registry, self.queue, self.lifecycle))
     }
 }
 

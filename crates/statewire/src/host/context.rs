@@ -1,10 +1,54 @@
 //! What a command handler sees: its caller, its protocol's documents
 //! (staged until the command succeeds) and the admitting attach.
 //!
-//! Owns: the handler's view of one command. Must never: let a handler's
-//! changes be seen before its command succeeds.
+//! Owns: the handler's view of one command, and the bounds on what one
+//! command may change. Must never: let a handler's changes be seen before
+//! its command succeeds.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::statewire::ids::{ProtocolName, ThreadId, ThreadScope};
+use crate::statewire::negotiation::{Record, Selection};
+use crate::statewire::packet::{Contract, Rejection};
+use crate::statewire::records::DocumentsState;
+use crate::statewire::statepatch;
+use crate::statewire::view::DocIdentity;
+
+use super::protocols::Protocols;
+use super::source::Caller;
+
+/// Largest encoded document value (ephemeral or durable), in bytes.
+pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
+/// Most documents one command may change.
+pub const MAX_CHANGES_PER_COMMAND: usize = 8;
+/// Most ephemeral documents one attach may hold.
+pub const MAX_EPHEMERAL_DOCUMENTS: usize = 64;
+/// Most keyed documents one attach may include.
+pub const MAX_INCLUDED_DOCUMENTS: usize = 256;
+
+/// Replaces a leading `"."` with the thread's canonical prefix: its id.
+pub fn resolve_key(thread: &ThreadId, key: Vec<String>) -> Vec<String> {
+    match key.split_first() {
+        Some((first, rest)) if first == "." => std::iter::once(thread.to_string())
+            .chain(rest.iter().cloned())
+            .collect(),
+        _ => key,
+    }
+}
+
+fn encoded_len(value: &Value) -> usize {
+    serde_json::to_vec(value).map_or(usize::MAX, |v| v.len())
+}
+
+fn oversized() -> Rejection {
+    Rejection::new(
+        "oversized-document",
+        format!("documents are limited to {MAX_DOCUMENT_BYTES} bytes"),
+    )
+}
 
 /// The handler's view of one command.
 pub struct CommandContext<'a> {
@@ -13,7 +57,7 @@ pub struct CommandContext<'a> {
     pub(super) protocol: &'a ProtocolName,
     pub(super) contract: Contract,
     pub(super) context: Option<Value>,
-    pub(super) host: &'a Inner,
+    pub(super) protocols: &'a Protocols,
     pub(super) documents: &'a DocumentsState,
     pub(super) staged: BTreeMap<(ProtocolName, Option<Vec<String>>), Option<Value>>,
     pub(super) attach: Option<AttachTxn>,
@@ -63,7 +107,7 @@ impl CommandContext<'_> {
     fn protocol_name(&self, protocol: &str) -> Result<ProtocolName, Rejection> {
         let name = ProtocolName::new(protocol)
             .map_err(|e| Rejection::new("unknown-protocol", e.to_string()))?;
-        if !self.host.protocols.contains_key(&name) {
+        if self.protocols.info(&name).is_none() {
             return Err(Rejection::new("unknown-protocol", format!("{name}")));
         }
         Ok(name)
@@ -73,9 +117,8 @@ impl CommandContext<'_> {
     pub fn main(&self, protocol: &str) -> Option<Value> {
         let name = self.protocol_name(protocol).ok()?;
         self.read(&name, None).or_else(|| {
-            self.host
-                .protocols
-                .get(&name)
+            self.protocols
+                .info(&name)
                 .filter(|p| p.record == Record::Durable)
                 .map(|p| p.initial_main.clone())
         })
@@ -122,7 +165,7 @@ impl CommandContext<'_> {
         key: Option<Vec<String>>,
         value: Option<Value>,
     ) -> Result<(), Rejection> {
-        let info = self.host.protocols.get(&name);
+        let info = self.protocols.info(&name);
         if info.map(|p| p.record) != Some(Record::Durable) {
             return Err(Rejection::new(
                 "not-durable",

@@ -6,40 +6,66 @@
 //! command another instance commits reaches this instance's attaches.
 //! Nothing polls.
 //!
-//! Must never: flush once per record when records arrive faster than a
-//! flush (a batch already there is one flush), or outlive the last attach
-//! that selects its protocol.
-//! Owns: one follower task per thread and derived protocol.
+//! Owns: one follower task per thread and derived protocol, and one per
+//! thread for its documents stream on a shared store; joining an attach
+//! to its thread. Must never: flush once per record when records arrive
+//! faster than a flush (a batch already there is one flush), or outlive
+//! the last attach that selects its protocol.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use futures_util::{FutureExt, StreamExt};
 
-use super::*;
+use crate::ledger::{Ledger, LedgerError, StreamKey};
+use crate::statewire::ids::ProtocolName;
+
+use super::attaches::Attaches;
+use super::failure::server_fin;
+use super::registry::Registry;
+use super::source::DocumentSource;
+use super::sync::lock;
+use super::thread::Attach;
+use super::thread::Thread;
+use super::views::Views;
 
 /// Records a follower takes before it flushes, when more keep coming.
 pub const MAX_RECORDS_PER_FLUSH: usize = 1024;
 
-impl Host {
+/// Starts the tasks that follow what a thread's attaches read.
+#[derive(Clone)]
+pub(super) struct Followers {
+    ledger: Ledger,
+    registry: Arc<Registry>,
+    views: Arc<Views>,
+    attaches: Arc<Attaches>,
+}
+
+impl Followers {
+    pub(super) fn new(
+        ledger: Ledger,
+        registry: Arc<Registry>,
+        views: Arc<Views>,
+        attaches: Arc<Attaches>,
+    ) -> Self {
+        Self {
+            ledger,
+            registry,
+            views,
+            attaches,
+        }
+    }
+
     /// Adds `attach` to its thread and follows the derived protocols it
     /// selects (one follower per thread and protocol).
     pub(super) fn join(&self, thread: &Arc<Thread>, attach: &Arc<Attach>) {
-        let count = {
-            let mut attaches = lock(&thread.attaches);
-            attaches.insert(attach.id, attach.clone());
-            attaches.len()
-        };
-        self.hold_views(thread, &attach.views);
-        thread.attached.send_replace(count);
+        thread.enter(attach);
         for selected in &attach.selection.protocols {
-            let source = self
-                .inner
-                .protocols
-                .get(&selected.name)
-                .and_then(|info| info.source.clone());
-            if let Some(source) = source {
-                self.follow(thread, &selected.name, source);
+            if let Some(source) = self.registry.source_of(&selected.name) {
+                self.follow(thread, &selected.name, source.clone());
             }
         }
-        if self.inner.ledger.store().shared_by_processes() {
+        if self.ledger.store().shared_by_processes() {
             self.follow_documents(thread);
         }
     }
@@ -72,26 +98,26 @@ impl Host {
             }
         };
         let follower = Follower {
-            host: self.clone(),
+            followers: self.clone(),
             thread: thread.clone(),
             protocol: protocol.clone(),
             source,
         };
         tokio::spawn(follower.run(stream));
     }
+}
 
-    /// Stops following `protocol` on `thread` when no attach selects it.
-    fn unfollow_if_idle(&self, thread: &Thread, protocol: &ProtocolName) -> bool {
-        let attaches = lock(&thread.attaches);
-        if attaches
-            .values()
-            .any(|attach| attach.selection.get(protocol.as_str()).is_some())
-        {
-            return false;
-        }
-        lock(&thread.followers).remove(protocol);
-        true
+/// Stops following `protocol` on `thread` when no attach selects it.
+fn unfollow_if_idle(thread: &Thread, protocol: &ProtocolName) -> bool {
+    let attaches = lock(&thread.attaches);
+    if attaches
+        .values()
+        .any(|attach| attach.selection.get(protocol.as_str()).is_some())
+    {
+        return false;
     }
+    lock(&thread.followers).remove(protocol);
+    true
 }
 
 /// Flushes the thread's attaches whenever its documents stream grows
@@ -115,16 +141,15 @@ where
 /// The thread's documents stream cannot be read: its attaches end (they
 /// would no longer see other writers' changes), each with the `fin` that
 /// says whether attaching again can work.
-fn documents_failed(host: &Host, thread: &Thread, error: &LedgerError) {
+fn documents_failed(attaches: &Attaches, thread: &Thread, error: &LedgerError) {
     thread.follows_documents.store(false, Ordering::SeqCst);
-    let attaches: Vec<Arc<Attach>> = lock(&thread.attaches).values().cloned().collect();
-    for attach in attaches {
-        host.end(&attach, server_fin(error));
+    for attach in thread.attaches() {
+        attaches.end(&attach, server_fin(error));
     }
 }
 
-async fn follow_documents(host: Host, thread: Arc<Thread>) {
-    let ledger = host.inner.ledger.clone();
+async fn follow_documents(followers: Followers, thread: Arc<Thread>) {
+    let ledger = followers.ledger.clone();
     let stopped = |thread: &Thread| {
         let attaches = lock(&thread.attaches);
         let idle = attaches.is_empty();
@@ -135,11 +160,11 @@ async fn follow_documents(host: Host, thread: Arc<Thread>) {
     };
     let from = match ledger.head(&thread.documents).await {
         Ok(head) => head,
-        Err(error) => return documents_failed(&host, &thread, &error),
+        Err(error) => return documents_failed(&followers.attaches, &thread, &error),
     };
     // A command committed after the joining attach read its documents
     // and before this head is below `from`: one flush serves it.
-    host.flush_thread(&thread, None).await;
+    followers.views.flush_thread(&thread, None).await;
     let mut records = Box::pin(ledger.tail(&thread.documents, from));
     let mut attached = thread.attached.subscribe();
     loop {
@@ -147,9 +172,9 @@ async fn follow_documents(host: Host, thread: Arc<Thread>) {
             record = records.next() => match record {
                 Some(Ok(_)) => {
                     skip_ready(&mut records);
-                    host.flush_thread(&thread, None).await;
+                    followers.views.flush_thread(&thread, None).await;
                 }
-                Some(Err(error)) => return documents_failed(&host, &thread, &error),
+                Some(Err(error)) => return documents_failed(&followers.attaches, &thread, &error),
                 None => {
                     thread.follows_documents.store(false, Ordering::SeqCst);
                     return;
@@ -169,7 +194,7 @@ async fn follow_documents(host: Host, thread: Arc<Thread>) {
 }
 
 struct Follower {
-    host: Host,
+    followers: Followers,
     thread: Arc<Thread>,
     protocol: ProtocolName,
     source: Arc<dyn DocumentSource>,
@@ -177,7 +202,7 @@ struct Follower {
 
 impl Follower {
     async fn run(self, stream: StreamKey) {
-        let ledger = self.host.inner.ledger.clone();
+        let ledger = self.followers.ledger.clone();
         // Every record from the head on wakes the follower; one flush
         // after reading it serves what landed before, since the joining
         // attach read its documents.
@@ -185,7 +210,7 @@ impl Follower {
             Ok(head) => head,
             Err(error) => return self.fail(error),
         };
-        self.host.flush_thread(&self.thread, None).await;
+        self.followers.views.flush_thread(&self.thread, None).await;
         let mut records = Box::pin(ledger.tail(&stream, from));
         let mut attached = self.thread.attached.subscribe();
         loop {
@@ -193,7 +218,7 @@ impl Follower {
                 record = records.next() => match record {
                     Some(Ok(_)) => {
                         skip_ready(&mut records);
-                        self.host.flush_thread(&self.thread, None).await;
+                        self.followers.views.flush_thread(&self.thread, None).await;
                     }
                     Some(Err(error)) => return self.fail(error),
                     None => return self.fail(LedgerError::Closed),
@@ -204,7 +229,7 @@ impl Follower {
                     }
                 }
             }
-            if self.host.unfollow_if_idle(&self.thread, &self.protocol) {
+            if unfollow_if_idle(&self.thread, &self.protocol) {
                 self.source.release(&self.thread.scope);
                 return;
             }
@@ -220,7 +245,7 @@ impl Follower {
             .cloned()
             .collect();
         for attach in attaches {
-            self.host.end(&attach, server_fin(&error));
+            self.followers.attaches.end(&attach, server_fin(&error));
         }
         lock(&self.thread.followers).remove(&self.protocol);
         self.source.release(&self.thread.scope);

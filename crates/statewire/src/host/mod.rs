@@ -1,172 +1,128 @@
 //! The Statewire host: the Rust API applications register protocols and
-//! command handlers with, and the engine behind both transports.
+//! command handlers with, and the engine behind both transports. [`Host`]
+//! is a composition: each part below owns one thing, and the host routes
+//! a transport's calls to them.
 //!
-//! Owns: attaches (selection, lease context, ephemeral documents and
-//! lanes, included keys, document table), admission of commands on
-//! durable lanes (a durable ledger append at the lane's exact head),
-//! execution (one command at a time per thread), durable document commits,
-//! answers, and flushing view diffs to every attach of a thread.
+//! - `registry`, `protocols`: the validated registrations (pure);
+//!   `builder` makes them.
+//! - `request`: an attach request's fields, validated.
+//! - `thread`: each thread's live part (its attaches among it) and the
+//!   table of threads.
+//! - `attaches`, `queue`: the lease table, attaches' queues and ends.
+//! - `lanes`: admission on durable and ephemeral lanes.
+//! - `execute`: running admitted commands, document commits, recovery.
+//! - `context`: what a handler sees of its command.
+//! - `documents`, `views`, `projection`: reading a thread once per flush,
+//!   each attach's view and diff, compatibility views.
+//! - `follow`: tasks that flush a thread when a stream it reads grows.
+//! - `adapters`, `answers`: converting between contracts (pure).
+//! - `source`: the extension points for derived protocols.
+//! - `failure`: the host's errors and their `fin`s; `sync`: its locks.
+//!
 //! Memory holds caches of the lane and document folds, plus the live
 //! attaches, which are ephemeral by nature.
-//! Must never: dispatch a command before its admission is on disk,
-//! dispatch an admitted command twice in one host, send an answer before
-//! it is recorded, or disclose supported ranges before authentication.
+//! Owns: the host's public API and the order of an attach's start and a
+//! frame's statements. Must never: dispatch a command before its
+//! admission is on disk, dispatch an admitted command twice in one host,
+//! send an answer before it is recorded, or disclose supported ranges
+//! before authentication.
 
 mod adapters;
-mod attach;
+mod answers;
+mod attaches;
 mod builder;
-mod commands;
 mod context;
+mod documents;
+mod execute;
+mod failure;
 mod follow;
+mod lanes;
 mod projection;
+mod protocols;
 mod queue;
+mod registry;
+mod request;
 mod source;
+mod sync;
+mod thread;
 mod views;
 
 pub use adapters::{
     Adapter, CommandInfo, CommandUp, CommandsDown, DocumentsDown, ErrorDown, ProjectedDocument,
     ResultDown, StateDown,
 };
-pub use attach::{AttachHandle, AttachRequest};
+pub use attaches::MAX_ATTACHES_PER_THREAD;
 pub use builder::{HostBuilder, ProtocolDef};
-pub use context::{AttachTxn, CommandContext, NoAttach};
-use context::{DocumentCheck, synced_patch, synced_set};
+pub use context::{
+    AttachTxn, CommandContext, MAX_CHANGES_PER_COMMAND, MAX_DOCUMENT_BYTES,
+    MAX_EPHEMERAL_DOCUMENTS, MAX_INCLUDED_DOCUMENTS, NoAttach, resolve_key,
+};
+pub use execute::MAX_COMMIT_ATTEMPTS;
+pub use failure::{HostError, store_fin};
+pub use follow::MAX_RECORDS_PER_FLUSH;
+pub use lanes::MAX_ADMIT_ATTEMPTS;
 pub use projection::{SLOW_PROJECTION_US, ViewKey, ViewStats};
-use queue::{Inbox, Outbox, Pushed};
 pub use queue::{MAX_QUEUED_BYTES, MAX_QUEUED_PACKETS, Outbound, QueueLimits};
-pub use source::{AsyncHandler, AttachDocuments, Call, DocumentSource, SourceSnapshot};
+pub use registry::{
+    Authenticator, ContextChange, ContextListener, ContextValidator, Handler, ProtocolCommands,
+    WIRE_MAX, WIRE_MIN, WIRE_NAMED_ATTACHER, WIRE_RESULTS_CURSOR,
+};
+pub use request::AttachRequest;
+pub use source::{AsyncHandler, AttachDocuments, Call, Caller, DocumentSource, SourceSnapshot};
+pub use thread::{Attach, MAX_IDLE_THREADS, MAX_LANE_LOCKS_PER_THREAD};
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
-use crate::ledger::{
-    Durability, ExpectedPosition, FoldCache, Ledger, LedgerError, Payload, StreamKey,
-};
-use crate::statewire::ids::{
-    AttacherId, ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope, random_hex,
-};
-use crate::statewire::negotiation::{
-    self, NegotiationError, ProtocolSupport, Record, SelectedProtocol, Selection,
-    SubprotocolSupport, Support,
-};
+use crate::ledger::Ledger;
+use crate::lifecycle::Lifecycle;
+use crate::statewire::ids::{ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope};
+use crate::statewire::negotiation::{Record, Selection, Support};
 use crate::statewire::packet::{
-    Answer, Command, Contract, CtxEntry, Dur, Fin, FinCode, Frame, FrameViolation, Packet,
-    Rejection, Syn,
+    Command, CtxEntry, Fin, FinCode, Frame, FrameViolation, check_frame,
 };
-use crate::statewire::records::{
-    CommandAdmitted, CommandAnsweredUnder, CommandCause, DocumentChange, DocumentsCommitted,
-    DocumentsFold, DocumentsState, LaneFold, LaneState, PendingCommand, documents_stream,
-    lane_stream,
-};
-use crate::statewire::statepatch;
-use crate::statewire::version::{Version, VersionRange};
-use crate::statewire::view::{DocIdentity, DocTable, View};
+use crate::statewire::records::{LaneState, lane_stream};
+use crate::statewire::relay::Relay;
 
-/// Oldest wire version this host serves.
-pub const WIRE_MIN: Version = Version::ymd(2026, 9, 30);
-/// Native wire version.
-pub const WIRE_MAX: Version = Version::ymd(2026, 11, 2);
-/// First wire version with the attach results cursor.
-pub const WIRE_RESULTS_CURSOR: Version = Version::ymd(2026, 11, 1);
-/// First wire version where every attach names its attacher.
-pub const WIRE_NAMED_ATTACHER: Version = Version::ymd(2026, 11, 2);
+use attaches::Attaches;
+use execute::Executor;
+use failure::{fin_violation, server_fin};
+use follow::Followers;
+use lanes::Lanes;
+use projection::view_keys;
+use queue::Inbox;
+use registry::Registry;
+use request::Negotiated;
+use sync::lock;
+use thread::Threads;
+use views::Views;
 
-/// Largest encoded document value (ephemeral or durable), in bytes.
-pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
-/// Most live attaches on one thread.
-pub const MAX_ATTACHES_PER_THREAD: usize = 4096;
-/// Most documents one command may change.
-pub const MAX_CHANGES_PER_COMMAND: usize = 8;
-/// Most ephemeral documents one attach may hold.
-pub const MAX_EPHEMERAL_DOCUMENTS: usize = 64;
-/// Most keyed documents one attach may include.
-pub const MAX_INCLUDED_DOCUMENTS: usize = 256;
-/// Most executions of one command when a concurrent commit (another host
-/// on the same ledger) moves the documents under it.
-pub const MAX_COMMIT_ATTEMPTS: usize = 8;
-/// Most admission attempts of one batch under concurrent admission.
-pub const MAX_ADMIT_ATTEMPTS: usize = 8;
-/// Threads kept in memory before those nobody holds are forgotten.
-pub const MAX_IDLE_THREADS: usize = 10_000;
-/// Lane locks kept per thread before idle ones are forgotten.
-pub const MAX_LANE_LOCKS_PER_THREAD: usize = 10_000;
-
-/// Why the host could not be built or could not serve.
-#[derive(Debug, thiserror::Error)]
-pub enum HostError {
-    #[error("registration: {0}")]
-    Registration(String),
-    #[error(transparent)]
-    Ledger(#[from] LedgerError),
+/// A successful attach: its packets (the hello first) and the durable
+/// initial statements the transport submits after the hello is out.
+pub struct AttachHandle {
+    host: Host,
+    pub attach: Arc<Attach>,
+    inbox: Inbox,
+    pub after_hello: Frame,
 }
 
-/// Who sent a command.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller {
-    pub client_id: ClientId,
-    /// The principal the admitting attach authenticated as (the
-    /// revision's `auth`); `None` on a host without an authenticator.
-    pub principal: Option<PrincipalId>,
-    /// Whether the client has a live attach on the thread.
-    pub is_connected: bool,
+impl AttachHandle {
+    /// The next packet, encoded; `None` once the attach has ended.
+    pub async fn next(&mut self) -> Option<Outbound> {
+        self.inbox.next(&self.attach.outbox).await
+    }
+
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
 }
 
-/// One protocol's commands as discovery lists them.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ProtocolCommands {
-    pub name: ProtocolName,
-    pub version: Version,
-    pub commands: Vec<CommandInfo>,
-}
-
-/// A context replacement, as delivered to context listeners.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ContextChange {
-    pub thread: ThreadScope,
-    pub client: ClientId,
-    pub attach: u64,
-    pub protocol: ProtocolName,
-    pub previous: Option<Value>,
-    pub value: Value,
-    pub meta: Option<Value>,
-}
-
-/// A command handler: `params` in, a result or an application rejection out.
-pub type Handler =
-    Arc<dyn Fn(&mut CommandContext<'_>, &[Value]) -> Result<Value, Rejection> + Send + Sync>;
-/// Validates a context value (with its decoded meta) for a protocol.
-pub type ContextValidator = Arc<dyn Fn(&Value, Option<&Value>) -> Result<(), String> + Send + Sync>;
-/// Observes accepted context replacements.
-pub type ContextListener = Arc<dyn Fn(&ContextChange) + Send + Sync>;
-/// Maps a thread and the request's `Authorization` to a principal, or
-/// refuses with a sentence saying what to send instead.
-pub type Authenticator =
-    Arc<dyn Fn(&ThreadId, Option<&str>) -> Result<PrincipalId, String> + Send + Sync>;
-
-struct ProtocolInfo {
-    record: Record,
-    initial_main: Value,
-    /// Where a derived protocol's documents come from.
-    source: Option<Arc<dyn DocumentSource>>,
-    /// The native version (a child's is its parent's).
-    native: Version,
-    /// Breaking transitions, oldest first (a child has none: its parent's
-    /// convert it).
-    adapters: Vec<Adapter>,
-    /// The composition the protocol's projections run in, if any.
-    group: Option<Arc<[ProtocolName]>>,
-}
-
-/// A registered command handler.
-#[derive(Clone)]
-enum HandlerKind {
-    /// Runs against the host's documents, which it may change.
-    Sync(Handler),
-    /// Runs against the application's own streams.
-    Async(AsyncHandler),
+impl Drop for AttachHandle {
+    fn drop(&mut self) {
+        self.host.detach(&self.attach);
+    }
 }
 
 /// The host. Cheap to clone.
@@ -175,270 +131,19 @@ pub struct Host {
     inner: Arc<Inner>,
 }
 
+/// The parts, each owning one thing (see the module's list).
 struct Inner {
     ledger: Ledger,
-    support: Support,
-    /// Every protocol by full name (parents and children).
-    protocols: BTreeMap<ProtocolName, ProtocolInfo>,
-    handlers: HashMap<(ProtocolName, String), HandlerKind>,
-    validators: HashMap<ProtocolName, ContextValidator>,
-    listeners: HashMap<ProtocolName, Vec<ContextListener>>,
-    authenticator: Option<Authenticator>,
-    queue: QueueLimits,
-    lanes: FoldCache<LaneFold>,
-    documents: FoldCache<DocumentsFold>,
-    threads: Mutex<HashMap<ThreadScope, Arc<Thread>>>,
-    leases: Mutex<HashMap<String, Arc<Attach>>>,
+    registry: Arc<Registry>,
+    threads: Threads,
+    attaches: Arc<Attaches>,
+    views: Arc<Views>,
+    executor: Arc<Executor>,
+    lanes: Lanes,
+    followers: Followers,
     /// How `/frames` reaches another instance's attaches (set once the
     /// server knows its address; never on a store of one process).
-    relay: std::sync::OnceLock<crate::statewire::relay::Relay>,
-    next_attach: AtomicU64,
-    /// The server's shutdown phase: no attach starts once it drains.
-    lifecycle: crate::lifecycle::Lifecycle,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Serialises admission and execution on one durable lane.
-type LaneLock = Arc<tokio::sync::Mutex<()>>;
-
-/// One thread's live part.
-struct Thread {
-    scope: ThreadScope,
-    documents: StreamKey,
-    /// Serialises command execution and document commits on the thread.
-    exec: tokio::sync::Mutex<()>,
-    attaches: Mutex<BTreeMap<u64, Arc<Attach>>>,
-    /// How many attaches the thread has, for its followers to notice when
-    /// the last one ends.
-    attached: tokio::sync::watch::Sender<usize>,
-    /// Derived protocols whose source stream a task follows.
-    followers: Mutex<BTreeSet<ProtocolName>>,
-    /// Whether a task follows the thread's own documents stream (only on
-    /// a store other processes append to; set and cleared under
-    /// `attaches`' lock).
-    follows_documents: std::sync::atomic::AtomicBool,
-    /// Live compatibility views and what depends on them.
-    views: Mutex<BTreeMap<ViewKey, projection::LiveView>>,
-    /// Per durable lane: serialises admission and execution.
-    lanes: Mutex<HashMap<(ClientId, ProtocolName), LaneLock>>,
-}
-
-/// One live attach.
-pub struct Attach {
-    pub id: u64,
-    thread: Arc<Thread>,
-    pub client: ClientId,
-    pub attacher: Option<AttacherId>,
-    pub principal: Option<PrincipalId>,
-    pub selection: Selection,
-    pub lease: String,
-    /// The compatibility views its selection reads (none: native state).
-    views: Vec<ViewKey>,
-    outbox: Outbox,
-    state: Mutex<AttachState>,
-    /// Counted as open (for the drain and the metrics) while it lives.
-    _open: (crate::lifecycle::Tracked, crate::telemetry::Open),
-}
-
-impl Attach {
-    pub fn thread(&self) -> &ThreadId {
-        self.thread.scope.id()
-    }
-
-    /// The thread with the principal it belongs to.
-    pub fn scope(&self) -> &ThreadScope {
-        &self.thread.scope
-    }
-
-    pub fn is_closed(&self) -> bool {
-        self.outbox.is_closed()
-    }
-
-    fn contract(&self, protocol: &ProtocolName) -> Option<Contract> {
-        self.selection.get(protocol.as_str()).map(|p| Contract {
-            wire: self.selection.wire,
-            version: p.version,
-        })
-    }
-}
-
-#[derive(Default)]
-struct AttachState {
-    table: DocTable,
-    context: BTreeMap<ProtocolName, (Value, Option<Value>)>,
-    ephemeral: BTreeMap<DocIdentity, Value>,
-    included: BTreeSet<DocIdentity>,
-    lanes: BTreeMap<ProtocolName, EphemeralLane>,
-}
-
-#[derive(Default)]
-struct EphemeralLane {
-    watermark: u64,
-    answers: BTreeMap<u64, Answer>,
-}
-
-fn encoded_len(value: &Value) -> usize {
-    serde_json::to_vec(value).map_or(usize::MAX, |v| v.len())
-}
-
-fn oversized() -> Rejection {
-    Rejection::new(
-        "oversized-document",
-        format!("documents are limited to {MAX_DOCUMENT_BYTES} bytes"),
-    )
-}
-
-/// Replaces a leading `"."` with the thread's canonical prefix: its id.
-pub fn resolve_key(thread: &ThreadId, key: Vec<String>) -> Vec<String> {
-    match key.split_first() {
-        Some((first, rest)) if first == "." => std::iter::once(thread.to_string())
-            .chain(rest.iter().cloned())
-            .collect(),
-        _ => key,
-    }
-}
-
-/// The outcome of executing one command.
-type Outcome = Result<Value, Rejection>;
-
-fn answer(
-    protocol: &ProtocolName,
-    seq: u64,
-    outcome: Outcome,
-    contract: Option<Contract>,
-) -> Answer {
-    let (ok, err) = match outcome {
-        Ok(value) => (Some(value), None),
-        Err(rejection) => (None, Some(rejection)),
-    };
-    Answer {
-        protocol: protocol.clone(),
-        seq,
-        ok,
-        err,
-        contract,
-    }
-}
-
-fn outcome_json(outcome: &Outcome) -> (bool, String) {
-    match outcome {
-        Ok(value) => (true, value.to_string()),
-        Err(rejection) => (
-            false,
-            serde_json::to_string(rejection).unwrap_or_else(|_| "{}".into()),
-        ),
-    }
-}
-
-fn outcome_from(ok: bool, value: &Value) -> Outcome {
-    if ok {
-        Ok(value.clone())
-    } else {
-        Err(serde_json::from_value(value.clone())
-            .unwrap_or_else(|_| Rejection::new("unreadable-answer", "")))
-    }
-}
-
-/// A failure of the host's own, as the `fin` that ends what it broke.
-/// Damage to the thread's records is named and final (`thread-damaged`);
-/// an unavailable store is the retryable `store-unavailable` (503);
-/// anything else the generic, retryable `server-error`.
-fn server_fin(error: impl Failure) -> Fin {
-    match error.ledger() {
-        Some(LedgerError::Corrupt {
-            position,
-            corruption,
-            ..
-        }) => {
-            tracing::error!(%error, "refusing a damaged statewire thread");
-            Fin::new(
-                FinCode::ThreadDamaged,
-                format!(
-                    "this thread's records are damaged from position {position} ({corruption}), so it cannot be served; an operator must restore the store from a backup (`ledgerwire log verify` names the damage)"
-                ),
-            )
-        }
-        Some(LedgerError::Fold {
-            position, reason, ..
-        }) => {
-            tracing::error!(%error, "refusing a statewire thread that does not fold");
-            Fin::new(
-                FinCode::ThreadDamaged,
-                format!(
-                    "this thread's record at position {position} cannot be read ({reason}), so it cannot be served; an operator must look at it (`ledgerwire log dump` shows it)"
-                ),
-            )
-        }
-        Some(LedgerError::Unavailable { .. }) => {
-            // The store reports its outage once; each refusal is routine.
-            tracing::debug!(%error, "the store is unavailable to a statewire thread");
-            Fin::new(
-                FinCode::StoreUnavailable,
-                "the store cannot be reached now and nothing of this statement was recorded; attach again and retry shortly (here or on another instance): unanswered commands are sent again and run once",
-            )
-        }
-        _ => {
-            tracing::error!(%error, "statewire host failure");
-            Fin::new(
-                FinCode::ServerError,
-                "the host could not record the statement",
-            )
-        }
-    }
-}
-
-/// A ledger failure met outside the host (the HTTP transport's relay),
-/// as the `fin` the host would end with.
-pub fn store_fin(error: &LedgerError) -> Fin {
-    server_fin(error)
-}
-
-/// The same failure, as the violation a frame's handler returns.
-fn server_violation(error: impl Failure) -> FrameViolation {
-    let fin = server_fin(error);
-    FrameViolation {
-        code: fin.code,
-        message: fin.message,
-    }
-}
-
-/// An error the host can fail with: the ledger error inside it, if any,
-/// decides whether it is damage.
-trait Failure: std::fmt::Display {
-    fn ledger(&self) -> Option<&LedgerError> {
-        None
-    }
-}
-
-impl Failure for LedgerError {
-    fn ledger(&self) -> Option<&LedgerError> {
-        Some(self)
-    }
-}
-
-impl Failure for HostError {
-    fn ledger(&self) -> Option<&LedgerError> {
-        match self {
-            HostError::Ledger(error) => Some(error),
-            HostError::Registration(_) => None,
-        }
-    }
-}
-
-/// A failure described only in words (never damage).
-impl Failure for String {}
-
-impl<T: Failure + ?Sized> Failure for &T {
-    fn ledger(&self) -> Option<&LedgerError> {
-        (**self).ledger()
-    }
-}
-
-fn fin_violation(violation: &FrameViolation) -> Fin {
-    Fin::new(violation.code, violation.message.clone())
+    relay: OnceLock<Relay>,
 }
 
 impl Host {
@@ -446,9 +151,47 @@ impl Host {
         HostBuilder::default()
     }
 
+    /// The host over `registry`'s registrations (see [`HostBuilder`]).
+    fn new(ledger: Ledger, registry: Registry, queue: QueueLimits, lifecycle: Lifecycle) -> Self {
+        let registry = Arc::new(registry);
+        let attaches = Arc::new(Attaches::new(queue, lifecycle));
+        let views = Arc::new(Views::new(registry.clone(), &ledger, attaches.clone()));
+        let executor = Arc::new(Executor::new(
+            ledger.clone(),
+            registry.clone(),
+            views.clone(),
+        ));
+        let lanes = Lanes::new(
+            ledger.clone(),
+            registry.clone(),
+            attaches.clone(),
+            views.clone(),
+            executor.clone(),
+        );
+        let followers = Followers::new(
+            ledger.clone(),
+            registry.clone(),
+            views.clone(),
+            attaches.clone(),
+        );
+        Host {
+            inner: Arc::new(Inner {
+                ledger,
+                registry,
+                threads: Threads::default(),
+                attaches,
+                views,
+                executor,
+                lanes,
+                followers,
+                relay: OnceLock::new(),
+            }),
+        }
+    }
+
     /// What this host serves (wire range and protocols).
     pub fn support(&self) -> &Support {
-        &self.inner.support
+        self.inner.registry.support()
     }
 
     pub fn ledger(&self) -> &Ledger {
@@ -463,54 +206,23 @@ impl Host {
         thread: &ThreadId,
         authorization: Option<&str>,
     ) -> Result<Option<PrincipalId>, Fin> {
-        match &self.inner.authenticator {
-            None => Ok(None),
-            Some(authenticate) => authenticate(thread, authorization)
-                .map(Some)
-                .map_err(|message| Fin::new(FinCode::Unauthorized, message)),
-        }
+        self.inner.registry.authenticate(thread, authorization)
     }
 
     /// The live attach a lease names.
     pub fn lease(&self, lease: &str) -> Option<Arc<Attach>> {
-        lock(&self.inner.leases).get(lease).cloned()
+        self.inner.attaches.lease(lease)
     }
 
     /// Lets `/frames` reach this host's attaches from other instances,
     /// and relay there (see [`crate::statewire::relay`]); set once.
-    pub fn serve_relay(&self, relay: crate::statewire::relay::Relay) {
+    pub fn serve_relay(&self, relay: Relay) {
         let _ = self.inner.relay.set(relay);
     }
 
     /// The relay, on a store several instances share.
-    pub fn relay(&self) -> Option<&crate::statewire::relay::Relay> {
+    pub fn relay(&self) -> Option<&Relay> {
         self.inner.relay.get()
-    }
-
-    fn thread(&self, scope: &ThreadScope) -> Result<Arc<Thread>, Fin> {
-        let mut threads = lock(&self.inner.threads);
-        if let Some(thread) = threads.get(scope) {
-            return Ok(thread.clone());
-        }
-        if threads.len() >= MAX_IDLE_THREADS {
-            // Threads nobody holds (no attach, no command in flight) are
-            // rebuilt from the ledger when next used.
-            threads.retain(|_, thread| Arc::strong_count(thread) > 1);
-        }
-        let documents = documents_stream(scope).map_err(server_fin)?;
-        let thread = Arc::new(Thread {
-            scope: scope.clone(),
-            documents,
-            exec: tokio::sync::Mutex::new(()),
-            attaches: Mutex::new(BTreeMap::new()),
-            attached: tokio::sync::watch::Sender::new(0),
-            followers: Mutex::new(BTreeSet::new()),
-            follows_documents: std::sync::atomic::AtomicBool::new(false),
-            views: Mutex::new(BTreeMap::new()),
-            lanes: Mutex::new(HashMap::new()),
-        });
-        threads.insert(scope.clone(), thread.clone());
-        Ok(thread)
     }
 
     /// A durable lane's folded state (tests, tools).
@@ -524,131 +236,238 @@ impl Host {
         Ok(self.inner.lanes.state(&stream).await?.state.clone())
     }
 
-    fn info(&self, protocol: &ProtocolName) -> Option<&ProtocolInfo> {
-        self.inner.protocols.get(protocol)
-    }
-
-    /// A protocol's adapters, oldest first (none for a child).
-    pub(super) fn adapters_of(&self, protocol: &ProtocolName) -> &[Adapter] {
-        self.info(protocol)
-            .map_or(&[], |info| info.adapters.as_slice())
-    }
-
-    /// A protocol's native version.
-    pub(super) fn native_of(&self, protocol: &ProtocolName) -> Version {
-        self.info(protocol).map_or(WIRE_MIN, |info| info.native)
-    }
-
-    /// A native answer, encoded in `from`, as `attach`'s contract reads it.
-    pub(super) fn lowered_for(&self, attach: &Attach, native: Answer, from: Version) -> Answer {
-        let Some(to) = attach
-            .selection
-            .get(native.protocol.as_str())
-            .map(|p| p.version)
-        else {
-            return native;
-        };
-        let adapters = self.adapters_of(&native.protocol);
-        if adapters.is_empty() {
-            return native;
-        }
-        let outcome = match (native.ok, native.err) {
-            (Some(value), _) => Ok(value),
-            (None, Some(rejection)) => Err(rejection),
-            (None, None) => Ok(Value::Null),
-        };
-        let lowered = adapters::lower(&native.protocol, adapters, from, to, outcome);
-        answer(&native.protocol, native.seq, lowered, native.contract)
-    }
-
-    /// A retained answer as `attach` reads it: with the contract its
-    /// command was admitted under, lowered from the one it is encoded in.
-    pub(super) fn retained_for(
-        &self,
-        attach: &Attach,
-        protocol: &ProtocolName,
-        seq: u64,
-        retained: &crate::statewire::records::RetainedAnswer,
-    ) -> Answer {
-        let contract = match (
-            Version::parse(&retained.wire_version),
-            Version::parse(&retained.protocol_version),
-        ) {
-            (Ok(wire), Ok(version)) => Some(Contract { wire, version }),
-            _ => None,
-        };
-        let native = answer(
-            protocol,
-            seq,
-            outcome_from(retained.ok, &retained.answer.0),
-            contract,
-        );
-        let from =
-            Version::parse(&retained.answer_version).unwrap_or_else(|_| self.native_of(protocol));
-        self.lowered_for(attach, native, from)
-    }
-
     /// Authenticates and negotiates `request` without attaching: the
     /// selection an attach with these fields would get.
     pub fn select(&self, request: &AttachRequest) -> Result<Selection, Fin> {
-        let thread = ThreadId::new(request.thread.as_str())
-            .map_err(|e| Fin::new(FinCode::InvalidNegotiation, e.to_string()))?;
-        self.authenticate(&thread, request.authorization.as_deref())?;
-        let support = &self.inner.support;
-        let offer =
-            negotiation::read_offer(request.version.as_deref(), request.protocol.as_deref())
-                .map_err(|e| Fin::negotiation(&e, support))?;
-        negotiation::negotiate(support, &offer).map_err(|e| Fin::negotiation(&e, support))
+        request.select(&self.inner.registry)
     }
 
     /// The commands an attach with `selection` may send, per selected
     /// protocol, as its contract names them (discovery).
     pub fn commands(&self, selection: &Selection) -> Vec<ProtocolCommands> {
-        selection
-            .protocols
-            .iter()
-            .map(|selected| {
-                let mut native: Vec<CommandInfo> = self
-                    .inner
-                    .handlers
-                    .keys()
-                    .filter(|(protocol, _)| protocol == &selected.name)
-                    .map(|(_, method)| CommandInfo {
-                        method: method.clone(),
-                        description: None,
-                    })
-                    .collect();
-                native.sort_by(|a, b| a.method.cmp(&b.method));
-                let adapters = self.adapters_of(&selected.name);
-                let mut commands = adapters::discover(adapters, selected.version, native);
-                commands.sort_by(|a, b| a.method.cmp(&b.method));
-                ProtocolCommands {
-                    name: selected.name.clone(),
-                    version: selected.version,
-                    commands,
-                }
-            })
-            .collect()
+        self.inner.registry.commands(selection)
     }
 
     /// Number of live attaches on a thread.
     pub fn attach_count(&self, thread: &ThreadScope) -> usize {
-        lock(&self.inner.threads)
-            .get(thread)
-            .map_or(0, |t| lock(&t.attaches).len())
+        self.inner.threads.attach_count(thread)
     }
-}
 
-fn expired() -> Rejection {
-    Rejection::new(
-        "answer-expired",
-        "the command was admitted but its answer is no longer retained",
-    )
-}
+    /// The live views of a thread (tests, operators).
+    pub fn views(&self, thread: &ThreadScope) -> BTreeMap<ViewKey, ViewStats> {
+        self.inner.threads.views(thread)
+    }
 
-fn gap(protocol: &ProtocolName, watermark: u64, seq: u64) -> FrameViolation {
-    FrameViolation {
-        code: FinCode::SequenceGap,
-        message: format!("{protocol}: seq {seq} after watermark {watermark}"),
+    /// Ends every open attach with `fin` (a shutdown): each transport sends
+    /// it and closes.
+    pub fn close_all(&self, fin: &Fin) {
+        self.inner.attaches.close_all(fin);
+    }
+
+    /// Ends an attach with `fin`, delivered after what is already queued.
+    pub fn end(&self, attach: &Arc<Attach>, fin: Fin) {
+        self.inner.attaches.end(attach, fin);
+    }
+
+    /// Forgets an attach whose client left: its lease, its ephemeral lanes
+    /// and documents.
+    pub fn detach(&self, attach: &Arc<Attach>) {
+        self.inner.attaches.detach(attach);
+    }
+
+    /// Changes durable documents outside any command (application start,
+    /// background work) and flushes every attach of the thread.
+    pub async fn commit_documents(
+        &self,
+        thread: &ThreadScope,
+        changes: Vec<(String, Option<Vec<String>>, Option<Value>)>,
+    ) -> Result<(), HostError> {
+        let thread = self
+            .inner
+            .threads
+            .open(thread)
+            .map_err(|error| HostError::Registration(server_fin(error).message))?;
+        self.inner.executor.commit_documents(&thread, changes).await
+    }
+
+    /// Negotiates, installs lease context, runs ephemeral initial
+    /// statements, retires the attacher's earlier attaches (2026-11-02)
+    /// and queues the hello. Every failure is a `fin` and changes nothing.
+    pub async fn attach(&self, request: AttachRequest) -> Result<AttachHandle, Fin> {
+        let Inner {
+            registry,
+            threads,
+            attaches,
+            views,
+            lanes,
+            followers,
+            ..
+        } = &*self.inner;
+        let Negotiated {
+            thread,
+            principal,
+            client,
+            selection,
+            attacher,
+            cursor,
+        } = request.negotiate(registry)?;
+        // Validate every context candidate before anything is installed.
+        for entry in &request.initial.ctx {
+            registry
+                .check_context(&selection, entry)
+                .map_err(|v| fin_violation(&v))?;
+        }
+        attaches.refuse_if_draining()?;
+        let thread = threads
+            .open(&ThreadScope::new(principal.clone(), thread))
+            .map_err(server_fin)?;
+        let views_read = view_keys(registry, &selection);
+        let (attach, inbox) =
+            attaches.open(&thread, client, attacher, principal, selection, views_read)?;
+        for entry in &request.initial.ctx {
+            self.install_context(&attach, entry);
+        }
+        // Durable lanes: finish commands a crash interrupted, before the
+        // watermarks and answers the hello reports.
+        let durable_lanes = lanes.recover(&thread, &attach).await.map_err(server_fin)?;
+        // Ephemeral-lane initial statements run before the snapshot.
+        let (ephemeral_cmds, durable_cmds): (Vec<Command>, Vec<Command>) =
+            request.initial.cmd.into_iter().partition(|c| {
+                attach.selection.get(c.protocol.as_str()).map(|p| p.record)
+                    == Some(Record::Ephemeral)
+            });
+        let mut hello_answers = Vec::new();
+        for command in ephemeral_cmds {
+            match lanes.run_ephemeral(&attach, command).await {
+                Ok(Some(answer)) => hello_answers.push(answer),
+                Ok(None) => {}
+                Err(violation) => return Err(fin_violation(&violation)),
+            }
+        }
+        // Retained answers above the client's cursor (2026-11-01 and later).
+        if attach.selection.wire >= WIRE_RESULTS_CURSOR {
+            let above = lanes
+                .answers_above(&attach, &durable_lanes, &cursor)
+                .await
+                .map_err(server_fin)?;
+            hello_answers.extend(above);
+        }
+        // 2026-11-02: the attacher's earlier attaches end before the hello.
+        attaches.retire_earlier(&attach);
+        // What the hello reports is read first, off every lock (reads may
+        // wait for the store): the lanes' watermarks, and the thread's
+        // documents with what this attach will read of them.
+        let watermarks = lanes.watermarks(&durable_lanes).await.map_err(server_fin)?;
+        let documents = views
+            .read(&thread, Some(&attach))
+            .await
+            .map_err(server_fin)?;
+        // Then the attach joins its thread, and the hello is built, under
+        // its state lock: a flush that finds it waits for the hello.
+        {
+            let mut state = lock(&attach.state);
+            followers.join(&thread, &attach);
+            let hello = views.hello(&attach, &mut state, watermarks, &documents, hello_answers);
+            match hello {
+                // The queue is new and empty: the hello always fits (see
+                // `push`).
+                Ok(hello) => {
+                    attach.outbox.push(&hello);
+                }
+                Err(fin) => {
+                    drop(state);
+                    attaches.forget(&attach);
+                    return Err(fin);
+                }
+            }
+        }
+        drop(documents);
+        // A change that landed after the documents were read and before
+        // the join was flushed to the thread without this attach: one
+        // more flush sends it (nothing, if nothing landed).
+        views.flush_attach(&attach, Vec::new(), Vec::new()).await;
+        attaches.register(&attach);
+        Ok(AttachHandle {
+            host: self.clone(),
+            attach,
+            inbox,
+            after_hello: Frame {
+                ctx: Vec::new(),
+                cmd: durable_cmds,
+            },
+        })
+    }
+
+    /// Handles one frame from `attach`. A violation is returned for the
+    /// transport to end the attach with; statements before it stand.
+    pub async fn submit(&self, attach: &Arc<Attach>, frame: Frame) -> Result<(), FrameViolation> {
+        if attach.is_closed() {
+            return Err(FrameViolation {
+                code: FinCode::UnknownLease,
+                message: "the attach has ended".into(),
+            });
+        }
+        check_frame(&frame)?;
+        for entry in &frame.ctx {
+            self.inner
+                .registry
+                .check_context(&attach.selection, entry)?;
+        }
+        for entry in &frame.ctx {
+            self.install_context(attach, entry);
+        }
+        let lanes = &self.inner.lanes;
+        // Runs of consecutive commands on one protocol are one batch.
+        let mut commands = frame.cmd.into_iter().peekable();
+        while let Some(first) = commands.next() {
+            let mut run = vec![first];
+            while let Some(next) = commands.next_if(|c| c.protocol == run[0].protocol) {
+                run.push(next);
+            }
+            let protocol = run[0].protocol.clone();
+            match attach.selection.get(protocol.as_str()).map(|p| p.record) {
+                None => lanes.refuse_unselected(attach, &run),
+                Some(Record::Ephemeral) => {
+                    for command in run {
+                        if let Some(answer) = lanes.run_ephemeral(attach, command).await? {
+                            self.inner
+                                .views
+                                .flush_attach(attach, vec![answer], Vec::new())
+                                .await;
+                        }
+                    }
+                }
+                Some(Record::Durable) => lanes.run_durable(attach, &protocol, run).await?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces `attach`'s context for the entry's protocol and tells the
+    /// protocol's listeners.
+    fn install_context(&self, attach: &Arc<Attach>, entry: &CtxEntry) {
+        let previous = lock(&attach.state)
+            .context
+            .insert(
+                entry.protocol.clone(),
+                (entry.value.clone(), entry.meta.clone()),
+            )
+            .map(|(value, _)| value);
+        let listeners = self.inner.registry.listeners(&entry.protocol);
+        if listeners.is_empty() {
+            return;
+        }
+        let change = ContextChange {
+            thread: attach.scope().clone(),
+            client: attach.client.clone(),
+            attach: attach.id,
+            protocol: entry.protocol.clone(),
+            previous,
+            value: entry.value.clone(),
+            meta: entry.meta.clone(),
+        };
+        for listener in listeners {
+            listener(&change);
+        }
     }
 }

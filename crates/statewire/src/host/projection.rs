@@ -10,16 +10,24 @@
 //! attach on it diffs its own table against the result.
 //!
 //! Owns: view keys (which adapters an attach's selection crosses), the
-//! per-thread registry of live views with their counts and projection
-//! times, and projecting a group's documents through one adapter.
+//! per-thread registry of live views with their counts, projection times
+//! and latest projections, and projecting a group's documents through one
+//! adapter (`documents` runs a view's chain of them once per flush).
 //! Must never: hand an older attach the native state in place of a
 //! projection that failed, or keep a view no attach needs.
 
-use std::collections::BTreeMap;
-use std::time::Instant;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 
-use super::views::ThreadDocuments;
-use super::*;
+use serde_json::Value;
+
+use crate::statewire::ids::{ProtocolName, ThreadScope};
+use crate::statewire::negotiation::{Record, Selection};
+use crate::statewire::view::DocIdentity;
+
+use super::adapters::{Adapter, ProjectedDocument};
+use super::registry::Registry;
+use super::sync::lock;
 
 /// Longest projection a flush logs at `info`, in microseconds; faster ones
 /// log at `debug`.
@@ -35,7 +43,7 @@ pub struct ViewKey {
 
 impl ViewKey {
     /// The view this one is projected from (`None`: the native state).
-    fn upstream(&self) -> Option<ViewKey> {
+    pub(super) fn upstream(&self) -> Option<ViewKey> {
         (self.steps.len() > 1).then(|| ViewKey {
             members: self.members.clone(),
             steps: self.steps[..self.steps.len() - 1].to_vec(),
@@ -67,7 +75,7 @@ pub struct ViewStats {
 /// them a pointer comparison.
 pub(super) type Projected = Arc<Vec<(DocIdentity, Arc<Value>)>>;
 
-fn shared(documents: Vec<ProjectedDocument>) -> Projected {
+pub(super) fn shared(documents: Vec<ProjectedDocument>) -> Projected {
     Arc::new(
         documents
             .into_iter()
@@ -84,7 +92,7 @@ fn shared(documents: Vec<ProjectedDocument>) -> Projected {
 }
 
 /// A projection as the next stage's input.
-fn owned(projected: &Projected) -> Vec<ProjectedDocument> {
+pub(super) fn owned(projected: &Projected) -> Vec<ProjectedDocument> {
     projected
         .iter()
         .map(|(identity, value)| ProjectedDocument {
@@ -102,8 +110,8 @@ fn owned(projected: &Projected) -> Vec<ProjectedDocument> {
 /// it keeps the comparison sound).
 #[derive(Clone)]
 pub(super) struct Stamp {
-    documents: u64,
-    sources: Vec<Arc<Value>>,
+    pub(super) documents: u64,
+    pub(super) sources: Vec<Arc<Value>>,
 }
 
 impl PartialEq for Stamp {
@@ -120,243 +128,122 @@ impl PartialEq for Stamp {
 
 /// A live view: its statistics and its latest projection.
 #[derive(Default)]
-pub(super) struct LiveView {
+struct LiveView {
     stats: ViewStats,
     latest: Option<(Stamp, Projected)>,
 }
 
-impl Host {
-    /// The views an attach with `selection` reads: one per group of its
-    /// durable protocols whose path crosses an adapter that converts state.
-    pub(super) fn view_keys(&self, selection: &Selection) -> Vec<ViewKey> {
-        let mut keys: Vec<ViewKey> = Vec::new();
-        for selected in selection.parents() {
-            let Some(info) = self.inner.protocols.get(&selected.name) else {
-                continue;
-            };
-            if info.record != Record::Durable {
-                continue;
-            }
-            let group: Vec<ProtocolName> = match &info.group {
-                Some(group) => group.to_vec(),
-                None => vec![selected.name.clone()],
-            };
-            let members: Vec<ProtocolName> = group
-                .into_iter()
-                .filter(|m| selection.get(m.as_str()).is_some())
-                .collect();
-            if keys.iter().any(|k| k.members == members) {
-                continue;
-            }
-            let mut steps = Vec::new();
-            for member in &members {
-                let (Some(version), adapters) = (
-                    selection.get(member.as_str()).map(|p| p.version),
-                    self.adapters_of(member),
-                ) else {
-                    continue;
-                };
-                for (index, adapter) in adapters.iter().enumerate().rev() {
-                    if adapter.applies_to(version) && adapter.projects() {
-                        steps.push((member.clone(), index));
-                    }
-                }
-            }
-            if !steps.is_empty() {
-                keys.push(ViewKey { members, steps });
-            }
-        }
-        keys
-    }
+/// One thread's live views, each with what depends on it.
+#[derive(Default)]
+pub(super) struct LiveViews {
+    views: Mutex<BTreeMap<ViewKey, LiveView>>,
+}
 
+impl LiveViews {
     /// Counts a joining attach's views (and those upstream of them) live.
-    pub(super) fn hold_views(&self, thread: &Thread, keys: &[ViewKey]) {
-        let mut views = lock(&thread.views);
+    pub(super) fn hold(&self, thread: &ThreadScope, keys: &[ViewKey]) {
+        let mut views = lock(&self.views);
         for view in keys.iter().flat_map(ViewKey::chain) {
             let live = views.entry(view.clone()).or_default();
             if live.stats.dependents == 0 {
-                tracing::info!(thread = ?thread.scope, view = ?view, "compatibility view activated");
+                tracing::info!(thread = ?thread, view = ?view, "compatibility view activated");
             }
             live.stats.dependents += 1;
         }
     }
 
     /// Releases a leaving attach's views; a view no one needs goes.
-    pub(super) fn release_views(&self, thread: &Thread, keys: &[ViewKey]) {
-        let mut views = lock(&thread.views);
+    pub(super) fn release(&self, thread: &ThreadScope, keys: &[ViewKey]) {
+        let mut views = lock(&self.views);
         for view in keys.iter().flat_map(ViewKey::chain) {
             if let Some(live) = views.get_mut(&view) {
                 live.stats.dependents = live.stats.dependents.saturating_sub(1);
                 if live.stats.dependents == 0 {
                     views.remove(&view);
-                    tracing::info!(thread = ?thread.scope, view = ?view, "compatibility view released");
+                    tracing::info!(thread = ?thread, view = ?view, "compatibility view released");
                 }
             }
         }
     }
 
-    /// The live views of a thread (tests, operators).
-    pub fn views(&self, thread: &ThreadScope) -> BTreeMap<ViewKey, ViewStats> {
-        lock(&self.inner.threads)
-            .get(thread)
-            .map(|t| {
-                lock(&t.views)
-                    .iter()
-                    .map(|(key, live)| (key.clone(), live.stats.clone()))
-                    .collect()
-            })
-            .unwrap_or_default()
+    /// Every live view and what the host knows of it.
+    pub(super) fn stats(&self) -> BTreeMap<ViewKey, ViewStats> {
+        lock(&self.views)
+            .iter()
+            .map(|(key, live)| (key.clone(), live.stats.clone()))
+            .collect()
     }
 
-    /// A group's native documents: each member's main document and its
-    /// keyed documents (all of the thread's, or what a source offers an
-    /// attach with no interests).
-    pub(super) fn native_documents(
-        &self,
-        members: &[ProtocolName],
-        documents: &ThreadDocuments<'_>,
-    ) -> Result<Vec<ProjectedDocument>, String> {
-        let mut out = Vec::new();
-        for member in members {
-            let info = self.inner.protocols.get(member);
-            if let Some(source) = info.and_then(|info| info.source.as_ref()) {
-                let snapshot = documents.snapshot(member, source)?;
-                out.push(ProjectedDocument {
-                    protocol: member.clone(),
-                    key: None,
-                    main: true,
-                    value: Value::clone(&snapshot.main()),
-                });
-                let nobody = BTreeMap::new();
-                let attach = AttachDocuments { ephemeral: &nobody };
-                for (key, value) in snapshot.keyed(&attach) {
-                    out.push(ProjectedDocument {
-                        protocol: member.clone(),
-                        key: Some(key),
-                        main: false,
-                        value: Value::clone(&value),
-                    });
-                }
-                continue;
-            }
-            let state = documents.documents();
-            let main = state
-                .documents
-                .get(&(member.to_string(), None))
-                .map(|json| json.0.clone())
-                .or_else(|| info.map(|info| info.initial_main.clone()));
-            if let Some(value) = main {
-                out.push(ProjectedDocument {
-                    protocol: member.clone(),
-                    key: None,
-                    main: true,
-                    value,
-                });
-            }
-            for ((protocol, key), value) in &state.documents {
-                if protocol == member.as_str() && key.is_some() {
-                    out.push(ProjectedDocument {
-                        protocol: member.clone(),
-                        key: key.clone(),
-                        main: false,
-                        value: value.0.clone(),
-                    });
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// Projects `view` from the view upstream of it (or the native state)
-    /// through its last adapter, and records how long it took.
-    pub(super) fn project(
-        &self,
-        thread: &Thread,
-        view: &ViewKey,
-        upstream: Vec<ProjectedDocument>,
-    ) -> Result<Vec<ProjectedDocument>, String> {
-        let Some((protocol, index)) = view.steps.last() else {
-            return Ok(upstream);
-        };
-        let Some(adapter) = self.adapters_of(protocol).get(*index) else {
-            return Err(format!("{protocol} has no adapter {index}"));
-        };
-        let started = Instant::now();
-        let projected = apply_adapter(protocol, adapter, upstream);
-        let took_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        if let Some(live) = lock(&thread.views).get_mut(view) {
+    /// Counts a projection of `view` that took `took_us`.
+    pub(super) fn projected(&self, view: &ViewKey, took_us: u64) {
+        if let Some(live) = lock(&self.views).get_mut(view) {
             live.stats.projections += 1;
             live.stats.last_projection_us = took_us;
         }
-        if took_us > SLOW_PROJECTION_US {
-            tracing::info!(thread = ?thread.scope, ?view, took_us, "slow projection");
-        } else {
-            tracing::debug!(thread = ?thread.scope, ?view, took_us, "projection");
-        }
-        projected
     }
 
-    /// `view`'s documents for this flush: projected once, from one reading
-    /// of the native state, whoever asks.
-    pub(super) fn projection(
-        &self,
-        documents: &ThreadDocuments<'_>,
-        view: &ViewKey,
-    ) -> Result<Projected, String> {
-        if let Some(done) = lock(&documents.projections).get(view) {
-            return done.clone();
-        }
-        // A live view whose native state has not moved since its last
-        // projection (a new attach's hello, a flush for another protocol)
-        // is not projected again.
-        let stamp = self.stamp(&view.members, documents)?;
-        let latest = lock(&documents.thread.views)
+    /// The latest projection of `view` and what it was made from.
+    pub(super) fn latest(&self, view: &ViewKey) -> Option<(Stamp, Projected)> {
+        lock(&self.views)
             .get(view)
-            .and_then(|live| live.latest.clone());
-        if let Some((made_from, projected)) = latest
-            && made_from == stamp
-        {
-            lock(&documents.projections).insert(view.clone(), Ok(projected.clone()));
-            return Ok(projected);
-        }
-        let upstream = match view.upstream() {
-            Some(upstream) => owned(&self.projection(documents, &upstream)?),
-            None => self.native_documents(&view.members, documents)?,
-        };
-        let result = self.project(documents.thread, view, upstream).map(shared);
-        if let Ok(projected) = &result
-            && let Some(live) = lock(&documents.thread.views).get_mut(view)
-        {
+            .and_then(|live| live.latest.clone())
+    }
+
+    /// Keeps `projected` as the latest projection of a live `view`.
+    pub(super) fn keep_latest(&self, view: &ViewKey, stamp: Stamp, projected: &Projected) {
+        if let Some(live) = lock(&self.views).get_mut(view) {
             live.latest = Some((stamp, projected.clone()));
         }
-        lock(&documents.projections).insert(view.clone(), result.clone());
-        result
     }
+}
 
-    /// The native state a group's projection reads, as a comparable stamp.
-    fn stamp(
-        &self,
-        members: &[ProtocolName],
-        documents: &ThreadDocuments<'_>,
-    ) -> Result<Stamp, String> {
-        let mut sources = Vec::new();
-        for member in members {
-            let info = self.inner.protocols.get(member);
-            if let Some(source) = info.and_then(|info| info.source.as_ref()) {
-                sources.push(documents.snapshot(member, source)?.main());
+/// The views an attach with `selection` reads: one per group of its
+/// durable protocols whose path crosses an adapter that converts state.
+pub(super) fn view_keys(registry: &Registry, selection: &Selection) -> Vec<ViewKey> {
+    let mut keys: Vec<ViewKey> = Vec::new();
+    for selected in selection.parents() {
+        let Some(info) = registry.info(&selected.name) else {
+            continue;
+        };
+        if info.record != Record::Durable {
+            continue;
+        }
+        let group: Vec<ProtocolName> = match &info.group {
+            Some(group) => group.to_vec(),
+            None => vec![selected.name.clone()],
+        };
+        let members: Vec<ProtocolName> = group
+            .into_iter()
+            .filter(|m| selection.get(m.as_str()).is_some())
+            .collect();
+        if keys.iter().any(|k| k.members == members) {
+            continue;
+        }
+        let mut steps = Vec::new();
+        for member in &members {
+            let (Some(version), adapters) = (
+                selection.get(member.as_str()).map(|p| p.version),
+                registry.adapters_of(member),
+            ) else {
+                continue;
+            };
+            for (index, adapter) in adapters.iter().enumerate().rev() {
+                if adapter.applies_to(version) && adapter.projects() {
+                    steps.push((member.clone(), index));
+                }
             }
         }
-        Ok(Stamp {
-            documents: documents.position(),
-            sources,
-        })
+        if !steps.is_empty() {
+            keys.push(ViewKey { members, steps });
+        }
     }
+    keys
 }
 
 /// One adapter's projection of a group's documents: `state_down` on its
 /// protocol's main document, then `documents_down` on the documents of
 /// every protocol it transforms.
-fn apply_adapter(
+pub(super) fn apply_adapter(
     protocol: &ProtocolName,
     adapter: &Adapter,
     mut documents: Vec<ProjectedDocument>,
@@ -383,7 +270,7 @@ fn apply_adapter(
             stray.protocol
         )));
     }
-    let mut mains = std::collections::BTreeSet::new();
+    let mut mains = BTreeSet::new();
     for document in converted.iter().filter(|d| d.main) {
         if !mains.insert(&document.protocol) {
             return Err(fail(format!(

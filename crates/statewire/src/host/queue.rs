@@ -196,8 +196,11 @@ impl Inbox {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::statewire::packet::FinCode;
+    use std::sync::atomic::Ordering;
+
+    use crate::statewire::packet::{Fin, FinCode, Packet};
+
+    use super::{MAX_QUEUED_PACKETS, Pushed, QueueLimits, outbox};
 
     #[tokio::test]
     async fn a_full_queue_overflows_and_still_delivers_its_fin_last() {

@@ -1,7 +1,9 @@
 //! Extension points for an application whose state lives in its own
 //! ledger streams rather than in the host's documents stream: a
 //! [`DocumentSource`] derives a protocol's documents from such a stream,
-//! and an [`AsyncHandler`] runs a durable command that writes to it.
+//! and an [`AsyncHandler`] runs a durable command that writes to it. A
+//! [`Call`] names the command and its [`Caller`] (whom every handler,
+//! sync ones too, is told about).
 //!
 //! The host still owns admission, sequence numbers, retained answers,
 //! views and flushes; it follows a source's stream while the thread has
@@ -19,11 +21,9 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use crate::ledger::StreamKey;
-use crate::statewire::ids::{ProtocolName, ThreadScope};
+use crate::statewire::ids::{ClientId, PrincipalId, ProtocolName, ThreadScope};
 use crate::statewire::packet::{Contract, Rejection};
 use crate::statewire::view::DocIdentity;
-
-use super::Caller;
 
 /// Documents of one durable protocol, derived from a ledger stream.
 #[async_trait]
@@ -86,6 +86,17 @@ impl AttachDocuments<'_> {
             .find(|(id, _)| id.main && id.protocol.as_str() == protocol)
             .map(|(_, value)| value)
     }
+}
+
+/// Who sent a command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub client_id: ClientId,
+    /// The principal the admitting attach authenticated as (the
+    /// revision's `auth`); `None` on a host without an authenticator.
+    pub principal: Option<PrincipalId>,
+    /// Whether the client has a live attach on the thread.
+    pub is_connected: bool,
 }
 
 /// A durable command as an async handler receives it.

@@ -1,116 +1,70 @@
 //! Views: the documents each attach should see, and flushing their
-//! diffs. A flush reads the thread's documents once (the host's documents
-//! fold and each derived protocol's snapshot) and diffs every attach's
-//! table against the view it selects from them.
+//! diffs. A flush reads the thread's documents once (see `documents`) and
+//! diffs every attach's table against the view it selects from them: its
+//! projections on an older contract, its durable protocols' documents,
+//! its ephemeral documents and the keyed documents it included.
 //!
-//! Owns: reading a thread once per flush and each attach's diff. Must
-//! never: read the store while an attach's lock is held, or send an
-//! attach a document its selection does not include.
+//! Owns: the host's documents fold, each attach's view, the hello's
+//! documents, and flushing. Must never: read the store while an attach's
+//! lock is held, or send an attach a document its selection does not
+//! include.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
-/// A derived protocol's snapshot, or why it could not be taken.
-type Snapshot = Result<Arc<dyn SourceSnapshot>, String>;
+use crate::ledger::{FoldCache, Folded, Ledger, LedgerError};
+use crate::statewire::ids::ProtocolName;
+use crate::statewire::negotiation::{Record, SelectedProtocol};
+use crate::statewire::packet::{Answer, Dur, Fin, FinCode, Packet, Syn};
+use crate::statewire::records::{DocumentsFold, DocumentsState};
+use crate::statewire::view::{DocIdentity, View};
 
-/// What `snapshot` would read for the thread's attaches (each under its
-/// lock for a moment) and for a view for nobody in particular.
-fn wanted_by_attaches(
-    thread: &Thread,
-    joining: Option<&Arc<Attach>>,
-    snapshot: &dyn SourceSnapshot,
-) -> Vec<u64> {
-    let nobody = BTreeMap::new();
-    let mut wanted = snapshot.wanted(&AttachDocuments::new(&nobody));
-    let mut attaches: Vec<Arc<Attach>> = lock(&thread.attaches).values().cloned().collect();
-    attaches.extend(joining.cloned());
-    for attach in attaches {
-        let state = lock(&attach.state);
-        wanted.extend(snapshot.wanted(&AttachDocuments::new(&state.ephemeral)));
+use super::attaches::Attaches;
+use super::documents::ThreadDocuments;
+use super::failure::{HostError, server_fin};
+use super::registry::Registry;
+use super::source::AttachDocuments;
+use super::sync::lock;
+use super::thread::Thread;
+use super::thread::{Attach, AttachState};
+
+/// The host's documents and what each attach sees of them.
+pub(super) struct Views {
+    registry: Arc<Registry>,
+    documents: FoldCache<DocumentsFold>,
+    attaches: Arc<Attaches>,
+}
+
+impl Views {
+    pub(super) fn new(registry: Arc<Registry>, ledger: &Ledger, attaches: Arc<Attaches>) -> Self {
+        Self {
+            registry,
+            documents: FoldCache::new(ledger.clone()),
+            attaches,
+        }
     }
-    wanted.sort_unstable();
-    wanted.dedup();
-    wanted
-}
 
-/// One flush's reading of a thread: the host's documents, and the
-/// snapshots of derived protocols, each taken on first use.
-pub(super) struct ThreadDocuments<'a> {
-    pub(super) thread: &'a Thread,
-    documents: Arc<crate::ledger::Folded<DocumentsState>>,
-    /// Every derived protocol's snapshot, with what the thread's
-    /// attaches will read of it already read.
-    snapshots: BTreeMap<ProtocolName, Snapshot>,
-    /// Compatibility views projected in this flush.
-    pub(super) projections: Mutex<BTreeMap<ViewKey, Result<projection::Projected, String>>>,
-}
-
-impl ThreadDocuments<'_> {
-    /// The derived protocol's snapshot taken for this flush.
-    pub(super) fn snapshot(
+    /// The thread's documents as folded now (what a command runs against).
+    pub(super) async fn folded(
         &self,
-        protocol: &ProtocolName,
-        _source: &Arc<dyn DocumentSource>,
-    ) -> Snapshot {
-        self.snapshots
-            .get(protocol)
-            .cloned()
-            .unwrap_or_else(|| Err(format!("no snapshot of {protocol} was taken")))
+        thread: &Thread,
+    ) -> Result<Arc<Folded<DocumentsState>>, LedgerError> {
+        self.documents.state(&thread.documents).await
     }
 
-    pub(super) fn documents(&self) -> &DocumentsState {
-        &self.documents.state
-    }
-
-    /// How far the host's documents are folded.
-    pub(super) fn position(&self) -> u64 {
-        self.documents.position
-    }
-}
-
-impl Host {
-    /// Reads `thread`'s documents for one flush: the host's documents and
-    /// a snapshot of every derived protocol, each with what the thread's
-    /// attaches (and a view for nobody in particular) will read of it.
-    pub(super) async fn thread_documents<'a>(
-        &'a self,
-        thread: &'a Thread,
-    ) -> Result<ThreadDocuments<'a>, HostError> {
-        self.thread_documents_with(thread, None).await
-    }
-
-    /// [`Host::thread_documents`], reading also what `joining` (an attach
-    /// about to join the thread) will read.
-    pub(super) async fn thread_documents_with<'a>(
+    /// Reads `thread`'s documents for one flush, including what `joining`
+    /// (an attach about to join the thread) will read.
+    pub(super) async fn read<'a>(
         &'a self,
         thread: &'a Thread,
         joining: Option<&Arc<Attach>>,
     ) -> Result<ThreadDocuments<'a>, HostError> {
-        let documents = self.inner.documents.state(&thread.documents).await?;
-        let mut snapshots = BTreeMap::new();
-        for (name, info) in &self.inner.protocols {
-            let Some(source) = &info.source else {
-                continue;
-            };
-            let snapshot = source.snapshot(&thread.scope).await;
-            if let Ok(snapshot) = &snapshot {
-                let wanted = wanted_by_attaches(thread, joining, snapshot.as_ref());
-                if !wanted.is_empty() {
-                    snapshot.read_wanted(wanted).await;
-                }
-            }
-            snapshots.insert(name.clone(), snapshot);
-        }
-        Ok(ThreadDocuments {
-            thread,
-            projections: Mutex::new(BTreeMap::new()),
-            documents,
-            snapshots,
-        })
+        ThreadDocuments::read(&self.registry, &self.documents, thread, joining).await
     }
 
     /// The documents `attach` should see now; an error is the `fin` that
     /// ends it (documents that cannot be read, a projection that failed).
-    pub(super) fn view(
+    fn view(
         &self,
         attach: &Attach,
         state: &AttachState,
@@ -120,8 +74,8 @@ impl Host {
         // An older contract's protocols read their projection, never the
         // native state.
         for key in &attach.views {
-            let projected = self
-                .projection(documents, key)
+            let projected = documents
+                .projection(key)
                 .map_err(|error| Fin::new(FinCode::ProjectionFailed, error))?;
             for (identity, value) in projected.iter() {
                 view.insert(identity.clone(), value.clone());
@@ -166,13 +120,11 @@ impl Host {
         documents: &ThreadDocuments<'_>,
         view: &mut View,
     ) -> Result<(), String> {
-        let info = self.inner.protocols.get(&selected.name);
-        if let Some(source) = info.and_then(|info| info.source.as_ref()) {
-            let snapshot = documents.snapshot(&selected.name, source)?;
+        let info = self.registry.info(&selected.name);
+        if info.is_some_and(|info| info.source.is_some()) {
+            let snapshot = documents.snapshot(&selected.name)?;
             view.insert(DocIdentity::main(selected.name.clone()), snapshot.main());
-            let attach = AttachDocuments {
-                ephemeral: &state.ephemeral,
-            };
+            let attach = AttachDocuments::new(&state.ephemeral);
             for (key, value) in snapshot.keyed(&attach) {
                 view.insert(DocIdentity::keyed(selected.name.clone(), key), value);
             }
@@ -190,6 +142,32 @@ impl Host {
         Ok(())
     }
 
+    /// The hello: the selection with each lane's watermark, the mounts of
+    /// the whole view, and `answers`.
+    pub(super) fn hello(
+        &self,
+        attach: &Arc<Attach>,
+        state: &mut AttachState,
+        mut watermarks: BTreeMap<String, u64>,
+        documents: &ThreadDocuments<'_>,
+        answers: Vec<Answer>,
+    ) -> Result<Packet, Fin> {
+        for (name, lane) in &state.lanes {
+            watermarks.insert(name.as_str().to_owned(), lane.watermark);
+        }
+        let view = self.view(attach, state, documents)?;
+        let ops = state.table.update(&view);
+        let syn = Syn::hello(&attach.selection, &attach.client, |name| {
+            watermarks.get(name).copied().unwrap_or(0)
+        });
+        Ok(Packet {
+            syn: Some(syn),
+            ops,
+            ans: answers,
+            ..Packet::default()
+        })
+    }
+
     /// Sends `attach` its view diff, then `answers`, in one packet.
     pub(super) async fn flush_attach(
         &self,
@@ -197,13 +175,13 @@ impl Host {
         answers: Vec<Answer>,
         dur: Vec<Dur>,
     ) {
-        match self.thread_documents(&attach.thread).await {
+        match self.read(&attach.thread, None).await {
             Ok(documents) => self.flush_with(attach, &documents, answers, dur),
-            Err(error) => self.end(attach, server_fin(error)),
+            Err(error) => self.attaches.end(attach, server_fin(error)),
         }
     }
 
-    pub(super) fn flush_with(
+    fn flush_with(
         &self,
         attach: &Arc<Attach>,
         documents: &ThreadDocuments<'_>,
@@ -215,7 +193,7 @@ impl Host {
             Ok(view) => view,
             Err(fin) => {
                 drop(state);
-                self.end(attach, fin);
+                self.attaches.end(attach, fin);
                 return;
             }
         };
@@ -227,27 +205,27 @@ impl Host {
             ..Packet::default()
         };
         // Sent under the state lock so packets leave in table order.
-        self.send(attach, packet);
+        self.attaches.send(attach, packet);
     }
 
     /// Flushes every attach of the thread but `except` (which its caller
     /// flushes with its answers): after a document commit, or when a
     /// derived protocol's stream moved.
-    pub(super) async fn flush_thread(&self, thread: &Arc<Thread>, except: Option<u64>) {
-        let attaches: Vec<Arc<Attach>> = lock(&thread.attaches)
-            .values()
+    pub(super) async fn flush_thread(&self, thread: &Thread, except: Option<u64>) {
+        let attaches: Vec<Arc<Attach>> = thread
+            .attaches()
+            .into_iter()
             .filter(|a| Some(a.id) != except)
-            .cloned()
             .collect();
         if attaches.is_empty() {
             return;
         }
-        let documents = match self.thread_documents(thread).await {
+        let documents = match self.read(thread, None).await {
             Ok(documents) => documents,
             Err(error) => {
                 let fin = server_fin(error);
                 for attach in attaches {
-                    self.end(&attach, fin.clone());
+                    self.attaches.end(&attach, fin.clone());
                 }
                 return;
             }

@@ -28,7 +28,7 @@ use crate::wire::plan::{PlanProposed, PlanVersioned};
 
 use super::follow::{self, Ending};
 use super::records::{
-    CancelRequested, FrameSent, ModelExchanged, SegmentEnd, SegmentReleased, SegmentRenewed,
+    CancelRequested, FrameSent, ModelExchangedV2, SegmentEnd, SegmentReleased, SegmentRenewed,
     StudioKind, json,
 };
 use super::refusals::refusal;
@@ -314,11 +314,17 @@ impl Segment {
         let frame = match beat {
             Some(Beat::Frame(frame)) => Some(*frame),
             Some(Beat::Fault(fault)) => return self.act_out(fault, ticker).await,
-            // A model call is durable before any frame it led to.
+            // A model call is durable before any frame it led to; the
+            // note that its text starts to stream goes with the deltas.
             Some(Beat::Exchange(call)) => {
-                let record = ModelExchanged::of(self.turn, self.segment, *call);
+                let durability = if call.streaming {
+                    Durability::Buffered
+                } else {
+                    Durability::Durable
+                };
+                let record = ModelExchangedV2::of(self.turn, self.segment, *call);
                 let records = vec![record.to_record()];
-                return self.append(records, Durability::Durable).await.is_ok();
+                return self.append(records, durability).await.is_ok();
             }
             None => None,
         };

@@ -1,8 +1,15 @@
-//! The example application: `acme-chat` (durable: a theme and a counter
-//! in its main document, keyed message documents, an ephemeral
-//! `acme-chat/preferences` synced document) and `acme-status`, which
-//! requires `acme-chat`. Used by the tests, the benchmark and
-//! `ledgerwire serve --statewire-examples`.
+//! The server's built-in demo protocols: `acme-chat` (durable: a theme
+//! and a counter in its main document, keyed message documents, an
+//! ephemeral `acme-chat/preferences` synced document) and `acme-status`,
+//! which requires `acme-chat`.
+//!
+//! Why they live in the door and not among the test fixtures: the binary
+//! serves them (`ledgerwire serve --statewire-examples`, for trying the
+//! door out with any client, and for the crash campaign against the real
+//! process), so they ship with the host. The tests and the benchmark use
+//! them too, because they reach every host feature a small application
+//! can: durable and ephemeral lanes, context, keyed and synced documents,
+//! a required protocol and adapters.
 //!
 //! `acme-chat` also serves two older contracts through a chain of two
 //! adapters: from 2026-08-15 the theme was a `colour` set with
@@ -10,7 +17,7 @@
 //! the colour, answering `{painted}`.
 //!
 //! Must never: keep state outside the host's documents.
-//! Owns: the example protocols' definitions, handlers and adapters.
+//! Owns: the demo protocols' definitions, handlers and adapters.
 
 use serde_json::{Value, json};
 
@@ -192,7 +199,7 @@ fn paint_adapter() -> Adapter {
         .commands_down(|commands| renamed_commands(commands, "setColour", "paint"))
 }
 
-/// Registers the example protocols on `builder`.
+/// Registers the demo protocols on `builder`.
 pub fn register(builder: HostBuilder) -> HostBuilder {
     builder
         .protocol(
@@ -218,7 +225,7 @@ pub fn register(builder: HostBuilder) -> HostBuilder {
         .synced_document(ACME_PREFERENCES)
 }
 
-/// A host serving the example protocols.
+/// A host serving the demo protocols.
 pub fn acme_host(ledger: Ledger) -> Result<Host, HostError> {
     register(Host::builder()).build(ledger)
 }

@@ -12,14 +12,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::statewire::client::{
-    ClientConfig, ClientError, Connection, ProtocolOfferConfig, Session,
-};
+use crate::harness_sdk::documents::MESSAGE_NAMESPACE;
+use crate::harness_sdk::{HARNESS_SDK, HARNESS_SDK_VERSION, INTEREST};
 use crate::statewire::host::{WIRE_MAX, WIRE_MIN};
 use crate::statewire::packet::Answer;
 
-use super::documents::MESSAGE_NAMESPACE;
-use super::{HARNESS_SDK, HARNESS_SDK_VERSION, INTEREST};
+use super::connection::{Connection, read_until};
+use super::error::ClientError;
+use super::session::{ClientConfig, ProtocolOfferConfig, Session};
 
 /// A client config for `conversation` on the server at `base` (for
 /// example `ws://127.0.0.1:8080`), authenticating with `token`.
@@ -149,15 +149,9 @@ impl HarnessClient {
     pub async fn until(
         &mut self,
         timeout: Duration,
-        mut done: impl FnMut(&HarnessClient) -> bool,
+        done: impl FnMut(&HarnessClient) -> bool,
     ) -> Result<(), ClientError> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        while !done(self) {
-            tokio::time::timeout_at(deadline, self.connection.next_packet())
-                .await
-                .map_err(|_| ClientError::Timeout)??;
-        }
-        Ok(())
+        read_until(self, |client| &mut client.connection, timeout, done).await
     }
 
     /// Closes the attach; returns the session to keep.

@@ -1,21 +1,17 @@
-//! A Rust Statewire client over WebSocket, used by the tests and the
-//! benchmark: offers ranges, validates the hello's selection, keeps a
-//! per-lane outbox of stored commands with the contracts they were made
-//! under, replays unanswered commands after a reconnect, and retries
-//! `unsupported-version`/`unsupported-protocol` with backoff for a
-//! bounded time.
+//! One live Statewire attach over WebSocket: sends the offers, retries
+//! `unsupported-version`/`unsupported-protocol` with backoff for a bounded
+//! time, applies the hello and every packet after it to the document
+//! table and the session's outboxes, and replays unanswered commands
+//! after a reconnect.
 //!
-//! Owns: the client [`Session`] (what a real client would persist) and
-//! one live [`Connection`].
-//! Must never: send a command on a protocol outside the selection, accept
-//! a hello naming an unoffered protocol (other than a selected parent's
-//! child), or drop a stored command before its answer arrives.
+//! Owns: the socket and what was received on it. Must never: send a
+//! command on a protocol outside the selection, or drop a stored command
+//! before its answer arrives.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -23,179 +19,22 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::statewire::ids::{ClientId, ProtocolName};
+use crate::statewire::ids::ProtocolName;
 use crate::statewire::packet::{
     Answer, Command, CtxEntry, Fin, FinCode, Frame, HeaderEntries, InitMessage, Packet,
 };
-use crate::statewire::version::{Version, VersionRange};
 use crate::statewire::view::{DocIdentity, Op, apply_ops};
 
-/// Most stored commands per lane outbox.
-pub const MAX_OUTBOX_COMMANDS: usize = 4096;
+use super::error::ClientError;
+use super::session::{
+    ClientConfig, ClientSelection, MAX_OUTBOX_COMMANDS, Session, StoredCommand, offer_headers,
+    validate_selection,
+};
+
 /// First retry delay after an `unsupported-*` refusal, in milliseconds.
 pub const RETRY_INITIAL_MS: u64 = 50;
 /// Longest retry delay, in milliseconds.
 pub const RETRY_MAX_MS: u64 = 5_000;
-
-/// Why the client stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("the host refused the attach: {0:?}")]
-    Refused(Fin),
-    #[error("protocol error: {0}")]
-    Protocol(String),
-    #[error("transport: {0}")]
-    Transport(String),
-    #[error("{0} is not selected on this attach")]
-    Unselected(String),
-    #[error("the {0} outbox is full")]
-    OutboxFull(String),
-    #[error("timed out")]
-    Timeout,
-    #[error("the attach ended: {0:?}")]
-    Ended(Option<Fin>),
-}
-
-/// One application offer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProtocolOfferConfig {
-    pub name: String,
-    pub range: (Version, Version),
-    pub optional: bool,
-}
-
-/// What the client offers and where it connects.
-#[derive(Debug, Clone)]
-pub struct ClientConfig {
-    /// `ws://host:port/threads/<thread>/ws`.
-    pub url: String,
-    pub wire: (Version, Version),
-    /// `None`: `*` (the native set).
-    pub protocols: Option<Vec<ProtocolOfferConfig>>,
-    pub attacher: Option<String>,
-    pub authorization: Option<String>,
-    /// How long to keep retrying `unsupported-*` refusals.
-    pub retry_for: Duration,
-}
-
-impl ClientConfig {
-    /// The thread the URL names (`…/threads/<thread>/ws`).
-    pub fn thread(&self) -> Option<&str> {
-        let rest = self.url.split_once("/threads/")?.1;
-        rest.split('/').next().filter(|thread| !thread.is_empty())
-    }
-}
-
-/// A stored command and the offers it was produced under.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StoredCommand {
-    pub method: String,
-    pub params: Vec<Value>,
-    pub wire: (Version, Version),
-    pub protocol_range: Option<(Version, Version)>,
-}
-
-/// One lane's client side.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct LaneOutbox {
-    pub next_seq: u64,
-    /// Sent or unsent commands without an answer.
-    pub commands: BTreeMap<u64, StoredCommand>,
-    /// Highest seq the host acknowledged as durable.
-    pub watermark: u64,
-    /// Highest seq whose answer was received (the results cursor).
-    pub answered: u64,
-}
-
-/// What a client persists across restarts: its id and its lanes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Session {
-    pub client_id: ClientId,
-    pub lanes: BTreeMap<String, LaneOutbox>,
-}
-
-impl Session {
-    pub fn new(client_id: ClientId) -> Self {
-        Self {
-            client_id,
-            lanes: BTreeMap::new(),
-        }
-    }
-}
-
-/// The accepted selection, as the hello reported it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientSelection {
-    pub version: Version,
-    /// (name, version, ephemeral, watermark).
-    pub protocols: Vec<(String, Version, bool, u64)>,
-}
-
-impl ClientSelection {
-    pub fn get(&self, name: &str) -> Option<&(String, Version, bool, u64)> {
-        self.protocols.iter().find(|p| p.0 == name)
-    }
-}
-
-/// Checks a hello's `syn` against the offers, as the spec requires.
-pub fn validate_selection(
-    config: &ClientConfig,
-    hello: &Packet,
-) -> Result<ClientSelection, String> {
-    let syn = hello.syn.as_ref().ok_or("the hello has no syn")?;
-    let version = syn.version.ok_or("syn.version is missing")?;
-    let wire = VersionRange::new(config.wire.0, config.wire.1).map_err(|e| e.to_string())?;
-    if !wire.contains(version) {
-        return Err(format!("selected wire version {version} was not offered"));
-    }
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    for p in &syn.protocols {
-        let name = p.name.as_str();
-        let version = p.version.ok_or_else(|| format!("{name} has no version"))?;
-        if !seen.insert(name.to_owned()) {
-            return Err(format!("{name} is selected twice"));
-        }
-        if let Some(offers) = &config.protocols {
-            match offers.iter().find(|o| o.name == name) {
-                Some(offer) => {
-                    let range = VersionRange::new(offer.range.0, offer.range.1)
-                        .map_err(|e| e.to_string())?;
-                    if !range.contains(version) {
-                        return Err(format!("{name} {version} is outside the offer"));
-                    }
-                }
-                None => {
-                    // A child of a selected parent, at the parent's version.
-                    let parent = p
-                        .name
-                        .parent()
-                        .ok_or_else(|| format!("{name} was not offered"))?;
-                    let parent_version = out
-                        .iter()
-                        .find(|(n, ..): &&(String, Version, bool, u64)| n == parent)
-                        .map(|(_, v, ..)| *v)
-                        .ok_or_else(|| format!("{name} was not offered"))?;
-                    if parent_version != version {
-                        return Err(format!("{name} is not at its parent's version"));
-                    }
-                }
-            }
-        }
-        out.push((name.to_owned(), version, p.record.is_some(), p.seq));
-    }
-    if let Some(offers) = &config.protocols {
-        for offer in offers.iter().filter(|o| !o.optional) {
-            if !seen.contains(&offer.name) {
-                return Err(format!("required {} is missing", offer.name));
-            }
-        }
-    }
-    Ok(ClientSelection {
-        version,
-        protocols: out,
-    })
-}
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -212,47 +51,6 @@ pub struct Connection {
     /// Answers received for commands this client did not track.
     pub untracked_answers: usize,
     pub fin: Option<Fin>,
-}
-
-fn offer_headers(config: &ClientConfig, session: &Session) -> Vec<(String, String)> {
-    let mut headers = vec![(
-        "Statewire-Version".to_owned(),
-        format!("\"{}\"; min-version=\"{}\"", config.wire.1, config.wire.0),
-    )];
-    let protocol = match &config.protocols {
-        None => "*".to_owned(),
-        Some(offers) => offers
-            .iter()
-            .map(|o| {
-                let mut item = format!(
-                    "{}; version=\"{}\"; min-version=\"{}\"",
-                    o.name, o.range.1, o.range.0
-                );
-                if o.optional {
-                    item.push_str("; optional");
-                }
-                item
-            })
-            .collect::<Vec<_>>()
-            .join(", "),
-    };
-    headers.push(("Statewire-Protocol".to_owned(), protocol));
-    if let Some(attacher) = &config.attacher {
-        headers.push(("Statewire-Attacher".to_owned(), attacher.clone()));
-    }
-    if let Some(authorization) = &config.authorization {
-        headers.push(("Authorization".to_owned(), authorization.clone()));
-    }
-    let cursor: Vec<String> = session
-        .lanes
-        .iter()
-        .filter(|(_, lane)| lane.answered > 0)
-        .map(|(name, lane)| format!("{name};seq={}", lane.answered))
-        .collect();
-    if !cursor.is_empty() {
-        headers.push(("Statewire-Cursor".to_owned(), cursor.join(", ")));
-    }
-    headers
 }
 
 async fn open(config: &ClientConfig, session: &Session) -> Result<(Socket, Packet), ClientError> {
@@ -515,15 +313,9 @@ impl Connection {
     pub async fn until(
         &mut self,
         timeout: Duration,
-        mut done: impl FnMut(&Self) -> bool,
+        done: impl FnMut(&Self) -> bool,
     ) -> Result<(), ClientError> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        while !done(self) {
-            tokio::time::timeout_at(deadline, self.next_packet())
-                .await
-                .map_err(|_| ClientError::Timeout)??;
-        }
-        Ok(())
+        read_until(self, |connection| connection, timeout, done).await
     }
 
     /// Waits for the answer of (protocol, seq).
@@ -579,4 +371,21 @@ impl Connection {
     pub fn apply_ops(&mut self, ops: &[Op]) -> Result<(), ClientError> {
         apply_ops(&mut self.documents, ops).map_err(ClientError::Protocol)
     }
+}
+
+/// Reads packets on `owner`'s connection until `done` holds of `owner` or
+/// `timeout` passes.
+pub(super) async fn read_until<T>(
+    owner: &mut T,
+    connection: fn(&mut T) -> &mut Connection,
+    timeout: Duration,
+    mut done: impl FnMut(&T) -> bool,
+) -> Result<(), ClientError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !done(owner) {
+        tokio::time::timeout_at(deadline, connection(owner).next_packet())
+            .await
+            .map_err(|_| ClientError::Timeout)??;
+    }
+    Ok(())
 }

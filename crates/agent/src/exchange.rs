@@ -1,6 +1,7 @@
 //! A model exchange as the agent hands it to the server to record: what
 //! was asked (the request body and its digest), what came back, how long
-//! it took. The key never appears here: it travels in a header only.
+//! it took, and where the answer's text was cut into deltas as it
+//! streamed. The key never appears here: it travels in a header only.
 //!
 //! Owns: the exchange's shape and the request digest. Must never: hold
 //! the API key or the endpoint's URL (which may carry credentials).
@@ -29,6 +30,19 @@ pub struct ModelExchange {
     #[serde(default)]
     pub bad_output: bool,
     pub elapsed_ms: u64,
+    /// What a failed call had sent up to its last text delta (empty
+    /// otherwise): the failure's deltas replay from it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub partial: String,
+    /// Byte offsets in the reply (or `partial`) where a text delta went
+    /// out, so a reuse or a replay cuts the same deltas. Empty for a call
+    /// that streamed none, or recorded before text streamed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub text_cuts: Vec<u32>,
+    /// Set on the record made as the call's first text delta goes out,
+    /// before its reply is in: it is never reused or replayed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub streaming: bool,
 }
 
 impl ModelExchange {
@@ -36,6 +50,29 @@ impl ModelExchange {
     /// the call was paid for, and a retried segment reuses it.
     pub fn completed(&self) -> bool {
         self.reply.is_some()
+    }
+
+    /// The record made as call `index`'s text starts to stream (its
+    /// `elapsed_ms`, set by the caller: the time to that text).
+    pub fn streaming(answers: u32, index: u32, request_digest: String) -> Self {
+        Self {
+            answers,
+            index,
+            request_digest,
+            request: String::new(),
+            reply: None,
+            error: None,
+            bad_output: false,
+            elapsed_ms: 0,
+            partial: String::new(),
+            text_cuts: Vec::new(),
+            streaming: true,
+        }
+    }
+
+    /// The content the call's deltas were cut from.
+    pub fn streamed_from(&self) -> &str {
+        self.reply.as_deref().unwrap_or(&self.partial)
     }
 }
 
@@ -54,8 +91,7 @@ pub fn recorded<'a>(
     index: u32,
     digest: &str,
 ) -> Option<&'a ModelExchange> {
-    exchanges
-        .iter()
-        .rev()
-        .find(|e| e.answers == answers && e.index == index && e.request_digest == digest)
+    exchanges.iter().rev().find(|e| {
+        !e.streaming && e.answers == answers && e.index == index && e.request_digest == digest
+    })
 }
