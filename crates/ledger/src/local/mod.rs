@@ -450,8 +450,12 @@ impl LocalStore {
             && let Ok(journal_files) = index::derivable(&path, Some(report.next_global))?
         {
             let found = format!(
-                "{} records fail their checks through it while the journal is intact, the first: {}",
+                "{} records fail their checks through it while the journal is intact, the first: stream {} position {}: {}",
                 report.problems.len(),
+                first.stream.as_deref().unwrap_or("?"),
+                first
+                    .position
+                    .map_or_else(|| "?".to_owned(), |p| p.to_string()),
                 first.problem
             );
             drop(opened);
