@@ -24,7 +24,7 @@ use crate::ledger::record::{NewRecord, Record, StreamKey};
 use crate::ledger::{AppendOutcome, Durability, ExpectedPosition, Ledger};
 use crate::store::{OpenError, Opening, StoreChoice};
 
-use super::ServeError;
+use super::error::ServeError;
 
 /// The task opening the store `serve` already serves (refusing every call
 /// until it is done).
