@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::agent::exchange::ModelExchange;
-use crate::agent::history::{PastTurn, Recall};
-use crate::wire::composition::{CompositionManifest, StreamedComponent};
-use crate::wire::frame::Frame;
-use crate::wire::request::{InterruptResponse, TurnRequest};
+use crate::exchange::ModelExchange;
+use crate::history::{PastTurn, Recall};
+use ledgerwire_wire::composition::{CompositionManifest, StreamedComponent};
+use ledgerwire_wire::frame::Frame;
+use ledgerwire_wire::request::{InterruptResponse, TurnRequest};
 
 /// An answered pause: the frame that asked and the accepted answer.
 #[derive(Clone, Debug)]
@@ -34,8 +34,8 @@ pub struct TurnContext {
     /// Components the conversation streamed, by id.
     pub components: Arc<BTreeMap<String, StreamedComponent>>,
     /// The conversation digest: earlier turns, newest first, bounded by
-    /// [`DIGEST_TURNS`](crate::agent::history::DIGEST_TURNS) and
-    /// [`DIGEST_MAX_BYTES`](crate::agent::history::DIGEST_MAX_BYTES).
+    /// [`DIGEST_TURNS`](crate::history::DIGEST_TURNS) and
+    /// [`DIGEST_MAX_BYTES`](crate::history::DIGEST_MAX_BYTES).
     pub history: Vec<PastTurn>,
     /// The recall tool, for what lies past the digest.
     pub recall: Recall,

@@ -4,19 +4,19 @@
 //! Owns: [`Agent`], [`AgentIdentity`], and the `plan.approved` frame an
 //! agent answers an approval with unless it says otherwise
 //! ([`labels_before_switches`]). Must never: name an agent (that is the
-//! crate root's [`by_name`](crate::agent::by_name)), or let a default
+//! crate root's [`by_name`](crate::by_name)), or let a default
 //! depend on anything but the segment's context.
 
 use std::collections::BTreeMap;
 
 use futures_util::StreamExt;
 
-use crate::agent::context::{AnsweredPause, TurnContext};
-use crate::agent::segment::{Beat, SegmentBeats, SegmentFrames};
-use crate::wire::frame::Frame;
-use crate::wire::ids::ChoiceId;
-use crate::wire::plan::{ApprovedChoice, ApprovedStep, PlanApproved, PlanProposed};
-use crate::wire::request::InterruptResponse;
+use crate::context::{AnsweredPause, TurnContext};
+use crate::segment::{Beat, SegmentBeats, SegmentFrames};
+use ledgerwire_wire::frame::Frame;
+use ledgerwire_wire::ids::ChoiceId;
+use ledgerwire_wire::plan::{ApprovedChoice, ApprovedStep, PlanApproved, PlanProposed};
+use ledgerwire_wire::request::InterruptResponse;
 
 /// Which agent served a segment, as its claim records it: a name and the
 /// version of its behaviour (bumped whenever the frames it yields for the

@@ -4,8 +4,8 @@
 //! Owns: the shape of each frame an agent emits. Must never: mint a seq,
 //! pause id or trace id (the server does).
 
-use crate::wire::frame::{Done, Frame, MessageComplete, MessageDelta};
-use crate::wire::ids::TraceId;
+use ledgerwire_wire::frame::{Done, Frame, MessageComplete, MessageDelta};
+use ledgerwire_wire::ids::TraceId;
 
 /// `message.complete` with `text` (GitHub-flavoured Markdown).
 pub fn message_complete(text: impl Into<String>) -> Frame {

@@ -25,11 +25,6 @@ pub mod model;
 pub mod scenario;
 pub mod segment;
 
-// The paths this crate's modules were written with, when the agent was a
-// module of the one ledgerwire crate: `crate::agent::…` and `crate::wire::…`.
-use crate as agent;
-use ledgerwire_wire as wire;
-
 pub use context::{AnsweredPause, TurnContext};
 pub use driver::{Agent, AgentIdentity, labels_before_switches};
 pub use history::{

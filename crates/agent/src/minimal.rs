@@ -18,18 +18,18 @@ use serde_json::json;
 
 use super::frames::{done, message_complete as text, message_delta as delta};
 use super::{Agent, AnsweredPause, SegmentFrames, Step, TurnContext, play};
-use crate::wire::elicitation::{
+use ledgerwire_wire::elicitation::{
     ElicitationOption, ElicitationQuestion, ElicitationRequest, InputKind,
 };
-use crate::wire::frame::{
+use ledgerwire_wire::frame::{
     ActivityStep, ComponentCreated, ComponentRevised, FactPoint, FactSummary, Frame, Provenance,
     SeriesFact, StepStatus, Suggestions,
 };
-use crate::wire::ids::{
+use ledgerwire_wire::ids::{
     ActivityStepId, ComponentId, InterruptId, OptionId, PlanStepId, PlanVersionId, QuestionId,
 };
-use crate::wire::plan::{PlanProposed, PlanStep, PlanVersioned};
-use crate::wire::request::{ComponentIntent, Decision};
+use ledgerwire_wire::plan::{PlanProposed, PlanStep, PlanVersioned};
+use ledgerwire_wire::request::{ComponentIntent, Decision};
 
 /// Default time one step of the minimal agent takes, in milliseconds.
 pub const STEP_MS: u64 = 20;
@@ -332,8 +332,8 @@ impl MinimalAgent {
 pub const BEHAVIOUR_VERSION: &str = "1";
 
 impl Agent for MinimalAgent {
-    fn identity(&self) -> crate::agent::AgentIdentity {
-        crate::agent::AgentIdentity::new("minimal", BEHAVIOUR_VERSION)
+    fn identity(&self) -> crate::AgentIdentity {
+        crate::AgentIdentity::new("minimal", BEHAVIOUR_VERSION)
     }
 
     fn segment(&self, context: TurnContext) -> SegmentFrames {

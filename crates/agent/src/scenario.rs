@@ -23,8 +23,8 @@ use serde_json::Value;
 
 use super::frames::{done, message_complete};
 use super::{Agent, Fault, SegmentBeats, SegmentFrames, Step, TurnContext, play, play_beats};
-use crate::wire::WireError;
-use crate::wire::frame::{ErrorFrame, Frame};
+use ledgerwire_wire::WireError;
+use ledgerwire_wire::frame::{ErrorFrame, Frame};
 
 /// Most scenario files loaded from one directory.
 pub const MAX_SCENARIOS: usize = 256;
@@ -262,8 +262,8 @@ fn scripts_digest(texts: &BTreeMap<String, String>) -> String {
 }
 
 impl Agent for ScenarioAgent {
-    fn identity(&self) -> crate::agent::AgentIdentity {
-        crate::agent::AgentIdentity::new("scenario", self.digest.clone())
+    fn identity(&self) -> crate::AgentIdentity {
+        crate::AgentIdentity::new("scenario", self.digest.clone())
     }
 
     fn segment(&self, context: TurnContext) -> SegmentFrames {

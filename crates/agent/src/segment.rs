@@ -10,8 +10,8 @@ use std::pin::Pin;
 
 use futures_util::{Stream, StreamExt};
 
-use crate::agent::exchange::ModelExchange;
-use crate::wire::frame::Frame;
+use crate::exchange::ModelExchange;
+use ledgerwire_wire::frame::Frame;
 
 /// The frames of one segment, in order. Time between two frames is time
 /// spent working (the server sends heartbeats meanwhile). `seq` and pause

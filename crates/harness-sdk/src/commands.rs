@@ -16,20 +16,20 @@ use std::sync::Arc;
 use futures_util::FutureExt;
 use serde_json::{Map, Value, json};
 
-use crate::statewire::host::{AsyncHandler, Call};
-use crate::statewire::packet::Rejection;
-use crate::studio::auth::Principal;
-use crate::studio::keyed::RequestKey;
-use crate::studio::service::Studio;
-use crate::studio::start::Started;
-use crate::wire::{self, WireError};
+use ledgerwire_statewire::host::{AsyncHandler, Call};
+use ledgerwire_statewire::packet::Rejection;
+use ledgerwire_studio::auth::Principal;
+use ledgerwire_studio::keyed::RequestKey;
+use ledgerwire_studio::service::Studio;
+use ledgerwire_studio::start::Started;
+use ledgerwire_wire::{self as wire, WireError};
 
 use super::transcript::reply_id;
 
 // A Studio body any route accepts fits one command's parameters.
 const _: () = assert!(
     wire::limits::MAX_TURN_REQUEST_BYTES + 1024
-        <= crate::statewire::packet::MAX_COMMAND_PARAMS_BYTES
+        <= ledgerwire_statewire::packet::MAX_COMMAND_PARAMS_BYTES
 );
 
 /// The commands of `harness-sdk`, by method name.

@@ -9,7 +9,7 @@
 
 use serde_json::{Value, json};
 
-use crate::studio::turns::{Turn, TurnStatus};
+use ledgerwire_studio::turns::{Turn, TurnStatus};
 
 use super::transcript::{Body, Message, ThreadState, TurnIndex};
 

@@ -9,8 +9,8 @@
 
 use serde_json::{Value, json};
 
-use crate::statewire::host::{Adapter, CommandInfo, ProjectedDocument};
-use crate::statewire::version::Version;
+use ledgerwire_statewire::host::{Adapter, CommandInfo, ProjectedDocument};
+use ledgerwire_statewire::version::Version;
 
 use super::{HARNESS_SDK, HARNESS_SDK_VERSION};
 
@@ -112,7 +112,7 @@ fn without(value: &Value, members: &[&str]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::statewire::ids::ProtocolName;
+    use ledgerwire_statewire::ids::ProtocolName;
 
     #[test]
     fn messages_go_inline_in_the_main_documents_order() {

@@ -28,22 +28,14 @@ pub mod protocol;
 pub mod source;
 pub mod transcript;
 
-// The paths this crate's modules were written with, when harness-sdk was
-// a module of the one ledgerwire crate.
-use ledgerwire_foundations::lifecycle;
-use ledgerwire_ledger as ledger;
-use ledgerwire_statewire as statewire;
-use ledgerwire_studio as studio;
-use ledgerwire_wire as wire;
-
 use std::sync::Arc;
 
-use crate::ledger::Ledger;
-use crate::statewire::host::{Host, HostBuilder, HostError, ProtocolDef};
-use crate::statewire::ids::PrincipalId;
-use crate::statewire::negotiation::Record;
-use crate::studio::auth::{self, AuthPolicy};
-use crate::studio::service::Studio;
+use ledgerwire_ledger::Ledger;
+use ledgerwire_statewire::host::{Host, HostBuilder, HostError, ProtocolDef};
+use ledgerwire_statewire::ids::PrincipalId;
+use ledgerwire_statewire::negotiation::Record;
+use ledgerwire_studio::auth::{self, AuthPolicy};
+use ledgerwire_studio::service::Studio;
 
 use commands::Method;
 use interest::Interest;
@@ -55,7 +47,7 @@ use source::HarnessSource;
 /// routes, so a conversation's thread belongs to its principal.
 pub fn authenticator(
     policy: AuthPolicy,
-) -> impl Fn(&crate::statewire::ThreadId, Option<&str>) -> Result<PrincipalId, String> + Send + Sync
+) -> impl Fn(&ledgerwire_statewire::ThreadId, Option<&str>) -> Result<PrincipalId, String> + Send + Sync
 {
     move |_, header| {
         let principal = auth::authenticate(&policy, header).map_err(|e| e.to_string())?;
@@ -88,11 +80,11 @@ pub fn host(
     ledger: &Ledger,
     studio: &Studio,
     examples: bool,
-    lifecycle: &crate::lifecycle::Lifecycle,
+    lifecycle: &ledgerwire_foundations::lifecycle::Lifecycle,
 ) -> Result<Host, HostError> {
     let mut builder = register(Host::builder().lifecycle(lifecycle.clone()), ledger, studio);
     if examples {
-        builder = crate::statewire::demo::register(builder);
+        builder = ledgerwire_statewire::demo::register(builder);
     }
     builder.build(ledger.clone())
 }

@@ -6,7 +6,7 @@
 //! contract is a new version, and older ones are served through an
 //! adapter ([`super::inline_messages`]).
 
-use crate::statewire::version::Version;
+use ledgerwire_statewire::version::Version;
 
 /// The protocol's name.
 pub const HARNESS_SDK: &str = "harness-sdk";

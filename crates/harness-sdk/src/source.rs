@@ -14,12 +14,12 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::ledger::{FoldCache, Folded, Ledger, StreamKey};
-use crate::statewire::ThreadScope;
-use crate::statewire::host::{AttachDocuments, DocumentSource, SourceSnapshot};
-use crate::studio::auth::Principal;
-use crate::studio::records::conversation_stream;
-use crate::wire::ids::ConversationId;
+use ledgerwire_ledger::{FoldCache, Folded, Ledger, StreamKey};
+use ledgerwire_statewire::ThreadScope;
+use ledgerwire_statewire::host::{AttachDocuments, DocumentSource, SourceSnapshot};
+use ledgerwire_studio::auth::Principal;
+use ledgerwire_studio::records::conversation_stream;
+use ledgerwire_wire::ids::ConversationId;
 
 use super::INTEREST;
 use super::documents::{MESSAGE_NAMESPACE, main_document, message_document};
@@ -78,7 +78,7 @@ impl HarnessSource {
     pub fn new(ledger: Ledger) -> Self {
         let folds = FoldCache::with_limits(
             ledger.clone(),
-            crate::ledger::fold_cache::SNAPSHOT_INTERVAL_RECORDS,
+            ledgerwire_ledger::fold_cache::SNAPSHOT_INTERVAL_RECORDS,
             CACHED_THREADS,
         );
         Self {
@@ -303,7 +303,7 @@ impl Snapshot {
             let page = self
                 .shared
                 .ledger
-                .read_page(&self.stream, next, crate::ledger::READ_PAGE_RECORDS)
+                .read_page(&self.stream, next, ledgerwire_ledger::READ_PAGE_RECORDS)
                 .await
                 .ok()?;
             let Some(last) = page.last() else {

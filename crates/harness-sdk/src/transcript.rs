@@ -13,9 +13,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::ledger::{Fold, FoldError, Payload, Record};
-use crate::studio::conversation::{Conversation, ConversationFold};
-use crate::studio::records::{
+use ledgerwire_ledger::{Fold, FoldError, Payload, Record};
+use ledgerwire_studio::conversation::{Conversation, ConversationFold};
+use ledgerwire_studio::records::{
     FrameSent, InterruptAnswered, SegmentEnd, SegmentReleased, StudioKind, TurnRequested,
 };
 

@@ -21,11 +21,11 @@
 
 use serde_json::{Value, json};
 
-use crate::ledger::Ledger;
-use crate::statewire::host::{Adapter, CommandContext, Host, HostBuilder, HostError, ProtocolDef};
-use crate::statewire::negotiation::Record;
-use crate::statewire::packet::Rejection;
-use crate::statewire::version::Version;
+use crate::host::{Adapter, CommandContext, Host, HostBuilder, HostError, ProtocolDef};
+use crate::negotiation::Record;
+use crate::packet::Rejection;
+use crate::version::Version;
+use ledgerwire_ledger::Ledger;
 
 pub const ACME_CHAT: &str = "acme-chat";
 pub const ACME_PREFERENCES: &str = "acme-chat/preferences";
@@ -152,10 +152,10 @@ fn renamed_command(command: &Value, from: &str, to: &str) -> Result<Value, Strin
 
 /// A discovered command list with `from` renamed `to`.
 fn renamed_commands(
-    commands: Vec<crate::statewire::host::CommandInfo>,
+    commands: Vec<crate::host::CommandInfo>,
     from: &str,
     to: &str,
-) -> Vec<crate::statewire::host::CommandInfo> {
+) -> Vec<crate::host::CommandInfo> {
     commands
         .into_iter()
         .map(|mut info| {

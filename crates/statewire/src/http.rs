@@ -17,11 +17,11 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 
-use crate::statewire::host::{AttachRequest, Host};
-use crate::statewire::ids::{PrincipalId, ThreadId};
-use crate::statewire::negotiation::{ATTACHER_FIELD, CURSOR_FIELD, PROTOCOL_FIELD, VERSION_FIELD};
-use crate::statewire::packet::{Fin, FinCode, Frame, FrameViolation, parse_frame};
-use crate::statewire::response::{LEASE_HEADER, fin_response, header_value};
+use crate::host::{AttachRequest, Host};
+use crate::ids::{PrincipalId, ThreadId};
+use crate::negotiation::{ATTACHER_FIELD, CURSOR_FIELD, PROTOCOL_FIELD, VERSION_FIELD};
+use crate::packet::{Fin, FinCode, Frame, FrameViolation, parse_frame};
+use crate::response::{LEASE_HEADER, fin_response, header_value};
 
 /// Request header naming the client.
 pub const CLIENT_ID_HEADER: &str = "statewire-client-id";
@@ -31,7 +31,7 @@ pub const SSE_KEEPALIVE_SECS: u64 = 15;
 /// The Statewire routes, each with its description for the OpenAPI
 /// document (`statewire::openapi`).
 pub fn api() -> ApiRouter<Host> {
-    use crate::statewire::openapi as docs;
+    use crate::openapi as docs;
     ApiRouter::new()
         .api_route(
             "/threads/{thread}/stream",
@@ -47,7 +47,7 @@ pub fn api() -> ApiRouter<Host> {
         )
         .api_route(
             "/threads/{thread}/ws",
-            get_with(crate::statewire::ws::upgrade, docs::websocket),
+            get_with(crate::ws::upgrade, docs::websocket),
         )
 }
 
@@ -125,7 +125,7 @@ async fn stream(host: Host, thread: String, headers: HeaderMap, body: Bytes) -> 
     if let Some(relay) = host.relay()
         && let Err(error) = relay.record(&attach.lease, attach.scope()).await
     {
-        let fin = crate::statewire::host::store_fin(&error);
+        let fin = crate::host::store_fin(&error);
         host.end(&attach, fin.clone());
         return fin_response(fin);
     }
@@ -187,19 +187,17 @@ async fn relay(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Option<Response> {
-    use crate::statewire::relay::{RELAYED_HEADER, Relayed};
+    use crate::relay::{RELAYED_HEADER, Relayed};
     let relay = host.relay()?;
     if headers.contains_key(RELAYED_HEADER) {
         return None;
     }
     let thread = ThreadId::new(thread).ok()?;
-    let scope = crate::statewire::ids::ThreadScope::new(principal, thread);
+    let scope = crate::ids::ThreadScope::new(principal, thread);
     match relay.relay(lease, &scope, headers, body).await {
         Relayed::Answered(response) => Some(response),
         Relayed::Unknown => None,
-        Relayed::Unavailable(error) => {
-            Some(fin_response(crate::statewire::host::store_fin(&error)))
-        }
+        Relayed::Unavailable(error) => Some(fin_response(crate::host::store_fin(&error))),
     }
 }
 

@@ -35,11 +35,5 @@ pub mod version;
 pub mod view;
 pub mod ws;
 
-// The paths this crate's modules were written with, when Statewire was a
-// module of the one ledgerwire crate.
-use crate as statewire;
-use ledgerwire_foundations::{api_docs, lifecycle, telemetry};
-use ledgerwire_ledger as ledger;
-
 pub use ids::{AttacherId, ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope};
 pub use version::{Version, VersionRange};

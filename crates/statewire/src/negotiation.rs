@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 
 use sfv::{BareItem, ListEntry, Parser};
 
-use crate::statewire::ids::ProtocolName;
-use crate::statewire::version::{Version, VersionRange};
+use crate::ids::ProtocolName;
+use crate::version::{Version, VersionRange};
 
 /// Longest `Statewire-Version` or `Statewire-Protocol` value, in bytes
 /// (all field lines joined).
@@ -449,8 +449,8 @@ fn compose<'a>(
 
 #[cfg(test)]
 mod tests {
-    use crate::statewire::ids::ProtocolName;
-    use crate::statewire::version::{Version, VersionRange};
+    use crate::ids::ProtocolName;
+    use crate::version::{Version, VersionRange};
 
     use super::{
         NegotiationError, ProtocolSupport, Record, Selection, SubprotocolSupport, Support,

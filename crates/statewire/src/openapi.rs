@@ -10,9 +10,9 @@ use aide::transform::TransformOperation;
 use schemars::Schema;
 use serde_json::json;
 
-use crate::api_docs::{self, BEARER_SCHEME, JSON};
-use crate::statewire::ids::MAX_THREAD_ID_BYTES;
-use crate::statewire::packet::{Fin, Frame};
+use crate::ids::MAX_THREAD_ID_BYTES;
+use crate::packet::{Fin, Frame};
+use ledgerwire_foundations::api_docs::{self, BEARER_SCHEME, JSON};
 
 type Op<'t> = TransformOperation<'t>;
 

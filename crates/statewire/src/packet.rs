@@ -11,10 +11,10 @@ use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use crate::statewire::ids::{ClientId, ProtocolName};
-use crate::statewire::negotiation::{NegotiationError, Record, Selection, Support};
-use crate::statewire::version::Version;
-use crate::statewire::view::Op;
+use crate::ids::{ClientId, ProtocolName};
+use crate::negotiation::{NegotiationError, Record, Selection, Support};
+use crate::version::Version;
+use crate::view::Op;
 
 /// Largest client frame (HTTP body or WebSocket text message), in bytes:
 /// room for one command at [`MAX_COMMAND_PARAMS_BYTES`] and its neighbours.

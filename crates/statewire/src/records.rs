@@ -24,11 +24,11 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::ledger::LedgerError;
-use crate::ledger::fold::{Fold, FoldError};
-use crate::ledger::kinds::{Kind, KindEntry, Payload};
-use crate::ledger::record::{Record, StreamKey};
-use crate::statewire::ids::{ClientId, ProtocolName, ThreadScope};
+use crate::ids::{ClientId, ProtocolName, ThreadScope};
+use ledgerwire_ledger::LedgerError;
+use ledgerwire_ledger::fold::{Fold, FoldError};
+use ledgerwire_ledger::kinds::{Kind, KindEntry, Payload};
+use ledgerwire_ledger::record::{Record, StreamKey};
 
 /// Answers a lane's fold keeps for re-emission (older ones are still in
 /// the ledger but are no longer re-emitted).
@@ -154,7 +154,7 @@ pub const KINDS: &[KindEntry] = &[
     KindEntry::of::<CommandAnswered>(&[&["answer"]]),
     KindEntry::of::<DocumentsCommitted>(&[&["cause", "answer"], &["changes", "*", "value"]]),
     KindEntry::of::<CommandAnsweredUnder>(&[&["answer"]]),
-    KindEntry::of::<crate::statewire::relay::LeaseHeld>(&[]),
+    KindEntry::of::<crate::relay::LeaseHeld>(&[]),
 ];
 
 /// A JSON value kept in fold state; snapshots store it as JSON text

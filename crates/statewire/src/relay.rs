@@ -24,9 +24,9 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::ledger::kinds::{Kind, Payload};
-use crate::ledger::{Durability, ExpectedPosition, Ledger, LedgerError, StreamKey};
-use crate::statewire::ids::ThreadScope;
+use crate::ids::ThreadScope;
+use ledgerwire_ledger::kinds::{Kind, Payload};
+use ledgerwire_ledger::{Durability, ExpectedPosition, Ledger, LedgerError, StreamKey};
 
 /// Request header marking a relayed `/frames` request: its receiver
 /// answers it itself or refuses it, and never relays it again.
@@ -153,7 +153,7 @@ impl Relay {
             }
         }
         request = request
-            .header(crate::statewire::response::LEASE_HEADER, lease)
+            .header(crate::response::LEASE_HEADER, lease)
             .header(RELAYED_HEADER, "1");
         match request.send().await {
             Ok(answer) => Relayed::Answered(relay_back(answer).await),

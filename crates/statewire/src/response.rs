@@ -9,7 +9,7 @@
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::statewire::packet::{Fin, FinCode, Packet};
+use crate::packet::{Fin, FinCode, Packet};
 
 /// Response (and `/frames` request) header carrying the lease.
 pub const LEASE_HEADER: &str = "statewire-lease";

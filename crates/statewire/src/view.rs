@@ -15,8 +15,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::statewire::ids::ProtocolName;
-use crate::statewire::statepatch::PathStep;
+use crate::ids::ProtocolName;
+use crate::statepatch::PathStep;
 
 /// A document's identity in one attach's table: its protocol, whether it
 /// is the protocol's main document, and its key (if any). Identities
@@ -286,7 +286,7 @@ pub fn apply_ops(
     table: &mut BTreeMap<u32, (DocIdentity, Value)>,
     ops: &[Op],
 ) -> Result<(), String> {
-    use crate::statewire::statepatch::{PatchKind, PatchOp, apply_in_place};
+    use crate::statepatch::{PatchKind, PatchOp, apply_in_place};
     for op in ops {
         match op {
             Op::Mount {
@@ -357,7 +357,7 @@ mod tests {
 
     use serde_json::{Value, json};
 
-    use crate::statewire::ids::ProtocolName;
+    use crate::ids::ProtocolName;
 
     use super::{DocIdentity, DocTable, View, apply_ops};
 

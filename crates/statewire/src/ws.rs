@@ -18,10 +18,10 @@ use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 
-use crate::statewire::host::{AttachRequest, Host};
-use crate::statewire::negotiation::{ATTACHER_FIELD, CURSOR_FIELD, PROTOCOL_FIELD, VERSION_FIELD};
-use crate::statewire::packet::{Fin, FinCode, Frame, Packet, parse_frame, parse_init};
-use crate::statewire::response::{fin_response, header_value};
+use crate::host::{AttachRequest, Host};
+use crate::negotiation::{ATTACHER_FIELD, CURSOR_FIELD, PROTOCOL_FIELD, VERSION_FIELD};
+use crate::packet::{Fin, FinCode, Frame, Packet, parse_frame, parse_init};
+use crate::response::{fin_response, header_value};
 
 /// The WebSocket subprotocol.
 pub const SUBPROTOCOL: &str = "statewire.v1";
@@ -84,7 +84,7 @@ async fn send_fin_and_close(socket: &mut WebSocket, fin: Fin) {
 /// The handshake header if present, else the initialisation header.
 fn pick(
     handshake: &HeaderMap,
-    init: &crate::statewire::packet::InitMessage,
+    init: &crate::packet::InitMessage,
     name: &str,
 ) -> Result<Option<String>, Fin> {
     if let Some(value) = header_value(handshake, name)? {
@@ -192,7 +192,7 @@ async fn run(
         while let Some(Ok(message)) = stream.next().await {
             let frame = match message {
                 Message::Text(text) => parse_frame(text.as_bytes()),
-                Message::Binary(_) => Err(crate::statewire::packet::FrameViolation::invalid(
+                Message::Binary(_) => Err(crate::packet::FrameViolation::invalid(
                     "frames are text messages",
                 )),
                 Message::Close(_) => break,
@@ -246,7 +246,7 @@ pub const MAX_QUEUED_FRAMES: usize = 16;
 /// ends the attach) or the reader stops sending.
 async fn submit_frames(
     host: Host,
-    attach: std::sync::Arc<crate::statewire::host::Attach>,
+    attach: std::sync::Arc<crate::host::Attach>,
     first: Frame,
     mut frames: mpsc::Receiver<Frame>,
 ) {

@@ -11,8 +11,8 @@ use axum::http::{HeaderMap, header};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::wire::WireError;
-use crate::wire::error::{ErrorCode, Retry};
+use ledgerwire_wire::WireError;
+use ledgerwire_wire::error::{ErrorCode, Retry};
 
 /// Longest bearer token accepted, in bytes.
 pub const MAX_TOKEN_BYTES: usize = 4096;

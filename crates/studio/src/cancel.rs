@@ -4,9 +4,9 @@
 //! Owns: the cancel decision. Must never: stop a segment itself (the
 //! segment reads the flag), or refuse because nothing is streaming.
 
-use crate::ledger::{NewRecord, Payload};
-use crate::wire::WireError;
-use crate::wire::request::CancelRequest;
+use ledgerwire_ledger::{NewRecord, Payload};
+use ledgerwire_wire::WireError;
+use ledgerwire_wire::request::CancelRequest;
 
 use super::auth::Principal;
 use super::conversation::Conversation;

@@ -8,13 +8,13 @@
 
 use std::collections::BTreeMap;
 
-use crate::wire::WireError;
-use crate::wire::composition::StreamedComponent;
-use crate::wire::composition::{
+use ledgerwire_wire::WireError;
+use ledgerwire_wire::composition::StreamedComponent;
+use ledgerwire_wire::composition::{
     CompositionBlock, CompositionCounts, CompositionManifest, CompositionMutation, CompositionOp,
     LayoutHints,
 };
-use crate::wire::ids::{ComponentId, CompositionId};
+use ledgerwire_wire::ids::{ComponentId, CompositionId};
 
 /// The id of the canvas a conversation bootstraps when the client names none.
 pub const DEFAULT_COMPOSITION_ID: &str = "canvas-1";

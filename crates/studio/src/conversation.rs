@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ledger::{Fold, FoldError, Payload, Record};
+use ledgerwire_ledger::{Fold, FoldError, Payload, Record};
 
 use super::canvas;
 use super::exchanges;
@@ -23,8 +23,8 @@ use super::records::{
     SegmentRenewed, StudioKind, TurnRequested,
 };
 use super::turns::{Pause, Turn, TurnStatus, Turns};
-use crate::wire::composition::{CompositionManifest, CompositionMutation, StreamedComponent};
-use crate::wire::request::{ComponentIntent, TurnRequest};
+use ledgerwire_wire::composition::{CompositionManifest, CompositionMutation, StreamedComponent};
+use ledgerwire_wire::request::{ComponentIntent, TurnRequest};
 
 /// The lease of the latest segment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -383,7 +383,7 @@ const EVENT_ONLY_FRAMES: [&str; 8] = [
 /// ([`Frame::stored_event`]) when the frame is one of
 /// [`EVENT_ONLY_FRAMES`]. Any other text is parsed whole.
 fn event_only(frame: &str) -> Option<&'static str> {
-    let event = crate::wire::frame::Frame::stored_event(frame)?;
+    let event = ledgerwire_wire::frame::Frame::stored_event(frame)?;
     EVENT_ONLY_FRAMES.into_iter().find(|known| *known == event)
 }
 
@@ -520,9 +520,9 @@ fn composition_mutated(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::frames;
-    use crate::wire::error::WireError;
-    use crate::wire::frame::{CompositionUpdated, ErrorFrame, Frame};
+    use ledgerwire_agent::frames;
+    use ledgerwire_wire::error::WireError;
+    use ledgerwire_wire::frame::{CompositionUpdated, ErrorFrame, Frame};
 
     /// The fast path reads the same event the full parse does, for every
     /// frame it takes, and takes no frame whose fold reads more.

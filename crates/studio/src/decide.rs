@@ -10,9 +10,9 @@
 
 use std::sync::Arc;
 
-use crate::ledger::record::now_ms;
-use crate::ledger::{Durability, ExpectedPosition, LedgerError, NewRecord, Payload, StreamKey};
-use crate::wire::WireError;
+use ledgerwire_ledger::record::now_ms;
+use ledgerwire_ledger::{Durability, ExpectedPosition, LedgerError, NewRecord, Payload, StreamKey};
+use ledgerwire_wire::WireError;
 
 use super::conversation::Conversation;
 use super::keyed::{Decided, RequestKey};

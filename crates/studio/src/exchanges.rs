@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::records::ModelExchangedV2;
 use super::turns::{Turn, Turns};
-use crate::agent::model::exchange::ModelExchange;
+use ledgerwire_agent::model::exchange::ModelExchange;
 
 /// Folds a model call into its turn; false when it is not the current
 /// turn's (the fold counts the record as ignored).

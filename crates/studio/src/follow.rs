@@ -21,12 +21,12 @@ use super::refusals::refusal;
 use super::service::Studio;
 use super::sse::{SseEvent, open_sse};
 use super::turns::TurnStatus;
-use crate::ledger::Payload;
-use crate::ledger::record::now_ms;
-use crate::wire::WireError;
-use crate::wire::error::{ErrorCode, Retry};
-use crate::wire::frame::{ErrorFrame, Frame};
-use crate::wire::ids::ConversationId;
+use ledgerwire_ledger::Payload;
+use ledgerwire_ledger::record::now_ms;
+use ledgerwire_wire::WireError;
+use ledgerwire_wire::error::{ErrorCode, Retry};
+use ledgerwire_wire::frame::{ErrorFrame, Frame};
+use ledgerwire_wire::ids::ConversationId;
 
 /// How a turn's latest segment stands, for a reconnect.
 #[derive(Clone, Debug, PartialEq)]

@@ -7,7 +7,7 @@
 //! Must never: apply anything for a repeated key, or answer a repeat
 //! with anything but what its record holds.
 
-use crate::wire::WireError;
+use ledgerwire_wire::WireError;
 
 /// Longest request key, in bytes.
 pub const MAX_REQUEST_KEY_BYTES: usize = 256;

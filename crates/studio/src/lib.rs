@@ -1,7 +1,7 @@
 //! The Studio: the chat-and-canvas experience served over contract v1.
 //!
 //! The contract's vocabulary (requests, frames, bounds and refusals) is
-//! [`crate::wire`], a layer below, shared with the agent. Each module
+//! [`ledgerwire_wire`], a layer below, shared with the agent. Each module
 //! imports what it uses from the module that owns it; from the bottom up:
 //!
 //! - [`auth`]: bearer token to principal, the one seam for identity;
@@ -54,10 +54,3 @@ pub mod sse;
 pub mod start;
 mod turn_context;
 pub mod turns;
-
-// The paths this crate's modules were written with, when the Studio was a
-// module of the one ledgerwire crate.
-use ledgerwire_agent as agent;
-use ledgerwire_foundations::{api_docs, lifecycle, telemetry};
-use ledgerwire_ledger as ledger;
-use ledgerwire_wire as wire;

@@ -5,9 +5,9 @@
 //! Owns: the mutation decision. Must never: apply a mutation otherwise
 //! than the fold replays it (both go through `canvas`), or half of one.
 
-use crate::ledger::{NewRecord, Payload};
-use crate::wire::WireError;
-use crate::wire::composition::{CompositionManifest, CompositionMutation};
+use ledgerwire_ledger::{NewRecord, Payload};
+use ledgerwire_wire::WireError;
+use ledgerwire_wire::composition::{CompositionManifest, CompositionMutation};
 
 use super::auth::Principal;
 use super::canvas;

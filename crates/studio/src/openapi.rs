@@ -11,11 +11,11 @@ use aide::transform::TransformOperation;
 use schemars::Schema;
 use serde_json::json;
 
-use crate::api_docs::{self, BEARER_SCHEME, JSON};
-use crate::wire::composition::CompositionManifest;
-use crate::wire::ids::ConversationId;
-use crate::wire::request::{ReconnectRequest, RequestKind, StudioRequest};
-use crate::wire::{Frame, WireError};
+use ledgerwire_foundations::api_docs::{self, BEARER_SCHEME, JSON};
+use ledgerwire_wire::composition::CompositionManifest;
+use ledgerwire_wire::ids::ConversationId;
+use ledgerwire_wire::request::{ReconnectRequest, RequestKind, StudioRequest};
+use ledgerwire_wire::{Frame, WireError};
 
 type Op<'t> = TransformOperation<'t>;
 

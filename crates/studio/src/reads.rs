@@ -25,11 +25,11 @@ use super::openapi as docs;
 use super::records::{self, conversation_stream};
 use super::rerun::{CheckOutcome, check_segments};
 use super::service::Studio;
-use crate::ledger::record::now_ms;
-use crate::ledger::{KindRegistry, Record};
-use crate::wire::WireError;
-use crate::wire::error::{ErrorCode, Retry};
-use crate::wire::ids::ConversationId;
+use ledgerwire_ledger::record::now_ms;
+use ledgerwire_ledger::{KindRegistry, Record};
+use ledgerwire_wire::WireError;
+use ledgerwire_wire::error::{ErrorCode, Retry};
+use ledgerwire_wire::ids::ConversationId;
 
 /// Records one timeline page holds at most.
 pub const MAX_TIMELINE_RECORDS: u64 = 1000;
@@ -156,7 +156,7 @@ pub async fn timeline(
         }
         let stream = conversation_stream(&principal, &id).map_err(|_| unknown())?;
         let ledger = studio.ledger();
-        let failed = |error: crate::ledger::LedgerError| {
+        let failed = |error: ledgerwire_ledger::LedgerError| {
             tracing::error!(%error, "a timeline read failed");
             WireError::transient(5, "The conversation's records could not be read; retry.")
         };
@@ -237,7 +237,7 @@ pub async fn check(
             ));
         };
         let stream = conversation_stream(&principal, &id).map_err(|_| unknown())?;
-        let failed = |error: crate::ledger::LedgerError| {
+        let failed = |error: ledgerwire_ledger::LedgerError| {
             tracing::error!(%error, "a replay check's read failed");
             WireError::transient(5, "The conversation's records could not be read; retry.")
         };

@@ -10,11 +10,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::model::exchange::ModelExchange;
-use crate::ledger::{Kind, KindEntry, Payload, StreamKey};
+use ledgerwire_agent::model::exchange::ModelExchange;
+use ledgerwire_ledger::{Kind, KindEntry, Payload, StreamKey};
 
 use super::auth::Principal;
-use crate::wire::ids::ConversationId;
+use ledgerwire_wire::ids::ConversationId;
 
 /// The JSON text of a wire value: what a record holds, and what a client
 /// receives.
@@ -29,7 +29,7 @@ pub(super) fn json<T: Serialize>(value: &T) -> String {
 pub fn conversation_stream(
     principal: &Principal,
     conversation: &ConversationId,
-) -> Result<StreamKey, crate::ledger::LedgerError> {
+) -> Result<StreamKey, ledgerwire_ledger::LedgerError> {
     StreamKey::new(format!(
         "studio/{}/{}",
         principal.as_str(),
@@ -231,7 +231,7 @@ impl ModelExchangedV2 {
     }
 
     /// A model call's record of either kind, upgraded.
-    pub fn read(record: &crate::ledger::Record) -> Option<Result<Self, postcard::Error>> {
+    pub fn read(record: &ledgerwire_ledger::Record) -> Option<Result<Self, postcard::Error>> {
         Self::from_record(record)
             .or_else(|| ModelExchanged::from_record(record).map(|old| old.map(Self::from)))
     }
@@ -391,8 +391,8 @@ pub const KINDS: &[KindEntry] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::record::{Header, encode};
-    use crate::ledger::{Record, StreamKey};
+    use ledgerwire_ledger::record::{Header, encode};
+    use ledgerwire_ledger::{Record, StreamKey};
 
     #[test]
     fn a_model_call_recorded_before_text_streamed_still_reads() {

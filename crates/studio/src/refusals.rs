@@ -6,10 +6,10 @@
 //! damage retryable (no retry can succeed until an operator acts), or a
 //! passing failure final.
 
-use crate::ledger::LedgerError;
+use ledgerwire_ledger::LedgerError;
 
 use super::config::HEARTBEAT_MS;
-use crate::wire::WireError;
+use ledgerwire_wire::WireError;
 
 /// How long a client refused during a shutdown waits before retrying, in
 /// seconds (a restart takes about that).
@@ -79,7 +79,7 @@ const BUSY_DETAIL: &str = "Another response is streaming in this conversation; r
 /// the answer given counts).
 pub(super) fn count_refusal(error: WireError) -> WireError {
     if error.detail == BUSY_DETAIL {
-        metrics::counter!(crate::telemetry::STUDIO_LEASE_CONFLICTS).increment(1);
+        metrics::counter!(ledgerwire_foundations::telemetry::STUDIO_LEASE_CONFLICTS).increment(1);
     }
     error
 }
@@ -87,8 +87,8 @@ pub(super) fn count_refusal(error: WireError) -> WireError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::Corruption;
-    use crate::wire::frame::{ErrorFrame, Frame};
+    use ledgerwire_ledger::Corruption;
+    use ledgerwire_wire::frame::{ErrorFrame, Frame};
 
     #[test]
     fn damage_is_named_never_retryable_and_the_documented_fixture() {

@@ -20,8 +20,8 @@ use serde_json::Value;
 use super::conversation::{Conversation, ConversationFold};
 use super::records::{FrameSent, ModelExchangedV2, SegmentClaimed, SegmentEnd, SegmentReleased};
 use super::turn_context::{SWITCH_CANCELLED, past_turns, segment_start};
-use crate::agent::{Agent, Recall, TurnContext};
-use crate::ledger::{Fold, FoldError, Payload, Record};
+use ledgerwire_agent::{Agent, Recall, TurnContext};
+use ledgerwire_ledger::{Fold, FoldError, Payload, Record};
 
 /// How one recorded segment compares with the agent's frames now.
 #[derive(Debug, Clone, PartialEq, Eq)]

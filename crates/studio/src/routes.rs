@@ -22,9 +22,9 @@ use super::openapi as docs;
 use super::reads;
 use super::service::Studio;
 use super::sse::{self, SseEvent, open_sse};
-use crate::wire::error::{ErrorCode, Retry};
-use crate::wire::limits::{MAX_REQUEST_BYTES, MAX_TURN_REQUEST_BYTES};
-use crate::wire::{self, WireError};
+use ledgerwire_wire::error::{ErrorCode, Retry};
+use ledgerwire_wire::limits::{MAX_REQUEST_BYTES, MAX_TURN_REQUEST_BYTES};
+use ledgerwire_wire::{self as wire, WireError};
 
 /// The Studio routes, each with its description for the OpenAPI
 /// document (`studio::openapi`), and the read routes (`studio::reads`).
@@ -118,7 +118,7 @@ async fn turn(State(studio): State<Studio>, headers: HeaderMap, body: Body) -> R
         let principal = auth::from_headers(&studio.config().auth, &headers)?;
         let body = read_body(&headers, body, MAX_TURN_REQUEST_BYTES).await?;
         let request = wire::parse_turn_request(&body)?;
-        crate::telemetry::note_conversation(request.conversation_id.as_str());
+        ledgerwire_foundations::telemetry::note_conversation(request.conversation_id.as_str());
         studio
             .start_turn(&principal, request, None)
             .await?
@@ -135,7 +135,7 @@ async fn interrupt(State(studio): State<Studio>, headers: HeaderMap, body: Body)
         let principal = auth::from_headers(&studio.config().auth, &headers)?;
         let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
         let response = wire::parse_interrupt_response(&body)?;
-        crate::telemetry::note_conversation(response.conversation_id.as_str());
+        ledgerwire_foundations::telemetry::note_conversation(response.conversation_id.as_str());
         studio
             .resume(&principal, response, None)
             .await?
@@ -152,7 +152,7 @@ async fn cancel(State(studio): State<Studio>, headers: HeaderMap, body: Body) ->
         let principal = auth::from_headers(&studio.config().auth, &headers)?;
         let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
         let request = wire::parse_cancel_request(&body)?;
-        crate::telemetry::note_conversation(request.conversation_id.as_str());
+        ledgerwire_foundations::telemetry::note_conversation(request.conversation_id.as_str());
         studio.cancel(&principal, &request, None).await.map(drop)
     };
     match result.await {
@@ -166,7 +166,7 @@ async fn composition(State(studio): State<Studio>, headers: HeaderMap, body: Bod
         let principal = auth::from_headers(&studio.config().auth, &headers)?;
         let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
         let mutation = wire::parse_composition_mutation(&body)?;
-        crate::telemetry::note_conversation(mutation.conversation_id.as_str());
+        ledgerwire_foundations::telemetry::note_conversation(mutation.conversation_id.as_str());
         studio
             .mutate(&principal, mutation, None)
             .await
@@ -192,7 +192,7 @@ async fn reconnect(State(studio): State<Studio>, headers: HeaderMap, body: Body)
                     "send {\"conversation_id\": …, \"after_seq\": N}",
                 )
             })?;
-        crate::telemetry::note_conversation(request.conversation_id.as_str());
+        ledgerwire_foundations::telemetry::note_conversation(request.conversation_id.as_str());
         let last_event_id = headers
             .get("last-event-id")
             .and_then(|v| v.to_str().ok())

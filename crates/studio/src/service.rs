@@ -10,11 +10,11 @@
 
 use std::sync::Arc;
 
-use crate::agent::Agent;
-use crate::ledger::{FoldCache, Folded, Ledger, StreamKey};
-use crate::lifecycle::Lifecycle;
-use crate::wire::WireError;
-use crate::wire::ids::ConversationId;
+use ledgerwire_agent::Agent;
+use ledgerwire_foundations::lifecycle::Lifecycle;
+use ledgerwire_ledger::{FoldCache, Folded, Ledger, StreamKey};
+use ledgerwire_wire::WireError;
+use ledgerwire_wire::ids::ConversationId;
 
 use super::auth::Principal;
 use super::config::StudioConfig;

@@ -22,8 +22,10 @@ use axum::response::{IntoResponse, Response};
 use futures_util::{Stream, StreamExt};
 
 /// Counts an open Studio SSE response while the guard lives.
-pub(super) fn open_sse() -> crate::telemetry::Open {
-    crate::telemetry::Open::new(metrics::gauge!(crate::telemetry::STUDIO_SSE_OPEN))
+pub(super) fn open_sse() -> ledgerwire_foundations::telemetry::Open {
+    ledgerwire_foundations::telemetry::Open::new(metrics::gauge!(
+        ledgerwire_foundations::telemetry::STUDIO_SSE_OPEN
+    ))
 }
 
 /// One event, encoded.

@@ -14,12 +14,12 @@
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::ledger::{LedgerError, NewRecord, Payload};
-use crate::wire::WireError;
-use crate::wire::elicitation::{PendingElicitation, PendingInterrupt, PendingPlan};
-use crate::wire::frame::Frame;
-use crate::wire::ids::ConversationId;
-use crate::wire::request::{Decision, InterruptResponse, TurnRequest};
+use ledgerwire_ledger::{LedgerError, NewRecord, Payload};
+use ledgerwire_wire::WireError;
+use ledgerwire_wire::elicitation::{PendingElicitation, PendingInterrupt, PendingPlan};
+use ledgerwire_wire::frame::Frame;
+use ledgerwire_wire::ids::ConversationId;
+use ledgerwire_wire::request::{Decision, InterruptResponse, TurnRequest};
 
 use super::auth::Principal;
 use super::conversation::Conversation;

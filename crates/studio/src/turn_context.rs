@@ -7,19 +7,19 @@
 //! when the agent calls it), so a replay sees what the live segment saw.
 //! Owns: building the agent's context from a conversation.
 
-use crate::agent::{
+use ledgerwire_agent::{
     AnsweredPause, DIGEST_MAX_BYTES, DIGEST_TURNS, PastCard, PastTurn, Recall, RecallStore,
     TurnContext,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::wire::composition::StreamedComponent;
+use ledgerwire_wire::composition::StreamedComponent;
 
 use super::conversation::Conversation;
-use crate::wire::frame::Frame;
-use crate::wire::plan::{PlanProposed, SwitchFailed};
-use crate::wire::request::{Decision, InterruptResponse};
+use ledgerwire_wire::frame::Frame;
+use ledgerwire_wire::plan::{PlanProposed, SwitchFailed};
+use ledgerwire_wire::request::{Decision, InterruptResponse};
 
 use super::turns::{Pause, Turn, Turns};
 

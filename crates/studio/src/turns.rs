@@ -21,7 +21,7 @@ use serde::ser::{self, SerializeStruct};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::seq;
-use crate::wire::request::TurnRequest;
+use ledgerwire_wire::request::TurnRequest;
 
 /// Where a turn stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,7 +85,7 @@ pub struct Turn {
     /// The model agent's completed calls at the turn's latest answer
     /// (`studio::exchanges`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub exchanges: Vec<crate::agent::model::exchange::ModelExchange>,
+    pub exchanges: Vec<ledgerwire_agent::model::exchange::ModelExchange>,
 }
 
 #[cfg(test)]

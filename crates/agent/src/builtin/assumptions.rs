@@ -294,7 +294,7 @@ fn assumption_sentence(data: &Dataset, query: &Query, assumption: &Assumption) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::builtin::understand::ChartKind;
+    use crate::builtin::understand::ChartKind;
 
     fn card(from: i32, to: i32) -> Query {
         Query {

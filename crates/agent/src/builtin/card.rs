@@ -15,8 +15,8 @@ use super::data::{Dataset, Level};
 use super::planner::{Query, id};
 use super::sentences;
 use super::understand::{ChartKind, Operation};
-use crate::wire::ids::{ChoiceId, InterruptId, OptionId, PlanStepId, PlanVersionId};
-use crate::wire::plan::{
+use ledgerwire_wire::ids::{ChoiceId, InterruptId, OptionId, PlanStepId, PlanVersionId};
+use ledgerwire_wire::plan::{
     PlanAsk, PlanDecision, PlanDecisionOption, PlanOperation, PlanProposed, PlanRequirement,
     PlanStep,
 };

@@ -13,19 +13,19 @@ use super::data::{Dataset, Indicator};
 use super::planner::{self, Ambiguity, Picks, Query, Resolution, Slot, id};
 use super::understand::{Understanding, understand};
 use super::{CatalogueSearch, TurnContext};
-use crate::wire::elicitation::{
+use ledgerwire_wire::elicitation::{
     ElicitationOption, ElicitationQuestion, ElicitationRequest, InputKind,
 };
-use crate::wire::frame::Frame;
-use crate::wire::ids::{InterruptId, OptionId, QuestionId};
-use crate::wire::request::{Answer, Decision};
+use ledgerwire_wire::frame::Frame;
+use ledgerwire_wire::ids::{InterruptId, OptionId, QuestionId};
+use ledgerwire_wire::request::{Answer, Decision};
 
 /// The elicitation asking `asks`, the recommended option first in each.
 pub fn elicitation(asks: &[Ambiguity]) -> Frame {
     let several = asks.len() > 1;
     let questions = asks
         .iter()
-        .take(crate::wire::limits::MAX_QUESTIONS)
+        .take(ledgerwire_wire::limits::MAX_QUESTIONS)
         .enumerate()
         .map(|(i, a)| ElicitationQuestion {
             id: id!(QuestionId, "q{}", i + 1),

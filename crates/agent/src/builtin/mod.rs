@@ -27,14 +27,14 @@ use serde_json::json;
 
 use super::frames::{done, message_complete as text, message_delta as delta};
 use super::{Agent, AnsweredPause, SegmentFrames, TurnContext};
-use crate::wire::frame::{
-    ActivityStep, ComponentCreated, ComponentRevised, Frame, StepStatus, Suggestions,
-};
-use crate::wire::ids::{ActivityStepId, ComponentId, PlanVersionId};
-use crate::wire::plan::{PlanProposed, PlanVersioned, SwitchFailed};
-use crate::wire::request::{ComponentIntent, Decision, PlanSwitch, Surface};
 use clarify::{apply_recommended, elicitation, picks_from};
 use data::{Dataset, Indicator};
+use ledgerwire_wire::frame::{
+    ActivityStep, ComponentCreated, ComponentRevised, Frame, StepStatus, Suggestions,
+};
+use ledgerwire_wire::ids::{ActivityStepId, ComponentId, PlanVersionId};
+use ledgerwire_wire::plan::{PlanProposed, PlanVersioned, SwitchFailed};
+use ledgerwire_wire::request::{ComponentIntent, Decision, PlanSwitch, Surface};
 use planner::{Picks, Query, Resolution, id};
 use present::Outcome;
 use seeded::{seed_frames, seeded};
@@ -909,8 +909,8 @@ fn canvas_answer(context: &TurnContext) -> Vec<Frame> {
 pub const BEHAVIOUR_VERSION: &str = "2026-12-07";
 
 impl Agent for BuiltinAgent {
-    fn identity(&self) -> crate::agent::AgentIdentity {
-        crate::agent::AgentIdentity::new("builtin", BEHAVIOUR_VERSION)
+    fn identity(&self) -> crate::AgentIdentity {
+        crate::AgentIdentity::new("builtin", BEHAVIOUR_VERSION)
     }
 
     fn segment(&self, context: TurnContext) -> SegmentFrames {

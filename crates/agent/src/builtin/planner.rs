@@ -18,7 +18,7 @@ use super::assumptions::{AskedYears, Assumption, Part, inherited, reads_one_year
 use super::data::{Dataset, Indicator, Level};
 use super::understand::{ChartKind, Now, Operation, SeedSource, Time, Understanding};
 use super::{sentences, words};
-use crate::wire::plan::PlanProposed;
+use ledgerwire_wire::plan::PlanProposed;
 
 /// Years a forecast looks ahead when the question names no target.
 pub const DEFAULT_FORECAST_YEARS: i32 = 10;
@@ -585,7 +585,7 @@ pub use super::switching::{OPTION_UNSERVABLE, SwitchRefusal, switched};
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::builtin::understand::understand;
+    use crate::builtin::understand::understand;
 
     fn ready(text: &str) -> Query {
         match resolve(

@@ -12,7 +12,7 @@ use super::data::{Dataset, Indicator, at_or_before};
 use super::planner::Query;
 use super::sentences::{self, quantity};
 use super::understand::{ChartKind, Operation};
-use crate::wire::frame::{FactPoint, FactSummary, Provenance, SeriesFact};
+use ledgerwire_wire::frame::{FactPoint, FactSummary, Provenance, SeriesFact};
 
 /// The component catalogue version the envelopes follow.
 pub const CATALOG_VERSION: &str = "ledgerwire-builtin/1";

@@ -121,7 +121,7 @@ pub(super) fn seeded(mut u: Understanding, node: Option<&SeedNode>) -> Understan
     {
         let phrase = understand(&operation.phrase);
         u.operation = match (operation.verb.as_str(), operation.target_year) {
-            (seeds_verb, Some(year)) if seeds_verb == crate::wire::seed::FORECAST_VERB => {
+            (seeds_verb, Some(year)) if seeds_verb == ledgerwire_wire::seed::FORECAST_VERB => {
                 i32::try_from(year)
                     .ok()
                     .map(|target| understand::Operation::Forecast { target })

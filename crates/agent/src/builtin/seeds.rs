@@ -12,7 +12,7 @@
 use serde_json::Value;
 
 use super::data::{Dataset, Indicator};
-use crate::wire::seed::{SeedError, SeedOperation, SeedSpec, read_seed};
+use ledgerwire_wire::seed::{SeedError, SeedOperation, SeedSpec, read_seed};
 
 /// A seed item the harness cannot read within its bounds.
 pub const SEED_INVALID: &str = SeedError::CODE;

@@ -349,8 +349,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::agent::builtin::data::Dataset;
-    use crate::agent::model::step::{self, Step};
+    use crate::builtin::data::Dataset;
+    use crate::model::step::{self, Step};
 
     /// The text yielded for `reply` fed in `pieces`, and each piece's delta.
     fn fed(pieces: &[&str]) -> (String, Vec<String>) {

@@ -15,21 +15,21 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 
-use crate::agent::builtin::clarify::elicitation;
-use crate::agent::builtin::data::Dataset;
-use crate::agent::builtin::planner::{self, Picks, Resolution};
-use crate::agent::builtin::understand::{IndicatorMention, PlaceMention, Time, Understanding};
-use crate::agent::builtin::{card, sentences};
-use crate::agent::frames::{done, message_complete, message_delta};
-use crate::agent::{Beat, SegmentBeats, TurnContext};
-use crate::wire::WireError;
-use crate::wire::elicitation::{
+use crate::builtin::clarify::elicitation;
+use crate::builtin::data::Dataset;
+use crate::builtin::planner::{self, Picks, Resolution};
+use crate::builtin::understand::{IndicatorMention, PlaceMention, Time, Understanding};
+use crate::builtin::{card, sentences};
+use crate::frames::{done, message_complete, message_delta};
+use crate::{Beat, SegmentBeats, TurnContext};
+use ledgerwire_wire::WireError;
+use ledgerwire_wire::elicitation::{
     ElicitationOption, ElicitationQuestion, ElicitationRequest, InputKind,
 };
-use crate::wire::frame::{ErrorFrame, Frame, Suggestions};
-use crate::wire::ids::{InterruptId, OptionId, PlanVersionId, QuestionId};
-use crate::wire::plan::{PlanProposed, PlanVersioned};
-use crate::wire::request::Decision;
+use ledgerwire_wire::frame::{ErrorFrame, Frame, Suggestions};
+use ledgerwire_wire::ids::{InterruptId, OptionId, PlanVersionId, QuestionId};
+use ledgerwire_wire::plan::{PlanProposed, PlanVersioned};
+use ledgerwire_wire::request::Decision;
 
 use super::call::{self, CallEvent, CallId, Tried};
 use super::client::CallError;

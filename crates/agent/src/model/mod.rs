@@ -32,7 +32,7 @@
 mod answer_text;
 mod call;
 pub mod client;
-pub use crate::agent::exchange;
+pub use crate::exchange;
 pub mod flow;
 pub mod prompt;
 pub mod settings;
@@ -45,9 +45,9 @@ use futures_util::{Stream, StreamExt};
 
 use super::builtin::BuiltinAgent;
 use super::{Agent, AgentIdentity, Beat, SegmentBeats, SegmentFrames, TurnContext};
-use crate::wire::frame::Frame;
-use crate::wire::request::Decision;
 pub use client::{CallError, ModelClient};
+use ledgerwire_wire::frame::Frame;
+use ledgerwire_wire::request::Decision;
 pub use settings::{MODEL_API_KEY_ENV, ModelArgs, ModelSettings, ModelSettingsError};
 
 /// The version of the model agent's behaviour, recorded with each segment

@@ -10,11 +10,11 @@
 
 use serde::Serialize;
 
-use crate::agent::TurnContext;
-use crate::agent::builtin::data::{Dataset, Indicator};
-use crate::agent::builtin::planner::data_span;
-use crate::wire::frame::Frame;
-use crate::wire::request::{Answer, Decision};
+use crate::TurnContext;
+use crate::builtin::data::{Dataset, Indicator};
+use crate::builtin::planner::data_span;
+use ledgerwire_wire::frame::Frame;
+use ledgerwire_wire::request::{Answer, Decision};
 
 /// Most bytes of a refused reply echoed back to the model.
 const ECHO_MAX_BYTES: usize = 1_024;
@@ -105,7 +105,7 @@ fn turn_text(context: &TurnContext) -> String {
 }
 
 /// A pause and its answer, in words.
-fn answered_text(frame: &Frame, response: &crate::wire::request::InterruptResponse) -> String {
+fn answered_text(frame: &Frame, response: &ledgerwire_wire::request::InterruptResponse) -> String {
     match frame {
         Frame::PlanProposed(plan) => {
             let summary = plan.summary.clone().unwrap_or_default();

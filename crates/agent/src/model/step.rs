@@ -9,8 +9,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::agent::builtin::data::{Dataset, Indicator};
-use crate::agent::builtin::understand::{ChartKind, Operation};
+use crate::builtin::data::{Dataset, Indicator};
+use crate::builtin::understand::{ChartKind, Operation};
 
 /// Longest free text a step may carry (an answer, a question), in bytes.
 pub const MAX_STEP_TEXT_BYTES: usize = 4 * 1024;
@@ -319,7 +319,7 @@ fn plan(reply: &StepReply, data: &Dataset) -> Result<PlanStep, Invalid> {
 }
 
 fn operation(operation: StepOperation, to_year: Option<i32>) -> Operation {
-    let n = crate::agent::builtin::understand::DEFAULT_RANK_N;
+    let n = crate::builtin::understand::DEFAULT_RANK_N;
     match operation {
         StepOperation::Value => Operation::Value,
         StepOperation::Trend => Operation::Trend,

@@ -20,9 +20,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::statewire::ids::ProtocolName;
-use crate::statewire::packet::Rejection;
-use crate::statewire::version::Version;
+use crate::ids::ProtocolName;
+use crate::packet::Rejection;
+use crate::version::Version;
 
 /// Converts a main document to the older contract.
 pub type StateDown = Arc<dyn Fn(&Value) -> Result<Value, String> + Send + Sync>;
@@ -385,8 +385,8 @@ mod tests {
 
     use serde_json::{Value, json};
 
-    use crate::statewire::ids::ProtocolName;
-    use crate::statewire::version::Version;
+    use crate::ids::ProtocolName;
+    use crate::version::Version;
 
     use super::{Adapter, check_chain, check_compositions, lift, lower};
 

@@ -8,11 +8,11 @@
 
 use serde_json::Value;
 
-use crate::statewire::ids::ProtocolName;
-use crate::statewire::negotiation::Selection;
-use crate::statewire::packet::{Answer, Contract, FinCode, FrameViolation, Rejection};
-use crate::statewire::records::RetainedAnswer;
-use crate::statewire::version::Version;
+use crate::ids::ProtocolName;
+use crate::negotiation::Selection;
+use crate::packet::{Answer, Contract, FinCode, FrameViolation, Rejection};
+use crate::records::RetainedAnswer;
+use crate::version::Version;
 
 use super::adapters;
 use super::registry::Registry;

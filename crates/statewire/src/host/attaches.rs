@@ -12,11 +12,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::lifecycle::{Lifecycle, StreamKind};
-use crate::statewire::ids::{AttacherId, ClientId, PrincipalId, random_hex};
-use crate::statewire::negotiation::Selection;
-use crate::statewire::packet::{Fin, FinCode, Packet};
-use crate::telemetry::{Open, STATEWIRE_ATTACHES_OPEN};
+use crate::ids::{AttacherId, ClientId, PrincipalId, random_hex};
+use crate::negotiation::Selection;
+use crate::packet::{Fin, FinCode, Packet};
+use ledgerwire_foundations::lifecycle::{Lifecycle, StreamKind};
+use ledgerwire_foundations::telemetry::{Open, STATEWIRE_ATTACHES_OPEN};
 
 use super::projection::ViewKey;
 use super::queue::{self, Inbox, Pushed, QueueLimits};

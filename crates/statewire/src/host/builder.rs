@@ -9,12 +9,12 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::ledger::Ledger;
-use crate::lifecycle::Lifecycle;
-use crate::statewire::ids::{PrincipalId, ProtocolName, ThreadId};
-use crate::statewire::negotiation::{ProtocolSupport, Record, SubprotocolSupport, Support};
-use crate::statewire::packet::Rejection;
-use crate::statewire::version::{Version, VersionRange};
+use crate::ids::{PrincipalId, ProtocolName, ThreadId};
+use crate::negotiation::{ProtocolSupport, Record, SubprotocolSupport, Support};
+use crate::packet::Rejection;
+use crate::version::{Version, VersionRange};
+use ledgerwire_foundations::lifecycle::Lifecycle;
+use ledgerwire_ledger::Ledger;
 
 use super::Host;
 use super::adapters::{self, Adapter};

@@ -10,12 +10,12 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::statewire::ids::{ProtocolName, ThreadId, ThreadScope};
-use crate::statewire::negotiation::{Record, Selection};
-use crate::statewire::packet::{Contract, Rejection};
-use crate::statewire::records::DocumentsState;
-use crate::statewire::statepatch;
-use crate::statewire::view::DocIdentity;
+use crate::ids::{ProtocolName, ThreadId, ThreadScope};
+use crate::negotiation::{Record, Selection};
+use crate::packet::{Contract, Rejection};
+use crate::records::DocumentsState;
+use crate::statepatch;
+use crate::view::DocIdentity;
 
 use super::protocols::Protocols;
 use super::source::Caller;

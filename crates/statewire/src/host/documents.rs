@@ -17,9 +17,9 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::ledger::{FoldCache, Folded};
-use crate::statewire::ids::ProtocolName;
-use crate::statewire::records::{DocumentsFold, DocumentsState};
+use crate::ids::ProtocolName;
+use crate::records::{DocumentsFold, DocumentsState};
+use ledgerwire_ledger::{FoldCache, Folded};
 
 use super::adapters::ProjectedDocument;
 use super::failure::HostError;

@@ -13,14 +13,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::ledger::{Durability, ExpectedPosition, Ledger, LedgerError, Payload, StreamKey};
-use crate::statewire::ids::{ClientId, PrincipalId, ProtocolName};
-use crate::statewire::packet::{Answer, Contract, Rejection};
-use crate::statewire::records::{
+use crate::ids::{ClientId, PrincipalId, ProtocolName};
+use crate::packet::{Answer, Contract, Rejection};
+use crate::records::{
     CommandAnsweredUnder, CommandCause, DocumentChange, DocumentsCommitted, DocumentsState,
     LaneState, PendingCommand,
 };
-use crate::statewire::version::Version;
+use crate::version::Version;
+use ledgerwire_ledger::{Durability, ExpectedPosition, Ledger, LedgerError, Payload, StreamKey};
 
 use super::adapters;
 use super::answers::{Outcome, answer, outcome_from, outcome_json};

@@ -6,8 +6,8 @@
 //! Owns: [`HostError`] and the mapping of a failure to its `fin`. Must
 //! never: present damage as retryable, or an outage as damage.
 
-use crate::ledger::LedgerError;
-use crate::statewire::packet::{Fin, FinCode, FrameViolation};
+use crate::packet::{Fin, FinCode, FrameViolation};
+use ledgerwire_ledger::LedgerError;
 
 /// Why the host could not be built or could not serve.
 #[derive(Debug, thiserror::Error)]

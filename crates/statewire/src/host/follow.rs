@@ -17,8 +17,8 @@ use std::sync::atomic::Ordering;
 
 use futures_util::{FutureExt, StreamExt};
 
-use crate::ledger::{Ledger, LedgerError, StreamKey};
-use crate::statewire::ids::ProtocolName;
+use crate::ids::ProtocolName;
+use ledgerwire_ledger::{Ledger, LedgerError, StreamKey};
 
 use super::attaches::Attaches;
 use super::failure::server_fin;
@@ -128,7 +128,7 @@ fn unfollow_if_idle(thread: &Thread, protocol: &ProtocolName) -> bool {
 /// `next()` to report.
 fn skip_ready<S>(records: &mut S)
 where
-    S: futures_util::Stream<Item = crate::ledger::Result<crate::ledger::Record>> + Unpin,
+    S: futures_util::Stream<Item = ledgerwire_ledger::Result<ledgerwire_ledger::Record>> + Unpin,
 {
     let mut taken = 1;
     while taken < MAX_RECORDS_PER_FLUSH

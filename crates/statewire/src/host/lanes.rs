@@ -13,17 +13,17 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::ledger::{
-    Durability, ExpectedPosition, FoldCache, Folded, Ledger, LedgerError, Payload, StreamKey,
-};
-use crate::statewire::ids::ProtocolName;
-use crate::statewire::negotiation::Record;
-use crate::statewire::packet::{Answer, Command, Contract, Dur, FrameViolation, Packet, Rejection};
-use crate::statewire::records::{
+use crate::ids::ProtocolName;
+use crate::negotiation::Record;
+use crate::packet::{Answer, Command, Contract, Dur, FrameViolation, Packet, Rejection};
+use crate::records::{
     CommandAdmitted, Json, LaneFold, LaneState, MAX_RETAINED_ANSWERS_PER_LANE, PendingCommand,
     lane_stream,
 };
-use crate::telemetry::STATEWIRE_ADMISSIONS;
+use ledgerwire_foundations::telemetry::STATEWIRE_ADMISSIONS;
+use ledgerwire_ledger::{
+    Durability, ExpectedPosition, FoldCache, Folded, Ledger, LedgerError, Payload, StreamKey,
+};
 
 use super::answers::{self, answer, expired, gap};
 use super::attaches::Attaches;

@@ -76,15 +76,13 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
-use crate::ledger::Ledger;
-use crate::lifecycle::Lifecycle;
-use crate::statewire::ids::{ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope};
-use crate::statewire::negotiation::{Record, Selection, Support};
-use crate::statewire::packet::{
-    Command, CtxEntry, Fin, FinCode, Frame, FrameViolation, check_frame,
-};
-use crate::statewire::records::{LaneState, lane_stream};
-use crate::statewire::relay::Relay;
+use crate::ids::{ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope};
+use crate::negotiation::{Record, Selection, Support};
+use crate::packet::{Command, CtxEntry, Fin, FinCode, Frame, FrameViolation, check_frame};
+use crate::records::{LaneState, lane_stream};
+use crate::relay::Relay;
+use ledgerwire_foundations::lifecycle::Lifecycle;
+use ledgerwire_ledger::Ledger;
 
 use attaches::Attaches;
 use execute::Executor;
@@ -215,7 +213,7 @@ impl Host {
     }
 
     /// Lets `/frames` reach this host's attaches from other instances,
-    /// and relay there (see [`crate::statewire::relay`]); set once.
+    /// and relay there (see [`crate::relay`]); set once.
     pub fn serve_relay(&self, relay: Relay) {
         let _ = self.inner.relay.set(relay);
     }

@@ -21,9 +21,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use crate::statewire::ids::{ProtocolName, ThreadScope};
-use crate::statewire::negotiation::{Record, Selection};
-use crate::statewire::view::DocIdentity;
+use crate::ids::{ProtocolName, ThreadScope};
+use crate::negotiation::{Record, Selection};
+use crate::view::DocIdentity;
 
 use super::adapters::{Adapter, ProjectedDocument};
 use super::registry::Registry;

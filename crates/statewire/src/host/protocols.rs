@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::statewire::ids::ProtocolName;
-use crate::statewire::negotiation::Record;
-use crate::statewire::version::Version;
+use crate::ids::ProtocolName;
+use crate::negotiation::Record;
+use crate::version::Version;
 
 use super::adapters::Adapter;
 use super::source::DocumentSource;

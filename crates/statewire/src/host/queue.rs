@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use tokio::sync::{Notify, mpsc};
 
-use crate::statewire::packet::{Fin, Packet};
+use crate::packet::{Fin, Packet};
 
 /// Packets queued for one attach before it is dropped as too slow.
 pub const MAX_QUEUED_PACKETS: usize = 1024;
@@ -198,7 +198,7 @@ impl Inbox {
 mod tests {
     use std::sync::atomic::Ordering;
 
-    use crate::statewire::packet::{Fin, FinCode, Packet};
+    use crate::packet::{Fin, FinCode, Packet};
 
     use super::{MAX_QUEUED_PACKETS, Pushed, QueueLimits, outbox};
 

@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::statewire::ids::{ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope};
-use crate::statewire::negotiation::{self, Selection, Support};
-use crate::statewire::packet::{CtxEntry, Fin, FinCode, FrameViolation, Rejection};
-use crate::statewire::version::Version;
+use crate::ids::{ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope};
+use crate::negotiation::{self, Selection, Support};
+use crate::packet::{CtxEntry, Fin, FinCode, FrameViolation, Rejection};
+use crate::version::Version;
 
 use super::adapters::{self, Adapter, CommandInfo};
 use super::context::CommandContext;

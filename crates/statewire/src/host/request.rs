@@ -10,9 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::statewire::ids::{AttacherId, ClientId, PrincipalId, ProtocolName, ThreadId};
-use crate::statewire::negotiation::{self, NegotiationError, Selection};
-use crate::statewire::packet::{Fin, FinCode, Frame};
+use crate::ids::{AttacherId, ClientId, PrincipalId, ProtocolName, ThreadId};
+use crate::negotiation::{self, NegotiationError, Selection};
+use crate::packet::{Fin, FinCode, Frame};
 
 use super::registry::{Registry, WIRE_NAMED_ATTACHER, WIRE_RESULTS_CURSOR};
 

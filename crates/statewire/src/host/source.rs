@@ -20,10 +20,10 @@ use async_trait::async_trait;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
-use crate::ledger::StreamKey;
-use crate::statewire::ids::{ClientId, PrincipalId, ProtocolName, ThreadScope};
-use crate::statewire::packet::{Contract, Rejection};
-use crate::statewire::view::DocIdentity;
+use crate::ids::{ClientId, PrincipalId, ProtocolName, ThreadScope};
+use crate::packet::{Contract, Rejection};
+use crate::view::DocIdentity;
+use ledgerwire_ledger::StreamKey;
 
 /// Documents of one durable protocol, derived from a ledger stream.
 #[async_trait]

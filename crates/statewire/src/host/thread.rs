@@ -16,16 +16,14 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use crate::ledger::{LedgerError, StreamKey};
-use crate::lifecycle::Tracked;
-use crate::statewire::ids::{
-    AttacherId, ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope,
-};
-use crate::statewire::negotiation::Selection;
-use crate::statewire::packet::{Answer, Contract};
-use crate::statewire::records::documents_stream;
-use crate::statewire::view::{DocIdentity, DocTable};
-use crate::telemetry::Open;
+use crate::ids::{AttacherId, ClientId, PrincipalId, ProtocolName, ThreadId, ThreadScope};
+use crate::negotiation::Selection;
+use crate::packet::{Answer, Contract};
+use crate::records::documents_stream;
+use crate::view::{DocIdentity, DocTable};
+use ledgerwire_foundations::lifecycle::Tracked;
+use ledgerwire_foundations::telemetry::Open;
+use ledgerwire_ledger::{LedgerError, StreamKey};
 
 use super::projection::{LiveViews, ViewKey, ViewStats};
 use super::queue::Outbox;

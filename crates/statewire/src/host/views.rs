@@ -12,12 +12,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::ledger::{FoldCache, Folded, Ledger, LedgerError};
-use crate::statewire::ids::ProtocolName;
-use crate::statewire::negotiation::{Record, SelectedProtocol};
-use crate::statewire::packet::{Answer, Dur, Fin, FinCode, Packet, Syn};
-use crate::statewire::records::{DocumentsFold, DocumentsState};
-use crate::statewire::view::{DocIdentity, View};
+use crate::ids::ProtocolName;
+use crate::negotiation::{Record, SelectedProtocol};
+use crate::packet::{Answer, Dur, Fin, FinCode, Packet, Syn};
+use crate::records::{DocumentsFold, DocumentsState};
+use crate::view::{DocIdentity, View};
+use ledgerwire_ledger::{FoldCache, Folded, Ledger, LedgerError};
 
 use super::attaches::Attaches;
 use super::documents::ThreadDocuments;

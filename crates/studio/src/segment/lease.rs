@@ -8,8 +8,8 @@
 
 use std::sync::Arc;
 
-use crate::ledger::record::now_ms;
-use crate::ledger::{Durability, ExpectedPosition, Folded, LedgerError, NewRecord, Payload};
+use ledgerwire_ledger::record::now_ms;
+use ledgerwire_ledger::{Durability, ExpectedPosition, Folded, LedgerError, NewRecord, Payload};
 
 use super::super::conversation::Conversation;
 use super::super::decide::MAX_DECISION_ATTEMPTS;

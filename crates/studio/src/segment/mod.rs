@@ -17,14 +17,14 @@ use std::time::Duration;
 
 use futures_util::{FutureExt, StreamExt};
 
-use crate::agent::{Beat, Fault, Recall, TurnContext, frames};
-use crate::ledger::record::now_ms;
-use crate::ledger::{Durability, Payload, READ_PAGE_RECORDS, Record, StreamKey};
-use crate::lifecycle::StreamKind;
-use crate::wire::WireError;
-use crate::wire::frame::{CompositionUpdated, ErrorFrame, Frame};
-use crate::wire::ids::{InterruptId, PlanVersionId, TraceId};
-use crate::wire::plan::{PlanProposed, PlanVersioned};
+use ledgerwire_agent::{Beat, Fault, Recall, TurnContext, frames};
+use ledgerwire_foundations::lifecycle::StreamKind;
+use ledgerwire_ledger::record::now_ms;
+use ledgerwire_ledger::{Durability, Payload, READ_PAGE_RECORDS, Record, StreamKey};
+use ledgerwire_wire::WireError;
+use ledgerwire_wire::frame::{CompositionUpdated, ErrorFrame, Frame};
+use ledgerwire_wire::ids::{InterruptId, PlanVersionId, TraceId};
+use ledgerwire_wire::plan::{PlanProposed, PlanVersioned};
 
 use super::follow::{self, Ending};
 use super::records::{
@@ -168,7 +168,9 @@ impl Segment {
             .map(|plan| Frame::PlanApproved(studio.inner.agent.approved(plan, &context.answers)));
         let counted = (
             studio.inner.lifecycle.track(StreamKind::StudioSegment),
-            crate::telemetry::Open::new(metrics::gauge!(crate::telemetry::STUDIO_SEGMENTS_LIVE)),
+            ledgerwire_foundations::telemetry::Open::new(metrics::gauge!(
+                ledgerwire_foundations::telemetry::STUDIO_SEGMENTS_LIVE
+            )),
         );
         let (stream, turn, number) = (segment.stream.clone(), start.turn, start.segment);
         // Boxed: the segment's future is large, and tokio copies an
@@ -742,7 +744,8 @@ fn log_segment_end(
         Some(SegmentEnd::Disconnected) => "disconnected",
         None => "lost",
     };
-    metrics::counter!(crate::telemetry::STUDIO_SEGMENTS_ENDED, "end" => end).increment(1);
+    metrics::counter!(ledgerwire_foundations::telemetry::STUDIO_SEGMENTS_ENDED, "end" => end)
+        .increment(1);
     tracing::info!(
         %stream,
         turn,
