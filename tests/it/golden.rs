@@ -1,10 +1,12 @@
 //! The golden logs: stores written by store format 1 (log-format/golden/v1/,
 //! records in sled's values) and store format 4 (golden/v4/, records in the
-//! journal files and sled's entries pointing at them), the same records.
+//! journal files and sled's entries pointing at them), the same records;
+//! a Studio conversation (v1-studio), a Statewire thread (v1-statewire) and
+//! a conversation holding Studio kinds 25 to 28 (v4-studio-kinds).
 //! Every later build must open each cleanly, fold it to the committed state
-//! and dump it to the committed JSON lines.
+//! and dump (or replay) it to the committed text.
 //!
-//! The files are written once, when a format version is introduced, by
+//! The files are written once, when a golden is introduced, by
 //! running this test with LEDGERWIRE_WRITE_GOLDEN=1 and the directory absent.
 
 use std::collections::BTreeMap;
@@ -99,7 +101,7 @@ async fn ensure_written<F: std::future::Future<Output = ()>>(
     if !golden.join("store").exists() {
         assert!(
             std::env::var_os("LEDGERWIRE_WRITE_GOLDEN").is_some(),
-            "{}/store is missing; it is committed and must not be regenerated for an existing format version",
+            "{}/store is missing; it is committed and must not be regenerated",
             golden.display()
         );
         write(golden.to_path_buf()).await;
@@ -114,28 +116,31 @@ async fn the_format_4_golden_log_points_into_its_journal_and_reads_and_folds_the
         trim_journal(&dir.join("store"));
     })
     .await;
-    // Every entry is a pointer into the journal, as format 4 writes them.
-    let scratch = scratch();
-    copy_dir(&golden.join("store"), scratch.path());
-    {
-        let db = sled::open(scratch.path()).unwrap();
-        let log = db.open_tree("log").unwrap();
-        let values: Vec<sled::IVec> = log
-            .scan_prefix([ledgerwire::ledger::local::testing::RECORD_KEY_TAG])
-            .map(|entry| entry.unwrap().1)
-            .collect();
-        assert!(!values.is_empty());
-        for value in &values {
-            let pointer = ledgerwire::ledger::local::testing::Pointer::decode(value);
-            assert!(matches!(pointer, Some(Ok(_))), "{value:?}");
-        }
-    }
+    entries_point_into_the_journal(golden);
     reads_and_folds_to_its_committed_state(golden).await;
     // The same records as format 1's, so the same state.
     assert_eq!(
         std::fs::read_to_string(golden.join("expected-state.json")).unwrap(),
         std::fs::read_to_string(Path::new(GOLDEN).join("expected-state.json")).unwrap()
     );
+}
+
+/// Every entry of (a copy of) `golden`'s store is a pointer into the
+/// journal, as format 4 writes them.
+fn entries_point_into_the_journal(golden: &Path) {
+    let scratch = scratch();
+    copy_dir(&golden.join("store"), scratch.path());
+    let db = sled::open(scratch.path()).unwrap();
+    let log = db.open_tree("log").unwrap();
+    let values: Vec<sled::IVec> = log
+        .scan_prefix([ledgerwire::ledger::local::testing::RECORD_KEY_TAG])
+        .map(|entry| entry.unwrap().1)
+        .collect();
+    assert!(!values.is_empty());
+    for value in &values {
+        let pointer = ledgerwire::ledger::local::testing::Pointer::decode(value);
+        assert!(matches!(pointer, Some(Ok(_))), "{value:?}");
+    }
 }
 
 /// Cuts each journal file of a freshly written golden store at its last
@@ -218,7 +223,12 @@ async fn write_studio_golden(dir: &Path) {
                         "answers": {"q1": {"kind": "option", "option_id": "o1"}}});
     client.stream("/api/studio/interrupt", &answer).await;
     server.stop().await;
+    write_studio_expected(dir).await;
+}
 
+/// Writes the folded state and replay transcript of conversation `g1` of
+/// the Studio golden store in `dir`.
+async fn write_studio_expected(dir: &Path) {
     let (ledger, _) =
         ledgerwire::ledger::local::open(dir.join("store"), OpenMode::MustExist).unwrap();
     let stream = studio_stream(&ledger).await;
@@ -250,16 +260,12 @@ async fn studio_stream(ledger: &Ledger) -> ledgerwire::ledger::StreamKey {
         .expect("the golden conversation")
 }
 
-#[tokio::test]
-async fn the_v1_studio_golden_log_folds_and_replays_to_its_committed_state() {
-    let golden = Path::new(STUDIO_GOLDEN);
-    if !golden.join("store").exists() {
-        assert!(
-            std::env::var_os("LEDGERWIRE_WRITE_GOLDEN").is_some(),
-            "{STUDIO_GOLDEN}/store is missing; it is committed and must not be regenerated"
-        );
-        write_studio_golden(golden).await;
-    }
+/// Opens a copy of the Studio golden store at `golden` (clean), folds its
+/// conversation `g1` and replays it, comparing both with the committed
+/// files; a fold VERSION bump may change them (never the store), and
+/// LEDGERWIRE_WRITE_GOLDEN_STATE=1 rewrites both from the store. The copy.
+async fn studio_golden_folds_and_replays(golden: &Path) -> tempfile::TempDir {
+    let rewrite = std::env::var_os("LEDGERWIRE_WRITE_GOLDEN_STATE").is_some();
     let scratch = scratch();
     copy_dir(&golden.join("store"), scratch.path());
     let (ledger, report) =
@@ -270,10 +276,7 @@ async fn the_v1_studio_golden_log_folds_and_replays_to_its_committed_state() {
         .await
         .unwrap()
         .state;
-    // The state and the replay are derived: a fold VERSION bump may change
-    // them (never the store). LEDGERWIRE_WRITE_GOLDEN_STATE=1 rewrites both
-    // from the committed store.
-    if std::env::var_os("LEDGERWIRE_WRITE_GOLDEN_STATE").is_some() {
+    if rewrite {
         let text = serde_json::to_string_pretty(&state).unwrap();
         std::fs::write(golden.join("expected-state.json"), text + "\n").unwrap();
     }
@@ -286,11 +289,19 @@ async fn the_v1_studio_golden_log_folds_and_replays_to_its_committed_state() {
     ledgerwire::log_commands::replay(&open_store(scratch.path()).await, "g1", None, &mut replay)
         .await
         .unwrap();
-    if std::env::var_os("LEDGERWIRE_WRITE_GOLDEN_STATE").is_some() {
+    if rewrite {
         std::fs::write(golden.join("expected-replay.txt"), &replay).unwrap();
     }
     let expected = std::fs::read_to_string(golden.join("expected-replay.txt")).unwrap();
     assert_eq!(String::from_utf8(replay).unwrap(), expected);
+    scratch
+}
+
+#[tokio::test]
+async fn the_v1_studio_golden_log_folds_and_replays_to_its_committed_state() {
+    let golden = Path::new(STUDIO_GOLDEN);
+    ensure_written(golden, |dir| async move { write_studio_golden(&dir).await }).await;
+    studio_golden_folds_and_replays(golden).await;
 }
 
 const STATEWIRE_GOLDEN: &str = concat!(
@@ -353,13 +364,11 @@ async fn statewire_states(ledger: &Ledger) -> serde_json::Value {
 #[tokio::test]
 async fn the_v1_statewire_golden_log_folds_and_dumps_to_its_committed_state() {
     let golden = Path::new(STATEWIRE_GOLDEN);
-    if !golden.join("store").exists() {
-        assert!(
-            std::env::var_os("LEDGERWIRE_WRITE_GOLDEN").is_some(),
-            "{STATEWIRE_GOLDEN}/store is missing; it is committed and must not be regenerated"
-        );
-        write_statewire_golden(golden).await;
-    }
+    ensure_written(
+        golden,
+        |dir| async move { write_statewire_golden(&dir).await },
+    )
+    .await;
     let scratch = scratch();
     copy_dir(&golden.join("store"), scratch.path());
     let (ledger, report) =
@@ -371,17 +380,26 @@ async fn the_v1_statewire_golden_log_folds_and_dumps_to_its_committed_state() {
             .unwrap();
     assert_eq!(statewire_states(&ledger).await, expected);
     drop(ledger);
+    dumps_as_committed(golden, scratch.path()).await;
+}
+
+/// `log dump` of the store at `store` (a copy of `golden`'s) equals the
+/// committed `expected-dump.jsonl`; its lines. The dump's presentation may
+/// change (never the store); LEDGERWIRE_WRITE_GOLDEN_STATE=1 rewrites it.
+async fn dumps_as_committed(golden: &Path, store: &Path) -> Vec<serde_json::Value> {
     let mut dump = Vec::new();
-    ledgerwire::log_commands::dump(&open_store(scratch.path()).await, None, 0, &mut dump)
+    ledgerwire::log_commands::dump(&open_store(store).await, None, 0, &mut dump)
         .await
         .unwrap();
-    // The dump's presentation may change (never the store);
-    // LEDGERWIRE_WRITE_GOLDEN_STATE=1 rewrites it.
     if std::env::var_os("LEDGERWIRE_WRITE_GOLDEN_STATE").is_some() {
         std::fs::write(golden.join("expected-dump.jsonl"), &dump).unwrap();
     }
+    let dump = String::from_utf8(dump).unwrap();
     let expected = std::fs::read_to_string(golden.join("expected-dump.jsonl")).unwrap();
-    assert_eq!(String::from_utf8(dump).unwrap(), expected);
+    assert_eq!(dump, expected);
+    dump.lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
 }
 
 /// The local store in `dir`, opened as `log dump` and `replay` open it.
@@ -390,4 +408,213 @@ async fn open_store(dir: &Path) -> Ledger {
         .open(ledgerwire::store::Opening::Existing)
         .await
         .expect("the store opens")
+}
+
+const STUDIO_KINDS_GOLDEN: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/log-format/golden/v4-studio-kinds"
+);
+
+/// The model's answers in the Studio kinds golden: turn 1's cut off once
+/// mid-text and then complete, turn 2's whole.
+const FIRST_ANSWER: &str = "Chile's population grew by half since 1980.";
+const SECOND_ANSWER: &str = "Peru has about 34 million people.";
+
+/// The turn whose call the golden holds as a build before text streaming
+/// wrote it (kind 27): the last, so the folded state keeps that call.
+const OLD_BUILD_TURN: u32 = 2;
+
+/// Serves conversation `g1` into the store at `store`: two keyed turns (as
+/// harness-sdk starts them) answered by the model agent over a scripted
+/// model, the first's first call dropped once its text had begun.
+async fn serve_keyed_model_turns(store: &Path) {
+    use crate::model_agent::{Scripted, pieces, step};
+    use futures_util::StreamExt;
+    use ledgerwire::agent::model::{CallError, ModelAgent};
+    use ledgerwire::studio::auth::Principal;
+    use ledgerwire::studio::keyed::RequestKey;
+    use ledgerwire::studio::records::{SegmentReleased, conversation_stream};
+    use ledgerwire::studio::service::Studio;
+    use ledgerwire::studio::start::Opened;
+    use ledgerwire::wire::ids::ConversationId;
+    use serde_json::json;
+    use std::sync::{Arc, Mutex};
+
+    let first = step(json!({"tool": "answer", "text": FIRST_ANSWER}));
+    let second = step(json!({"tool": "answer", "text": SECOND_ANSWER}));
+    let at = first.find("Chile").unwrap();
+    let script = vec![
+        (pieces(&first, &[at + 9, at + 15]), Some(CallError::Dropped)),
+        (pieces(&first, &[at + 3, at + 20, at + 30]), None),
+        (pieces(&second, &[]), None),
+    ];
+    let agent = ModelAgent::with_transport(Arc::new(Scripted(Mutex::new(script))), 4);
+    let (ledger, _) = crate::support::open(store);
+    let studio = Studio::new(
+        ledger.clone(),
+        Arc::new(agent),
+        crate::support::quick_studio(),
+    );
+    let principal = Principal::of_token("golden");
+    let stream = conversation_stream(&principal, &ConversationId::new("g1").unwrap()).unwrap();
+    for (turn, message) in [(1, "How did Chile grow?"), (2, "Population of Peru")] {
+        let body = json!({"kind": "turn.request", "conversation_id": "g1", "message": message});
+        let request = ledgerwire::wire::parse_turn_request(body.to_string().as_bytes()).unwrap();
+        let key = RequestKey::new(format!("golden-client/harness-sdk/{turn}")).unwrap();
+        studio
+            .start_turn(&principal, request, Some(&key))
+            .await
+            .and_then(Opened::into_applied)
+            .unwrap();
+        // The detached segment streams on its own: wait for its release.
+        let mut records = Box::pin(ledger.tail(&stream, 0));
+        let mut released = 0;
+        tokio::time::timeout(crate::support::EVENT_TIMEOUT, async {
+            while released < turn {
+                let record = records.next().await.unwrap().unwrap();
+                released += usize::from(SegmentReleased::from_record(&record).is_some());
+            }
+        })
+        .await
+        .expect("the turn's segment ends");
+    }
+    ledger.flush().await.unwrap();
+}
+
+/// The served records of one append as the golden holds them: those of
+/// [`OLD_BUILD_TURN`]'s calls as a build before text streaming wrote
+/// them, each call once, as kind 27, where the note that its text began
+/// stood (before its first frame); `completed` holds the turn's calls
+/// (by segment and index) as they ended.
+fn as_written(
+    records: &[ledgerwire::ledger::Record],
+    completed: &BTreeMap<(u32, u32), ledgerwire::studio::records::ModelExchangedV2>,
+    streamed: &std::collections::BTreeSet<(u32, u32)>,
+) -> Vec<ledgerwire::ledger::NewRecord> {
+    use ledgerwire::studio::records::{ModelExchanged, ModelExchangedV2};
+    let older = |call: &ModelExchangedV2| {
+        ModelExchanged {
+            turn: call.turn,
+            segment: call.segment,
+            answers: call.answers,
+            index: call.index,
+            request_digest: call.request_digest.clone(),
+            request: call.request.clone(),
+            reply: call.reply.clone(),
+            error: call.error.clone(),
+            bad_output: call.bad_output,
+            elapsed_ms: call.elapsed_ms,
+        }
+        .to_record()
+    };
+    records
+        .iter()
+        .filter_map(|record| {
+            let Some(call) = ModelExchangedV2::from_record(record).map(Result::unwrap) else {
+                return Some(ledgerwire::ledger::NewRecord {
+                    kind: record.kind(),
+                    payload: record.payload().to_vec(),
+                });
+            };
+            let id = (call.segment, call.index);
+            match (call.turn == OLD_BUILD_TURN, call.streaming) {
+                (false, _) => Some(call.to_record()),
+                (true, true) => completed.get(&id).map(older),
+                (true, false) => (!streamed.contains(&id)).then(|| older(&call)),
+            }
+        })
+        .collect()
+}
+
+/// Writes the Studio kinds golden: the conversation served into a scratch
+/// store, copied append by append (its journal's entries) into the golden
+/// store, [`OLD_BUILD_TURN`]'s calls as the kind 27 an older build wrote.
+async fn write_studio_kinds_golden(dir: PathBuf) {
+    use ledgerwire::ledger::StreamKey;
+    use ledgerwire::studio::records::ModelExchangedV2;
+    let served = scratch();
+    serve_keyed_model_turns(served.path()).await;
+    let entries: Vec<Vec<ledgerwire::ledger::Record>> =
+        ledgerwire::ledger::local::testing::scan(served.path())
+            .unwrap()
+            .into_iter()
+            .flat_map(|scan| scan.entries)
+            .map(|entry| entry.records)
+            .collect();
+    let calls: Vec<ModelExchangedV2> = entries
+        .iter()
+        .flatten()
+        .filter_map(|record| ModelExchangedV2::from_record(record).map(Result::unwrap))
+        .filter(|call| call.turn == OLD_BUILD_TURN)
+        .collect();
+    let streamed = calls
+        .iter()
+        .filter(|call| call.streaming)
+        .map(|call| (call.segment, call.index))
+        .collect();
+    let completed = calls
+        .into_iter()
+        .filter(|call| !call.streaming)
+        .map(|call| ((call.segment, call.index), call))
+        .collect();
+    let (ledger, _) =
+        ledgerwire::ledger::local::open(dir.join("store"), OpenMode::CreateIfMissing).unwrap();
+    for records in &entries {
+        let stream = StreamKey::new(records[0].stream()).unwrap();
+        let records = as_written(records, &completed, &streamed);
+        if records.is_empty() {
+            continue;
+        }
+        let head = ledger.head(&stream).await.unwrap();
+        ledger
+            .append(
+                &stream,
+                ExpectedPosition::Exactly(head),
+                records,
+                Durability::Durable,
+            )
+            .await
+            .unwrap();
+    }
+    drop(ledger);
+    trim_journal(&dir.join("store"));
+    write_studio_expected(&dir).await;
+    let mut dump = Vec::new();
+    ledgerwire::log_commands::dump(&open_store(&dir.join("store")).await, None, 0, &mut dump)
+        .await
+        .unwrap();
+    std::fs::write(dir.join("expected-dump.jsonl"), dump).unwrap();
+}
+
+#[tokio::test]
+async fn the_studio_kinds_golden_log_folds_replays_and_dumps_to_its_committed_state() {
+    let golden = Path::new(STUDIO_KINDS_GOLDEN);
+    ensure_written(golden, write_studio_kinds_golden).await;
+    entries_point_into_the_journal(golden);
+    let scratch = studio_golden_folds_and_replays(golden).await;
+    let lines = dumps_as_committed(golden, scratch.path()).await;
+    // What the golden is for: each kind is there, decoded, in the shapes
+    // that matter.
+    let of_kind = |kind: u64| -> Vec<&serde_json::Value> {
+        lines
+            .iter()
+            .filter(|line| line["kind"] == kind)
+            .map(|line| &line["payload"])
+            .collect()
+    };
+    assert_eq!(of_kind(25).len(), 2, "a request_applied per keyed turn");
+    assert!(of_kind(26).iter().all(|agent| agent["name"] == "model"));
+    assert_eq!(of_kind(26).len(), of_kind(19).len(), "an agent per claim");
+    let old = of_kind(27);
+    assert_eq!(old.len(), 1, "turn 2's call, as written before streaming");
+    assert!(old[0]["reply"].as_str().unwrap().contains(SECOND_ANSWER));
+    let calls = of_kind(28);
+    assert!(calls.iter().any(|call| call["streaming"] == true));
+    assert!(calls.iter().any(|call| call["partial"] != ""));
+    assert!(
+        calls
+            .iter()
+            .any(|call| call["text_cuts"].as_array().is_some_and(|c| !c.is_empty()))
+    );
+    assert!(lines.iter().all(|line| line.get("payload_error").is_none()));
 }

@@ -12,10 +12,12 @@ mod streaming;
 mod tiny;
 mod tls;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
-use ledgerwire::agent::model::{ModelAgent, ModelArgs, ModelSettings};
+use ledgerwire::agent::model::{
+    CallError, ModelAgent, ModelArgs, ModelSettings, Pieces, Transport,
+};
 use ledgerwire::ledger::Ledger;
 use ledgerwire::studio::rerun::{CheckOutcome, check_segments};
 use ledgerwire::wire::frame::Frame;
@@ -314,6 +316,27 @@ pub(crate) fn pieces(text: &str, cuts: &[usize]) -> Vec<String> {
         from = to;
     }
     pieces
+}
+
+/// A model that writes each reply in the pieces given, one at a time,
+/// then ends it (`Some`: with that failure).
+pub(crate) struct Scripted(pub Mutex<Vec<(Vec<String>, Option<CallError>)>>);
+
+impl Transport for Scripted {
+    fn call(&self, _body: String) -> Pieces {
+        let mut script = self.0.lock().expect("script");
+        let (pieces, end) = if script.is_empty() {
+            (Vec::new(), Some(CallError::Dropped))
+        } else {
+            script.remove(0)
+        };
+        let items: Vec<Result<String, CallError>> =
+            pieces.into_iter().map(Ok).chain(end.map(Err)).collect();
+        Box::pin(futures_util::stream::iter(items).then(|item| async {
+            tokio::task::yield_now().await;
+            item
+        }))
+    }
 }
 
 #[tokio::test]

@@ -9,15 +9,15 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
 use ledgerwire::agent::model::exchange::ModelExchange;
-use ledgerwire::agent::model::{CallError, ModelAgent, Pieces, Transport};
+use ledgerwire::agent::model::{CallError, ModelAgent};
 use ledgerwire::agent::{Agent, Beat};
 use ledgerwire::wire::frame::Frame;
 use serde_json::{Value, json};
 
 use super::fake::Reply;
 use super::{
-    assert_replays_without_a_model, assert_well_formed, cancel_and_see_the_model_hang_up, events,
-    pieces, rig, step, turn,
+    Scripted, assert_replays_without_a_model, assert_well_formed, cancel_and_see_the_model_hang_up,
+    events, pieces, rig, step, turn,
 };
 use crate::support::{SseEvent, SseReader};
 
@@ -161,27 +161,6 @@ async fn cancel_mid_answer_hangs_up_on_the_model_and_the_log_still_replays() {
     // The cut call's text is in the log only as its deltas: the check
     // stops where the call began.
     assert_replays_without_a_model(&rig.ledger).await;
-}
-
-/// A model that writes each reply in the pieces given, one at a time,
-/// then ends it (`Some`: with that failure).
-struct Scripted(Mutex<Vec<(Vec<String>, Option<CallError>)>>);
-
-impl Transport for Scripted {
-    fn call(&self, _body: String) -> Pieces {
-        let mut script = self.0.lock().expect("script");
-        let (pieces, end) = if script.is_empty() {
-            (Vec::new(), Some(CallError::Dropped))
-        } else {
-            script.remove(0)
-        };
-        let items: Vec<Result<String, CallError>> =
-            pieces.into_iter().map(Ok).chain(end.map(Err)).collect();
-        Box::pin(futures_util::stream::iter(items).then(|item| async {
-            tokio::task::yield_now().await;
-            item
-        }))
-    }
 }
 
 /// A segment's frames and the calls it recorded (their end, not the
