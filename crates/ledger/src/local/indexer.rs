@@ -474,26 +474,6 @@ impl Batch {
         }
         self.runs.clear();
         self.retired.clear();
-        if end.is_some() {
-            free_sled_garbage();
-        }
-    }
-}
-
-/// Flushes of the epoch collector after a batch: each advances the epoch
-/// once if no thread is pinned in an older one and frees up to eight of
-/// the collector's bags (64 objects each) that are two epochs old.
-pub const EPOCH_FLUSHES_PER_BATCH: usize = 4;
-
-/// Frees the tree nodes sled replaced during the batch. sled hands them
-/// to crossbeam's global epoch collector, and whichever thread pins it
-/// for the 128th time runs a collection: otherwise mostly the runtime's
-/// workers, whose every append records a histogram sample (the metrics
-/// exporter's buckets are epoch-managed too). That put sled's frees on
-/// the commit's critical path; here they run on the indexer.
-fn free_sled_garbage() {
-    for _ in 0..EPOCH_FLUSHES_PER_BATCH {
-        crossbeam_epoch::pin().flush();
     }
 }
 
