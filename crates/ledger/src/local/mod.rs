@@ -56,8 +56,6 @@ pub use error::{LocalError, Result, StoreProblem};
 pub use open::OpenMode;
 pub use reader::StreamReader;
 
-use group_commit::FlushQueue;
-
 /// Opens (or creates) the local store in `path`, checking every record
 /// first, as a [`Ledger`](crate::ledger::Ledger): what tools and tests
 /// open when they want the whole store checked before they read.
@@ -85,7 +83,7 @@ pub const WATCHERS_PRUNE_AT: usize = 4096;
 /// Appends waiting for the writer before callers are made to wait (backpressure).
 pub const MAX_PENDING_APPENDS: usize = 8192;
 
-/// State shared by the handle, the writer and the flusher.
+/// State shared by the handle, the writer, the indexer and the readers.
 pub(crate) struct Shared {
     path: PathBuf,
     /// The threads the contract's async reads run on.
@@ -93,7 +91,7 @@ pub(crate) struct Shared {
     db: sled::Db,
     log: sled::Tree,
     snapshots: sled::Tree,
-    /// The journal file the writer appends to: what the flusher syncs.
+    /// The journal file the writer appends to: what a commit syncs.
     journal_file: Mutex<Arc<journal::JournalFile>>,
     /// The journal files readers read records from (sled's entries point
     /// into them).
@@ -355,7 +353,7 @@ impl Watchers {
     }
 }
 
-/// Stops the writer and the flusher when the last handle goes away, so the
+/// Stops the store's threads when the last handle goes away, so the
 /// store's lock is released by the time `drop` returns.
 struct Threads {
     shared: Arc<Shared>,
@@ -546,12 +544,11 @@ impl LocalStore {
         }))
     }
 
-    /// Starts the writer, the indexer, the flusher and, if asked, the
+    /// Starts the writer, the indexer, the read threads and, if asked, the
     /// scrubber.
     fn start(shared: Arc<Shared>, journal: journal::JournalWriter, scrub: bool) -> Result<Self> {
         let (commands, receiver) = mpsc::channel(MAX_PENDING_APPENDS);
-        let queue = Arc::new(FlushQueue::default());
-        let write_path = WritePath::new(&shared, journal, queue.clone());
+        let write_path = WritePath::new(&shared, journal);
         let writer = {
             let shared = shared.clone();
             std::thread::Builder::new()
@@ -564,13 +561,7 @@ impl LocalStore {
                 .name("ledger-indexer".into())
                 .spawn(move || indexer::run_indexer(shared))?
         };
-        let flusher = {
-            let shared = shared.clone();
-            std::thread::Builder::new()
-                .name("ledger-flusher".into())
-                .spawn(move || group_commit::run_flusher(shared, queue))?
-        };
-        let mut handles = vec![writer, indexer, flusher];
+        let mut handles = vec![writer, indexer];
         handles.extend(shared.read_threads.start()?);
         if scrub {
             let shared = shared.clone();

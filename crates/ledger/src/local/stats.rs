@@ -1,4 +1,4 @@
-//! The write path's counters: what the writer, the flusher and the
+//! The write path's counters: what the writer and the
 //! indexer count as they go, and the snapshot of them callers read.
 //! Owns: the counters and their meaning. Must never: hold state anything
 //! decides on (they are for reports: the bench, `/healthz`, the audit).

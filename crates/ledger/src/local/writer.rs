@@ -3,12 +3,10 @@
 //! Owns: assigning positions, the optimistic-concurrency check, writing
 //! each round of appends to the journal as one entry, handing it to the
 //! recent records and to the indexer (which applies it to sled), and
-//! handing each round's durable appends to `group_commit`, which decides
-//! who syncs them (this thread, after holding a small group for the rest
-//! of its writers, or the flusher). All appends of the
-//! process pass through the one writer thread, so the head check and the
-//! write are one step; two writers can never both extend the same
-//! position.
+//! syncing the journal for each group of durable appends when
+//! `group_commit` says so. All appends of the process pass through the
+//! one writer thread, so the head check and the write are one step; two
+//! writers can never both extend the same position.
 //! Must never: acknowledge a durable append before the sync of the journal
 //! entry holding it returned, or accept a write after a write or sync
 //! failed (the process must restart, since what sled holds in memory may
@@ -24,7 +22,7 @@ use crate::ledger::error::LedgerError;
 use crate::ledger::local::Shared;
 use crate::ledger::local::entry::Extent;
 use crate::ledger::local::error::{LocalError, Result};
-use crate::ledger::local::group_commit::{self, FlushQueue, GROUP_LINGER_US, Settled, Waiter};
+use crate::ledger::local::group_commit::{self, GROUP_LINGER_US, Group, Waiter};
 use crate::ledger::local::indexer::Round;
 use crate::ledger::local::journal::{self, JournalWriter};
 use crate::ledger::record::{
@@ -63,17 +61,17 @@ pub(crate) struct AppendRequest {
 /// at the command that passes it (so one journal entry stays bounded).
 pub const MAX_ROUND_BYTES: usize = 64 * 1024 * 1024;
 
-/// The writer's state and the flush queue, owned by the writer thread:
-/// the head check, the journal write and the hand-off to the indexer of
-/// a round happen on it, so two rounds can never both extend the same
-/// position.
+/// The writer's state and the durable waiters it holds, owned by the
+/// writer thread: the head check, the journal write, the hand-off to the
+/// indexer and the sync of a round happen on it, so two rounds can never
+/// both extend the same position.
 pub(crate) struct WritePath {
     writer: Writer,
-    queue: Arc<FlushQueue>,
+    group: Group,
 }
 
 impl WritePath {
-    pub(crate) fn new(shared: &Shared, journal: JournalWriter, queue: Arc<FlushQueue>) -> Self {
+    pub(crate) fn new(shared: &Shared, journal: JournalWriter) -> Self {
         Self {
             writer: Writer {
                 heads: StreamMap::default(),
@@ -81,41 +79,35 @@ impl WritePath {
                 journal,
                 scratch: Vec::new(),
             },
-            queue,
+            group: Group::default(),
         }
     }
 
-    /// Writes one round and sees its durable appends committed (see
-    /// [`FlushQueue::settle`]): synced here, held for a fuller group or
-    /// handed to the flusher, which syncs while the writer goes on with
-    /// the next round. Returns whether the writer holds waiters.
+    /// Writes one round and syncs its durable appends with those held, or
+    /// holds them for a fuller group (see [`Group::settle`]). Returns
+    /// whether the writer holds waiters.
     fn write_round(&mut self, shared: &Shared, round: Vec<Command>, nothing_waiting: bool) -> bool {
         let waiters = self.writer.apply_round(shared, round);
-        let settled = self.queue.settle(waiters, nothing_waiting);
-        let held = matches!(settled, Settled::Held);
-        self.finish(shared, settled);
+        if self.group.settle(waiters, nothing_waiting) {
+            group_commit::commit(shared, self.group.take());
+        }
         self.writer.maybe_rotate(shared);
-        held
+        self.group.holds()
     }
 
-    /// Ends the writer thread's hold: its waiters are synced now.
-    fn release_held(&self, shared: &Shared) {
-        self.finish(shared, self.queue.release_held());
-    }
-
-    fn finish(&self, shared: &Shared, settled: Settled) {
-        if let Settled::CommitNow(group) = settled {
-            group_commit::commit(shared, group);
-            self.queue.commit_ended();
+    /// Ends the hold: the waiters held are synced now.
+    fn release_held(&mut self, shared: &Shared) {
+        if self.group.holds() {
+            group_commit::commit(shared, self.group.take());
         }
     }
 }
 
 /// The writer thread: takes every command that is waiting, writes the
 /// accepted appends to the journal as one entry and hands it to the
-/// indexer, then sees the durable ones committed. While it holds a small
-/// group for the rest of its writers, it waits for the next command at
-/// most until the group's linger ends.
+/// indexer, then syncs the durable ones or holds them. While it holds a
+/// group it goes on with the commands that wait, and waits for the next
+/// one at most until the group's linger ends; then it syncs the group.
 pub(crate) fn run_writer(
     shared: Arc<Shared>,
     mut commands: mpsc::Receiver<Command>,
@@ -141,12 +133,16 @@ pub(crate) fn run_writer(
         let holds = path.write_round(&shared, round, commands.is_empty());
         linger_ends = match (holds, linger_ends) {
             (false, _) => None,
+            // Commands that keep coming do not hold a group past its linger.
+            (true, Some(deadline)) if Instant::now() >= deadline => {
+                path.release_held(&shared);
+                None
+            }
             (true, Some(deadline)) => Some(deadline),
             (true, None) => Some(Instant::now() + Duration::from_micros(GROUP_LINGER_US)),
         };
     }
     path.release_held(&shared);
-    path.queue.close();
     shared.index_queue.close();
 }
 

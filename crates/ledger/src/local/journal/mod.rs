@@ -136,7 +136,7 @@ pub fn files(store: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
 }
 
 /// One journal file being written: the writer thread appends to it, the
-/// flusher syncs it. It knows how many bytes were written and how many
+/// indexer may sync it too. It knows how many bytes were written and how many
 /// are known synced.
 pub struct JournalFile {
     path: PathBuf,
@@ -305,7 +305,7 @@ impl JournalWriter {
         }
     }
 
-    /// The file the flusher syncs.
+    /// The file a commit syncs.
     pub fn file(&self) -> Arc<JournalFile> {
         Arc::clone(&self.current)
     }
