@@ -19,6 +19,7 @@ use crate::ledger::AppendOutcome;
 use crate::ledger::error::LedgerError;
 use crate::ledger::local::Shared;
 use crate::ledger::local::error::{LocalError, Result};
+use crate::ledger::local::watermark::Watermark;
 
 /// Longest a group is held for the rest of its writers, in microseconds.
 /// A sync of a group costs 100–300 µs on the development machine;
@@ -86,7 +87,7 @@ impl Group {
 /// Makes everything journaled so far durable with one sync of the journal
 /// and then resolves `waiters` (each was journaled before this call), and
 /// now and then advances the watermark.
-pub(crate) fn commit(shared: &Shared, waiters: Vec<Waiter>) {
+pub(crate) fn commit(shared: &Shared, waiters: Vec<Waiter>, watermark: &mut Watermark) {
     let started = Instant::now();
     // Read before the flush: every record below it was journaled before
     // it began, so the flush covers it.
@@ -121,7 +122,7 @@ pub(crate) fn commit(shared: &Shared, waiters: Vec<Waiter>) {
             }
             // After the waiters: the watermark never delays an
             // acknowledgement.
-            shared.advance_watermark_now_and_then(covered);
+            watermark.advance_now_and_then(covered);
         }
         Err(error) => {
             if !matches!(error, LocalError::Ledger(LedgerError::Poisoned { .. })) {

@@ -3,9 +3,10 @@
 //! does not read, the records do not check through them) setting them
 //! aside and building the index again from the journal, the one truth.
 //!
-//! Owns: telling index damage from journal damage at open, setting
-//! sled's files aside (`discarded/index-<unix ms>/`), the rebuild and its
-//! one log line. Must never: delete the files it sets aside, or rebuild
+//! Owns: bringing sled up to the journal at open (the rounds it lost
+//! applied again), the stored next global position, telling index damage
+//! from journal damage, setting sled's files aside
+//! (`discarded/index-<unix ms>/`), the rebuild and its one log line. Must never: delete the files it sets aside, or rebuild
 //! from a journal that is damaged or does not start at global position 0
 //! (a store written before format 4 keeps its older records in sled
 //! alone: there the index is truth, and its damage is reported).
@@ -13,15 +14,11 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::damage::{DISCARDED_DIR, Damage};
+use super::error::{DISCARDED_DIR, Damage};
 use super::error::{LocalError, Result, StoreProblem};
+use super::keys::NEXT_GLOBAL_KEY;
 use super::open::{self as opening, OpenMode};
-use super::{journal, powerloss, recovery};
-
-/// Journal rounds a rebuild applies to sled in one batch: a batch costs
-/// sled two writebacks of its buffer whatever it holds, so a rebuild
-/// applying rounds one by one would spend most of its time there.
-pub const REBUILD_ROUNDS_PER_BATCH: usize = 1024;
+use super::{journal, powerloss};
 
 /// A file a running store writes when a read finds the index damaged
 /// (a pointer or an entry that does not check while the records do):
@@ -149,8 +146,8 @@ fn use_as_found(path: &Path, hooks: &powerloss::TestHooks) -> Result<Opened, Ref
         Err(error) => return Err(Refused::Failed(error)),
     };
     let log = db.open_tree("log").map_err(|e| damaged(&e))?;
-    let stored = recovery::stored_next_global(&log).map_err(|e| damaged(&e))?;
-    match recovery::recover(path, &log, stored, hooks) {
+    let stored = stored_next_global(&log).map_err(|e| damaged(&e))?;
+    match recover(path, &log, stored, hooks) {
         // Not read whole here: a pointer or an entry that fails its
         // checks is found by the read that meets it, or by the integrity
         // scan, and has the index rebuilt at the next open.
@@ -255,12 +252,11 @@ pub(super) fn rebuild_from(
         let newest = i + 1 == files.len();
         let scan = journal::scan_file_from(file, newest, None)?;
         journal_bytes += scan.entries.last().map_or(0, |entry| entry.end);
-        let batch = REBUILD_ROUNDS_PER_BATCH;
-        replayed = journal::replay_scans(path, &[scan], &log, replayed.next_global, batch, newest)?;
+        replayed = journal::replay_scans(path, &[scan], &log, replayed.next_global, newest)?;
         rounds += replayed.rounds;
         records += replayed.records;
     }
-    let (next_global, journal) = recovery::finish_recovery(path, hooks, replayed)?;
+    let (next_global, journal) = finish_recovery(path, hooks, replayed)?;
     let rebuilt = Rebuilt {
         found,
         set_aside,
@@ -286,6 +282,70 @@ pub(super) fn rebuild_from(
         },
         next_global,
         journal,
+    })
+}
+
+/// Brings sled up to date with the journal (every round it holds that
+/// sled lost, as entries pointing into it) and opens the journal for the
+/// writer: the newest file where it ends, or a new file where the records
+/// end.
+fn recover(
+    path: &Path,
+    log: &sled::Tree,
+    next_global: u64,
+    hooks: &powerloss::TestHooks,
+) -> Result<(u64, journal::JournalWriter)> {
+    let replayed = journal::replay(path, log, next_global)?;
+    if replayed.rounds > 0 {
+        tracing::info!(
+            rounds = replayed.rounds,
+            records = replayed.records,
+            "journal rounds sled had not kept applied again"
+        );
+    }
+    finish_recovery(path, hooks, replayed)
+}
+
+/// The rest of [`recover`] once the journal was replayed into sled.
+fn finish_recovery(
+    path: &Path,
+    hooks: &powerloss::TestHooks,
+    replayed: journal::Replayed,
+) -> Result<(u64, journal::JournalWriter)> {
+    for damage in &replayed.covered_damage {
+        tracing::warn!(
+            file = %damage.file.display(),
+            offset = damage.offset,
+            detail = %damage.detail,
+            "a damaged journal entry sled already points past: the integrity scan names the records lost there"
+        );
+    }
+    let journal = match &replayed.tail {
+        Some(tail) if tail.next == replayed.next_global => journal::JournalWriter::resume(
+            path,
+            tail,
+            hooks.journal_file_bytes,
+            hooks.trace.clone(),
+        )?,
+        _ => journal::JournalWriter::create(
+            path,
+            replayed.next_global,
+            hooks.journal_file_bytes,
+            hooks.trace.clone(),
+        )?,
+    };
+    Ok((replayed.next_global, journal))
+}
+
+/// Reads the next global position stored beside the records.
+pub(crate) fn stored_next_global(log: &sled::Tree) -> Result<u64> {
+    Ok(match log.get(NEXT_GLOBAL_KEY)? {
+        Some(bytes) if bytes.len() == 8 => {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&bytes);
+            u64::from_be_bytes(word)
+        }
+        _ => 0,
     })
 }
 

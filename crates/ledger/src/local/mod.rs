@@ -13,7 +13,6 @@
 //! a sled or I/O error out unworded (`error`).
 
 mod contract;
-pub mod damage;
 mod entry;
 mod error;
 mod group_commit;
@@ -26,7 +25,6 @@ mod powerloss;
 mod read_threads;
 mod reader;
 mod recent;
-mod recovery;
 mod scan;
 mod stats;
 #[cfg(feature = "test-hooks")]
@@ -35,7 +33,7 @@ mod watermark;
 mod writer;
 
 pub use contract::SCAN_PAGE_RECORDS;
-pub use damage::Damage;
+pub use error::Damage;
 pub use open::{MARKER_FILE, STORE_FORMAT};
 pub(crate) use stats::Counters;
 pub use stats::LedgerStats;
@@ -72,8 +70,7 @@ pub fn open(
 pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<crate::ledger::Ledger> {
     Ok(LocalStore::open_scrubbing(path, mode)?.ledger())
 }
-use recovery::check_watermark;
-pub(crate) use recovery::stored_next_global;
+pub(crate) use index::stored_next_global;
 use writer::{AppendRequest, Command, WritePath};
 
 /// Streams watched by tails past which a new watch first drops the
@@ -121,10 +118,6 @@ pub(crate) struct Shared {
     /// TEST-ONLY: holds journal syncs back while closed.
     #[cfg(test)]
     sync_gate: SyncGate,
-    /// The durable watermark's file (`None` if it could not be opened).
-    watermark: Mutex<Option<watermark::Watermark>>,
-    /// When the watermark was last advanced after a group commit.
-    watermark_at: Mutex<Option<std::time::Instant>>,
     /// What the open found wrong with the index, if it rebuilt it.
     rebuilt: Option<index::Rebuilt>,
 }
@@ -250,32 +243,6 @@ impl Shared {
         })
     }
 
-    /// [`Shared::advance_watermark`] at most once per
-    /// `WATERMARK_INTERVAL_MS`.
-    fn advance_watermark_now_and_then(&self, position: u64) {
-        let interval = std::time::Duration::from_millis(watermark::WATERMARK_INTERVAL_MS);
-        {
-            let mut at = self.watermark_at.lock().unwrap_or_else(|p| p.into_inner());
-            if at.is_some_and(|at| at.elapsed() < interval) {
-                return;
-            }
-            *at = Some(std::time::Instant::now());
-        }
-        self.advance_watermark(position);
-    }
-
-    /// Records that every record below `position` is durable (the caller
-    /// has just flushed them). A watermark that cannot be written only
-    /// weakens the check at the next open.
-    fn advance_watermark(&self, position: u64) {
-        let mut watermark = self.watermark.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(file) = watermark.as_mut()
-            && let Err(error) = file.advance(position)
-        {
-            tracing::warn!(%error, "the durable watermark could not be written");
-        }
-    }
-
     fn poison(&self, reason: String) {
         tracing::error!(%reason, "ledger refuses further writes");
         self.poisoned
@@ -374,17 +341,15 @@ impl Drop for Threads {
                 let _ = handle.join();
             }
         }
-        // A clean close: the journal synced and the watermark at its
-        // end; sled's writes handed to the file system (no sync: it is
-        // derived), so the next open usually replays nothing. A close
-        // after a failure leaves the rounds sled lacks to the next open.
-        let shared = &self.shared;
-        let journaled = shared.journaled_next_global.load(Ordering::Acquire);
-        if shared.poisoned().is_none() && shared.make_durable().is_ok() {
-            shared.advance_watermark(journaled);
-            if let Err(error) = shared.db.flush() {
-                tracing::warn!(%error, "sled's writes could not be flushed at close; the next open replays the journal");
-            }
+        // A clean close: the writer synced the journal and wrote the
+        // watermark as it stopped; sled's writes are handed to the file
+        // system (no sync: it is derived), so the next open usually
+        // replays nothing. A close after a failure leaves the rounds sled
+        // lacks to the next open.
+        if self.shared.poisoned().is_none()
+            && let Err(error) = self.shared.db.flush()
+        {
+            tracing::warn!(%error, "sled's writes could not be flushed at close; the next open replays the journal");
         }
     }
 }
@@ -460,7 +425,7 @@ impl LocalStore {
             opened = index::rebuild_from(&path, &hooks, found, &journal_files)?;
             report = scan::verify(&opened.index.log, &files)?;
         }
-        check_watermark(&path, report.next_global.max(opened.next_global))?;
+        watermark::check(&path, report.next_global.max(opened.next_global))?;
         let mut journal = opened.journal;
         if report.next_global != opened.next_global {
             // Records past the stored counter (damage): appends go on
@@ -488,7 +453,7 @@ impl LocalStore {
         let path = path.as_ref().to_path_buf();
         let hooks = powerloss::TestHooks::from_env();
         let opened = index::open(&path, mode, &hooks, None)?;
-        check_watermark(&path, opened.next_global)?;
+        watermark::check(&path, opened.next_global)?;
         let shared = Self::shared(
             path,
             opened.index,
@@ -513,9 +478,6 @@ impl LocalStore {
     ) -> Result<Arc<Shared>> {
         let index::Index { db, log, rebuilt } = index;
         let snapshots = db.open_tree("snapshots")?;
-        let watermark = watermark::Watermark::open(&path)
-            .inspect_err(|error| tracing::warn!(%error, "no durable watermark"))
-            .ok();
         Ok(Arc::new(Shared {
             read_threads: read_threads::ReadThreads::default(),
             journal_files: journal::JournalFiles::new(&path),
@@ -538,8 +500,6 @@ impl LocalStore {
             journaled_next_global: AtomicU64::new(next_global),
             #[cfg(test)]
             sync_gate: SyncGate::default(),
-            watermark: Mutex::new(watermark),
-            watermark_at: Mutex::new(None),
             rebuilt,
         }))
     }

@@ -9,8 +9,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::ledger::local::damage;
-use crate::ledger::local::error::{LocalError, Result, StoreProblem};
+use crate::ledger::local::error::{Damage, LocalError, Result, StoreProblem, is_damage};
 
 /// Version of the store as a whole (marker file, tree names, key layout,
 /// the journal). Bumped only when a change makes old code misread a new
@@ -88,8 +87,8 @@ pub(super) fn open_sled_in(path: &Path) -> Result<sled::Db> {
                 }
                 std::thread::sleep(std::time::Duration::from_millis(LOCK_RETRY_MS));
             }
-            Ok(Err(error)) if damage::is_damage(&error) => {
-                return Err(LocalError::Damaged(damage::Damage::DataFile {
+            Ok(Err(error)) if is_damage(&error) => {
+                return Err(LocalError::Damaged(Damage::DataFile {
                     detail: error.to_string(),
                 }));
             }
@@ -100,7 +99,7 @@ pub(super) fn open_sled_in(path: &Path) -> Result<sled::Db> {
                     .map(|s| (*s).to_owned())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "it stopped while recovering".to_owned());
-                return Err(LocalError::Damaged(damage::Damage::DataFile {
+                return Err(LocalError::Damaged(Damage::DataFile {
                     detail: format!("recovery failed: {detail}"),
                 }));
             }

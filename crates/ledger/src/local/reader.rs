@@ -17,9 +17,8 @@ use std::sync::atomic::Ordering;
 
 use crate::ledger::error::{Corruption, LedgerError};
 use crate::ledger::local::Shared;
-use crate::ledger::local::damage;
 use crate::ledger::local::entry;
-use crate::ledger::local::error::{LocalError, Result};
+use crate::ledger::local::error::{LocalError, Result, is_damage};
 use crate::ledger::local::keys::{self, stream_prefix};
 use crate::ledger::local::recent::Lookup;
 use crate::ledger::record::{Record, StreamKey};
@@ -175,7 +174,7 @@ impl Shared {
         let last = keys.find(|entry| !entry.as_ref().is_ok_and(|(_, value)| applying(value)));
         match last {
             None => Ok(0),
-            Some(Err(error)) if damage::is_damage(&error) => {
+            Some(Err(error)) if is_damage(&error) => {
                 let corruption = Corruption::Storage {
                     detail: error.to_string(),
                 };
@@ -286,7 +285,7 @@ impl SledReader {
     fn next_entry(&mut self) -> Option<Result<(entry::Envelopes, u64)>> {
         let (key, value) = match self.iter.next()? {
             Ok(entry) => entry,
-            Err(error) if damage::is_damage(&error) => {
+            Err(error) if is_damage(&error) => {
                 // sled cannot read the rest of the stream: refused whole,
                 // named where it stops.
                 let detail = error.to_string();

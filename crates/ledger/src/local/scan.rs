@@ -115,7 +115,7 @@ fn scan(
             Ok(entry) => entry,
             // The index cannot be read on: that is the index's damage
             // (an open rebuilds it where the journal allows), named once.
-            Err(error) if super::damage::is_damage(&error) => {
+            Err(error) if super::error::is_damage(&error) => {
                 let detail = error.to_string();
                 let corruption = Corruption::Storage { detail };
                 scan.report.problems.push(problem(None, None, corruption));

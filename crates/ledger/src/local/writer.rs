@@ -25,6 +25,7 @@ use crate::ledger::local::error::{LocalError, Result};
 use crate::ledger::local::group_commit::{self, GROUP_LINGER_US, Group, Waiter};
 use crate::ledger::local::indexer::Round;
 use crate::ledger::local::journal::{self, JournalWriter};
+use crate::ledger::local::watermark::Watermark;
 use crate::ledger::record::{
     self, FORMAT_VERSION, Header, NewRecord, Record, StreamKey, StreamMap,
 };
@@ -68,6 +69,7 @@ pub const MAX_ROUND_BYTES: usize = 64 * 1024 * 1024;
 pub(crate) struct WritePath {
     writer: Writer,
     group: Group,
+    watermark: Watermark,
 }
 
 impl WritePath {
@@ -80,6 +82,7 @@ impl WritePath {
                 scratch: Vec::new(),
             },
             group: Group::default(),
+            watermark: Watermark::open(&shared.path),
         }
     }
 
@@ -89,7 +92,7 @@ impl WritePath {
     fn write_round(&mut self, shared: &Shared, round: Vec<Command>, nothing_waiting: bool) -> bool {
         let waiters = self.writer.apply_round(shared, round);
         if self.group.settle(waiters, nothing_waiting) {
-            group_commit::commit(shared, self.group.take());
+            group_commit::commit(shared, self.group.take(), &mut self.watermark);
         }
         self.writer.maybe_rotate(shared);
         self.group.holds()
@@ -98,7 +101,17 @@ impl WritePath {
     /// Ends the hold: the waiters held are synced now.
     fn release_held(&mut self, shared: &Shared) {
         if self.group.holds() {
-            group_commit::commit(shared, self.group.take());
+            group_commit::commit(shared, self.group.take(), &mut self.watermark);
+        }
+    }
+
+    /// The writer stops: what is held is synced, then the whole journal,
+    /// and the watermark is written at its end (unless a failure poisoned
+    /// the store).
+    fn close(&mut self, shared: &Shared) {
+        self.release_held(shared);
+        if shared.poisoned().is_none() && shared.make_durable().is_ok() {
+            self.watermark.advance(self.writer.next_global);
         }
     }
 }
@@ -142,7 +155,7 @@ pub(crate) fn run_writer(
             (true, None) => Some(Instant::now() + Duration::from_micros(GROUP_LINGER_US)),
         };
     }
-    path.release_held(&shared);
+    path.close(&shared);
     shared.index_queue.close();
 }
 

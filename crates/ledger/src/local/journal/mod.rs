@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::ledger::local::damage::Damage;
+use crate::ledger::local::error::Damage;
 use crate::ledger::local::error::{LocalError, Result};
 use crate::ledger::local::keys::{self, NEXT_GLOBAL_KEY};
 use crate::ledger::local::powerloss::Trace;

@@ -585,22 +585,25 @@ fn settle_tail(newest: &FileScan, sled_next_global: u64) -> io::Result<Option<Ta
 /// lost, and the damage is reported.
 pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replayed> {
     let scans = scan_from(store, next_global, JournalEnd::stored(log))?;
-    replay_scans(store, &scans, log, next_global, 1, true)
+    replay_scans(store, &scans, log, next_global, true)
 }
 
-/// [`replay`] of journal files already read (`scans`, from [`scan_from`]),
-/// applying up to `rounds_per_batch` rounds in one sled batch: one a
-/// batch at an open (a replay cut short leaves sled at a round's end),
-/// many for a rebuild into an empty index, where a batch's fixed cost
-/// would otherwise dominate. The newest file is settled only if `scans`
-/// end with it (`holds_the_newest`): a rebuild replays one file at a
-/// time, so as to hold one file's records in memory, not the journal's.
+/// Journal rounds a replay applies to sled in one batch: a batch costs
+/// sled two writebacks of its buffer whatever it holds, so applying
+/// rounds one by one would spend most of a rebuild there. Each batch
+/// stores where its rounds end, so a replay cut short leaves sled at a
+/// round's end.
+pub const REPLAY_ROUNDS_PER_BATCH: usize = 1024;
+
+/// [`replay`] of journal files already read (`scans`, from [`scan_from`]).
+/// The newest file is settled only if `scans` end with it
+/// (`holds_the_newest`): a rebuild replays one file at a time, so as to
+/// hold one file's records in memory, not the journal's.
 pub fn replay_scans(
     store: &Path,
     scans: &[FileScan],
     log: &sled::Tree,
     next_global: u64,
-    rounds_per_batch: usize,
     holds_the_newest: bool,
 ) -> Result<Replayed> {
     let damage = damage_of(scans);
@@ -657,7 +660,7 @@ pub fn replay_scans(
             };
             batch.insert(keys::JOURNAL_END_KEY, &end.encode());
             batched += 1;
-            if batched >= rounds_per_batch {
+            if batched >= REPLAY_ROUNDS_PER_BATCH {
                 log.apply_batch(std::mem::take(&mut batch))?;
                 batched = 0;
             }
