@@ -622,7 +622,8 @@ fn a_cached_state_is_folded_further_in_place_unless_a_caller_holds_it() {
 
 /// `serve` listens while the index is rebuilt at open: `/readyz` is 503
 /// with its sentence and the Studio refuses as retryable until the store
-/// is open (the test holds the rebuild at its test-only gate, a FIFO);
+/// is open (the test holds the rebuild at its first read of the journal,
+/// a test-only gate: a FIFO);
 /// then, once the integrity scan after it is done, `/readyz` is 200, and
 /// every record is served.
 #[test]
@@ -632,7 +633,7 @@ fn serve_answers_503_while_the_index_is_rebuilt_then_serves_every_record() {
     use std::sync::mpsc;
     use std::time::Duration;
 
-    use ledgerwire::ledger::local::testing::REBUILD_GATE_ENV;
+    use ledgerwire::ledger::local::testing::READ_GATE_ENV;
     use serde_json::{Value, json};
 
     use crate::support::{StudioClient, quick_studio, start_stoppable_studio};
@@ -670,7 +671,7 @@ fn serve_answers_503_while_the_index_is_rebuilt_then_serves_every_record() {
         .arg(&data)
         .env("RUST_LOG", "info")
         .env("LEDGERWIRE_ADMIN_TOKEN", TOKEN)
-        .env(REBUILD_GATE_ENV, &gate)
+        .env(READ_GATE_ENV, &gate)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -706,18 +707,20 @@ fn serve_answers_503_while_the_index_is_rebuilt_then_serves_every_record() {
         }
     };
     let message = |entry: &Value| entry["fields"]["message"].as_str().unwrap_or("").to_owned();
-    // The address comes before the store opens; then the rebuild says it
-    // starts (and waits at the gate).
-    let (listening, _) =
-        await_line(&|is_log, entry, _| is_log && message(entry).starts_with("listening"));
-    let addr: std::net::SocketAddr = listening["fields"]["addr"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    await_line(&|is_log, entry, _| {
-        is_log && message(entry).contains("rebuilding it from the journal")
-    });
+    // The address, and the rebuild saying it starts (then waiting at the
+    // gate), in either order: the store opens while the server binds.
+    let (mut addr, mut rebuilding): (Option<std::net::SocketAddr>, bool) = (None, false);
+    while addr.is_none() || !rebuilding {
+        let (entry, _) = await_line(&|is_log, entry, _| {
+            let said = message(entry);
+            is_log && (said.starts_with("listening") || said.contains("rebuilding it from"))
+        });
+        match entry["fields"]["addr"].as_str() {
+            Some(bound) => addr = bound.parse().ok(),
+            None => rebuilding = true,
+        }
+    }
+    let addr = addr.expect("the address");
     let get = |route: &str| {
         let url = format!("http://{addr}{route}");
         block_on(async move {

@@ -541,7 +541,7 @@ mod tests {
     /// gives back the run the indexer would hold for them.
     fn journaled(dir: &std::path::Path, stream: &StreamKey, records: Vec<Record>) -> Run {
         let base = records[0].global_position();
-        let mut writer = JournalWriter::create(dir, base, 1 << 20, None).expect("a journal");
+        let mut writer = JournalWriter::create(dir, base, 1 << 20).expect("a journal");
         let mut extents = Vec::new();
         for record in &records {
             let global = record.global_position();

@@ -18,7 +18,7 @@ use super::error::{DISCARDED_DIR, Damage};
 use super::error::{LocalError, Result, StoreProblem};
 use super::keys::NEXT_GLOBAL_KEY;
 use super::open::{self as opening, OpenMode};
-use super::{journal, powerloss};
+use super::{journal, storage};
 
 /// A file a running store writes when a read finds the index damaged
 /// (a pointer or an entry that does not check while the records do):
@@ -97,26 +97,22 @@ enum Refused {
 /// Opens the index of the store in `path` (creating the store if `mode`
 /// allows), rebuilding it from the journal when it is damaged, or always
 /// when `rebuild` gives a reason (`log repair`).
-pub(super) fn open(
-    path: &Path,
-    mode: OpenMode,
-    hooks: &powerloss::TestHooks,
-    rebuild: Option<&str>,
-) -> Result<Opened> {
+pub(super) fn open(path: &Path, mode: OpenMode, rebuild: Option<&str>) -> Result<Opened> {
     opening::prepare_directory(path, mode)?;
     let marked = std::fs::read_to_string(path.join(INDEX_DAMAGED_FILE)).ok();
     let found = match (rebuild, marked) {
         (Some(reason), _) => reason.to_owned(),
         (None, Some(found)) => format!("a read found it damaged: {found}"),
-        (None, None) => match use_as_found(path, hooks) {
+        (None, None) => match use_as_found(path) {
             Ok(opened) => return Ok(opened),
             Err(Refused::Failed(error)) => return Err(error),
             Err(Refused::Damaged(found)) => found,
         },
     };
+    announce_rebuild(&found);
     match derivable(path, None)? {
         Ok(files) => {
-            let opened = rebuild_from(path, hooks, found, &files)?;
+            let opened = rebuild_from(path, found, &files)?;
             match std::fs::remove_file(path.join(INDEX_DAMAGED_FILE)) {
                 Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error.into()),
                 _ => Ok(opened),
@@ -127,7 +123,7 @@ pub(super) fn open(
 }
 
 /// The index as sled recovers it, brought up to the journal's end.
-fn use_as_found(path: &Path, hooks: &powerloss::TestHooks) -> Result<Opened, Refused> {
+fn use_as_found(path: &Path) -> Result<Opened, Refused> {
     let damaged = |error: &dyn std::fmt::Display| Refused::Damaged(error.to_string());
     let journaled = journal::files(path).map_err(|e| Refused::Failed(e.into()))?;
     if !path.join("db").exists() && !journaled.is_empty() {
@@ -147,7 +143,7 @@ fn use_as_found(path: &Path, hooks: &powerloss::TestHooks) -> Result<Opened, Ref
     };
     let log = db.open_tree("log").map_err(|e| damaged(&e))?;
     let stored = stored_next_global(&log).map_err(|e| damaged(&e))?;
-    match recover(path, &log, stored, hooks) {
+    match recover(path, &log, stored) {
         // Not read whole here: a pointer or an entry that fails its
         // checks is found by the read that meets it, or by the integrity
         // scan, and has the index rebuilt at the next open.
@@ -229,19 +225,17 @@ pub(super) fn derivable(
     Ok(Ok(files.into_iter().map(|(_, file)| file).collect()))
 }
 
-/// Sets the index aside and builds it again from the journal `files`
-/// (checked by [`derivable`]), one file at a time.
-pub(super) fn rebuild_from(
-    path: &Path,
-    hooks: &powerloss::TestHooks,
-    found: String,
-    files: &[PathBuf],
-) -> Result<Opened> {
+/// Says, before the journal is read for it, that the index is rebuilt.
+pub(super) fn announce_rebuild(found: &str) {
     tracing::warn!(
         %found,
         "the index (sled's files) cannot be used: rebuilding it from the journal; the store serves once it is done"
     );
-    hooks.hold_at_rebuild();
+}
+
+/// Sets the index aside and builds it again from the journal `files`
+/// (checked by [`derivable`]), one file at a time.
+pub(super) fn rebuild_from(path: &Path, found: String, files: &[PathBuf]) -> Result<Opened> {
     let started = Instant::now();
     let set_aside = set_aside(path)?;
     let db = opening::open_sled_in(path)?;
@@ -256,7 +250,7 @@ pub(super) fn rebuild_from(
         rounds += replayed.rounds;
         records += replayed.records;
     }
-    let (next_global, journal) = finish_recovery(path, hooks, replayed)?;
+    let (next_global, journal) = finish_recovery(path, replayed)?;
     let rebuilt = Rebuilt {
         found,
         set_aside,
@@ -293,7 +287,6 @@ fn recover(
     path: &Path,
     log: &sled::Tree,
     next_global: u64,
-    hooks: &powerloss::TestHooks,
 ) -> Result<(u64, journal::JournalWriter)> {
     let replayed = journal::replay(path, log, next_global)?;
     if replayed.rounds > 0 {
@@ -303,13 +296,12 @@ fn recover(
             "journal rounds sled had not kept applied again"
         );
     }
-    finish_recovery(path, hooks, replayed)
+    finish_recovery(path, replayed)
 }
 
 /// The rest of [`recover`] once the journal was replayed into sled.
 fn finish_recovery(
     path: &Path,
-    hooks: &powerloss::TestHooks,
     replayed: journal::Replayed,
 ) -> Result<(u64, journal::JournalWriter)> {
     for damage in &replayed.covered_damage {
@@ -320,19 +312,12 @@ fn finish_recovery(
             "a damaged journal entry sled already points past: the integrity scan names the records lost there"
         );
     }
+    let file_bytes = storage::journal_file_bytes(path, journal::JOURNAL_FILE_BYTES);
     let journal = match &replayed.tail {
-        Some(tail) if tail.next == replayed.next_global => journal::JournalWriter::resume(
-            path,
-            tail,
-            hooks.journal_file_bytes,
-            hooks.trace.clone(),
-        )?,
-        _ => journal::JournalWriter::create(
-            path,
-            replayed.next_global,
-            hooks.journal_file_bytes,
-            hooks.trace.clone(),
-        )?,
+        Some(tail) if tail.next == replayed.next_global => {
+            journal::JournalWriter::resume(path, tail, file_bytes)?
+        }
+        _ => journal::JournalWriter::create(path, replayed.next_global, file_bytes)?,
     };
     Ok((replayed.next_global, journal))
 }

@@ -532,6 +532,9 @@ fn insert_records(shared: &Shared, runs: &[Run]) -> sled::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use crate::ledger::local::testing::{self, Faults};
     use crate::ledger::local::{LocalStore, OpenMode};
     use crate::ledger::record::{NewRecord, StreamKey};
     use crate::ledger::{Durability, ExpectedPosition};
@@ -541,6 +544,14 @@ mod tests {
         let dir = tempfile::tempdir().expect("a scratch directory");
         let (ledger, _) = LocalStore::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
         (dir, ledger)
+    }
+
+    /// [`new_ledger`] whose syncs a test can hold.
+    fn ledger_with_faults() -> (tempfile::TempDir, LocalStore, Arc<Faults>) {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let faults = testing::install(dir.path(), Faults::default());
+        let (ledger, _) = LocalStore::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
+        (dir, ledger, faults)
     }
 
     fn append(ledger: &LocalStore, stream: &StreamKey, payload: u8) {
@@ -629,13 +640,13 @@ mod tests {
     /// sled has it.
     #[test]
     fn a_round_reaches_sled_only_after_the_journal_sync_that_covers_it() {
-        let (_dir, ledger) = new_ledger();
+        let (_dir, ledger, faults) = ledger_with_faults();
         let stream = StreamKey::new("synced/a").expect("a key");
-        ledger.shared.sync_gate.hold(true);
+        faults.hold_syncs(true);
         append_as(&ledger, &stream, 8, Durability::Buffered);
         let awaited = ledger.shared.index_queue.wait_until_awaited_sync(1);
         let in_sled = entries(&ledger, &stream);
-        ledger.shared.sync_gate.hold(false);
+        faults.hold_syncs(false);
         assert!(awaited, "the indexer never waited for the round's sync");
         assert_eq!(
             in_sled,
@@ -667,22 +678,22 @@ mod tests {
     /// returns.
     #[test]
     fn a_slow_commit_sync_is_waited_for_not_repeated() {
-        let (_dir, ledger) = new_ledger();
+        let (_dir, ledger, faults) = ledger_with_faults();
         let (buffered, durable) = (
             StreamKey::new("slow/a").expect("a key"),
             StreamKey::new("slow/b").expect("a key"),
         );
         let queue = &ledger.shared.index_queue;
         queue.pause(true);
-        ledger.shared.sync_gate.hold(true);
+        faults.hold_syncs(true);
         append_as(&ledger, &buffered, 1, Durability::Buffered);
         std::thread::scope(|scope| {
             let committer = scope.spawn(|| append(&ledger, &durable, 2));
-            let sync_waits = ledger.shared.sync_gate.wait_until_a_sync_waits();
+            let sync_waits = faults.wait_until_a_sync_waits();
             queue.pause(false);
             let waited = sync_waits && queue.wait_until_awaited_running_sync(2);
             let in_sled = entries(&ledger, &buffered);
-            ledger.shared.sync_gate.hold(false);
+            faults.hold_syncs(false);
             committer.join().expect("the committing append");
             assert!(sync_waits, "the durable append's sync never started");
             assert!(waited, "the indexer never waited on the running sync");

@@ -21,12 +21,12 @@ mod indexer;
 pub mod journal;
 mod keys;
 mod open;
-mod powerloss;
 mod read_threads;
 mod reader;
 mod recent;
 mod scan;
 mod stats;
+mod storage;
 #[cfg(feature = "test-hooks")]
 pub mod testing;
 mod watermark;
@@ -115,58 +115,8 @@ pub(crate) struct Shared {
     /// journal (a sync that starts after reading it covers every round
     /// below it).
     journaled_next_global: AtomicU64,
-    /// TEST-ONLY: holds journal syncs back while closed.
-    #[cfg(test)]
-    sync_gate: SyncGate,
     /// What the open found wrong with the index, if it rebuilt it.
     rebuilt: Option<index::Rebuilt>,
-}
-
-/// TEST-ONLY: a gate every journal sync passes first.
-#[cfg(test)]
-#[derive(Default)]
-pub(crate) struct SyncGate {
-    state: Mutex<GateState>,
-    changed: Condvar,
-}
-
-#[cfg(test)]
-#[derive(Default)]
-struct GateState {
-    held: bool,
-    /// Syncs waiting at the gate.
-    waiting: usize,
-}
-
-#[cfg(test)]
-impl SyncGate {
-    pub(crate) fn hold(&self, held: bool) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).held = held;
-        self.changed.notify_all();
-    }
-
-    /// Waits (up to 10 s) until a sync waits at the gate; whether one did.
-    pub(crate) fn wait_until_a_sync_waits(&self) -> bool {
-        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let (state, _) = self
-            .changed
-            .wait_timeout_while(state, std::time::Duration::from_secs(10), |s| {
-                s.waiting == 0
-            })
-            .unwrap_or_else(|p| p.into_inner());
-        state.waiting > 0
-    }
-
-    fn pass(&self) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.waiting += 1;
-        self.changed.notify_all();
-        let mut state = self
-            .changed
-            .wait_while(state, |s| s.held)
-            .unwrap_or_else(|p| p.into_inner());
-        state.waiting -= 1;
-    }
 }
 
 impl Shared {
@@ -221,8 +171,6 @@ impl Shared {
         let journaled = self.journaled_next_global.load(Ordering::Acquire);
         let file = Arc::clone(&self.journal_file.lock().unwrap_or_else(|p| p.into_inner()));
         self.index_queue.note_sync_started(journaled);
-        #[cfg(test)]
-        self.sync_gate.pass();
         if let Err(error) = file.sync() {
             self.index_queue.note_sync_failed();
             return Err(error.into());
@@ -368,16 +316,7 @@ impl LocalStore {
     /// starts the writer. Corrupt streams are listed in the returned report
     /// and refused by every later read and append.
     pub fn open(path: impl AsRef<Path>, mode: OpenMode) -> Result<(Self, VerifyReport)> {
-        Self::open_with(path, mode, powerloss::TestHooks::from_env())
-    }
-
-    /// [`LocalStore::open`] with the test-only switches given.
-    pub(crate) fn open_with(
-        path: impl AsRef<Path>,
-        mode: OpenMode,
-        hooks: powerloss::TestHooks,
-    ) -> Result<(Self, VerifyReport)> {
-        Self::open_checked(path.as_ref(), mode, hooks, None)
+        Self::open_checked(path.as_ref(), mode, None)
     }
 
     /// Sets the index of the store in `path` aside and builds it again
@@ -385,12 +324,7 @@ impl LocalStore {
     /// (`ledgerwire log repair`).
     pub fn repair(path: impl AsRef<Path>) -> Result<(Self, VerifyReport)> {
         let why = "a rebuild was asked for (`log repair`)";
-        Self::open_checked(
-            path.as_ref(),
-            OpenMode::MustExist,
-            powerloss::TestHooks::from_env(),
-            Some(why),
-        )
+        Self::open_checked(path.as_ref(), OpenMode::MustExist, Some(why))
     }
 
     /// Opens the store and checks every record through the index; if
@@ -399,12 +333,11 @@ impl LocalStore {
     fn open_checked(
         path: &Path,
         mode: OpenMode,
-        hooks: powerloss::TestHooks,
         rebuild: Option<&str>,
     ) -> Result<(Self, VerifyReport)> {
         let path = path.to_path_buf();
         let files = journal::JournalFiles::new(&path);
-        let mut opened = index::open(&path, mode, &hooks, rebuild)?;
+        let mut opened = index::open(&path, mode, rebuild)?;
         let mut report = scan::verify(&opened.index.log, &files)?;
         if let Some(first) = report
             .problems
@@ -422,7 +355,8 @@ impl LocalStore {
                 first.problem
             );
             drop(opened);
-            opened = index::rebuild_from(&path, &hooks, found, &journal_files)?;
+            index::announce_rebuild(&found);
+            opened = index::rebuild_from(&path, found, &journal_files)?;
             report = scan::verify(&opened.index.log, &files)?;
         }
         watermark::check(&path, report.next_global.max(opened.next_global))?;
@@ -430,12 +364,8 @@ impl LocalStore {
         if report.next_global != opened.next_global {
             // Records past the stored counter (damage): appends go on
             // after them, in a journal file starting there.
-            journal = journal::JournalWriter::create(
-                &path,
-                report.next_global,
-                hooks.journal_file_bytes,
-                hooks.trace.clone(),
-            )?;
+            let file_bytes = storage::journal_file_bytes(&path, journal::JOURNAL_FILE_BYTES);
+            journal = journal::JournalWriter::create(&path, report.next_global, file_bytes)?;
         }
         let corrupt = report.corrupt_streams();
         let shared = Self::shared(path, opened.index, report.next_global, corrupt, &journal)?;
@@ -451,8 +381,7 @@ impl LocalStore {
     /// rebuilt from the journal before this returns.
     pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        let hooks = powerloss::TestHooks::from_env();
-        let opened = index::open(&path, mode, &hooks, None)?;
+        let opened = index::open(&path, mode, None)?;
         watermark::check(&path, opened.next_global)?;
         let shared = Self::shared(
             path,
@@ -498,8 +427,6 @@ impl LocalStore {
             applied_next_global: AtomicU64::new(next_global),
             index_queue: indexer::IndexQueue::starting_at(next_global),
             journaled_next_global: AtomicU64::new(next_global),
-            #[cfg(test)]
-            sync_gate: SyncGate::default(),
             rebuilt,
         }))
     }

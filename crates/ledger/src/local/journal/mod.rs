@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::ledger::local::error::Damage;
 use crate::ledger::local::error::{LocalError, Result};
 use crate::ledger::local::keys::{self, NEXT_GLOBAL_KEY};
-use crate::ledger::local::powerloss::Trace;
+use crate::ledger::local::storage;
 use crate::ledger::record::{self, Record};
 
 /// The journal's directory, inside the store directory.
@@ -146,7 +146,6 @@ pub struct JournalFile {
     /// Bytes known on stable storage: a sync that began after they were
     /// written has returned.
     synced: AtomicU64,
-    trace: Option<Arc<Trace>>,
 }
 
 impl JournalFile {
@@ -158,12 +157,8 @@ impl JournalFile {
         if self.synced.load(Ordering::Acquire) >= written {
             return Ok(());
         }
-        self.file.sync_data()?;
+        storage::sync(&self.file, &self.path, written)?;
         self.synced.fetch_max(written, Ordering::AcqRel);
-        // Test-only: before any acknowledgement, like the sync itself.
-        if let Some(trace) = &self.trace {
-            trace.synced(&self.path, written);
-        }
         Ok(())
     }
 
@@ -191,7 +186,6 @@ pub struct JournalWriter {
     /// drops before writing its zeros (`spare::release_cached_pages`).
     to_release: Option<PathBuf>,
     buf: Vec<u8>,
-    trace: Option<Arc<Trace>>,
 }
 
 impl JournalWriter {
@@ -201,12 +195,7 @@ impl JournalWriter {
     /// blocks written), else a new file allocated ahead. The file, its
     /// header, its size and its directory entry are on stable storage
     /// when this returns.
-    pub fn create(
-        store: &Path,
-        base: u64,
-        file_bytes: u64,
-        trace: Option<Arc<Trace>>,
-    ) -> io::Result<Self> {
+    pub fn create(store: &Path, base: u64, file_bytes: u64) -> io::Result<Self> {
         let dir = store.join(JOURNAL_DIR);
         let fresh_dir = !dir.exists();
         fs::create_dir_all(&dir)?;
@@ -224,10 +213,9 @@ impl JournalWriter {
             None => (create_allocated(&path, base, file_bytes)?, false),
         };
         sync_dir(&dir)?;
-        if let Some(trace) = &trace {
-            trace.synced(&path, FILE_HEADER_BYTES as u64);
-        }
         let len = FILE_HEADER_BYTES as u64;
+        // Synced already: this tells the storage (a test's trace) so.
+        storage::sync(&file, &path, len)?;
         Ok(Self {
             store: store.to_path_buf(),
             current: Arc::new(JournalFile {
@@ -235,7 +223,6 @@ impl JournalWriter {
                 file,
                 written: AtomicU64::new(len),
                 synced: AtomicU64::new(len),
-                trace: trace.clone(),
             }),
             base,
             file_bytes,
@@ -244,7 +231,6 @@ impl JournalWriter {
             previous: None,
             to_release: None,
             buf: Vec::new(),
-            trace,
         })
     }
 
@@ -253,18 +239,8 @@ impl JournalWriter {
     /// but zeros after them). A file that was only allocated (its header
     /// lacks [`WRITTEN_AHEAD`]) gives way to a spare once one is ready,
     /// and a spare left by the last process is ready at once.
-    pub fn resume(
-        store: &Path,
-        tail: &Tail,
-        file_bytes: u64,
-        trace: Option<Arc<Trace>>,
-    ) -> io::Result<Self> {
-        use std::io::{Seek, SeekFrom};
-        let mut file = OpenOptions::new().write(true).open(&tail.path)?;
-        file.seek(SeekFrom::Start(tail.end))?;
-        if let Some(trace) = &trace {
-            trace.synced(&tail.path, tail.end);
-        }
+    pub fn resume(store: &Path, tail: &Tail, file_bytes: u64) -> io::Result<Self> {
+        let file = OpenOptions::new().read(true).write(true).open(&tail.path)?;
         Ok(Self {
             store: store.to_path_buf(),
             current: Arc::new(JournalFile {
@@ -272,7 +248,6 @@ impl JournalWriter {
                 file,
                 written: AtomicU64::new(tail.end),
                 synced: AtomicU64::new(tail.end),
-                trace: trace.clone(),
             }),
             base: tail.base,
             file_bytes,
@@ -281,7 +256,6 @@ impl JournalWriter {
             previous: None,
             to_release: None,
             buf: Vec::new(),
-            trace,
         })
     }
 
@@ -360,7 +334,7 @@ impl JournalWriter {
         let crc = crc32c::crc32c(&self.buf[ENTRY_HEADER_BYTES..]);
         self.buf[..4].copy_from_slice(&(body_len as u32).to_le_bytes());
         self.buf[4..8].copy_from_slice(&crc.to_le_bytes());
-        (&self.current.file).write_all(&self.buf)?;
+        storage::write_at(&self.current.file, &self.buf, start)?;
         self.current
             .written
             .fetch_add(self.buf.len() as u64, Ordering::AcqRel);
@@ -378,7 +352,7 @@ impl JournalWriter {
     pub fn rotate(&mut self, base: u64) -> io::Result<()> {
         self.current.sync()?;
         self.spare.wait();
-        let mut next = Self::create(&self.store, base, self.file_bytes, self.trace.clone())?;
+        let mut next = Self::create(&self.store, base, self.file_bytes)?;
         next.previous = Some(self.current.path.clone());
         next.to_release = self.previous.take();
         *self = next;
@@ -465,7 +439,7 @@ mod tests {
     #[test]
     fn entries_read_back_up_to_a_torn_end() {
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 5, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 5, 4096).unwrap();
         let (a, b) = (envelope(0, 5), envelope(1, 6));
         writer
             .append(5, 7, [a.as_slice(), b.as_slice()].into_iter())
@@ -509,7 +483,7 @@ mod tests {
     #[test]
     fn a_preallocated_file_ends_cleanly_at_its_zeros_and_a_tear_before_them_shows() {
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096).unwrap();
         write(&mut writer, 0, 0);
         let boundary = writer.len() as usize;
         write(&mut writer, 1, 1);
@@ -539,7 +513,7 @@ mod tests {
     #[test]
     fn a_bad_entry_that_was_synced_is_damage_and_an_unsynced_one_is_a_torn_tail() {
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096).unwrap();
         write(&mut writer, 0, 0);
         let second = writer.len() as usize;
         write(&mut writer, 1, 1);
@@ -556,7 +530,7 @@ mod tests {
 
         // The same bad bytes once a sync covered them, and an entry after.
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096).unwrap();
         write(&mut writer, 0, 0);
         write(&mut writer, 1, 1);
         writer.file().sync().unwrap();
@@ -584,7 +558,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = sled::Config::new().temporary(true).open().unwrap();
         let log = db.open_tree("log").unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096).unwrap();
         for g in 0..4 {
             write(&mut writer, g, g);
         }
@@ -597,7 +571,7 @@ mod tests {
         assert_eq!((partly.next_global, partly.rounds), (4, 2));
         // A journal starting past what sled holds: records are lost.
         fs::remove_dir_all(dir.path().join(JOURNAL_DIR)).unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 10, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 10, 4096).unwrap();
         write(&mut writer, 0, 10);
         assert!(matches!(
             replay(dir.path(), &log, 4),
@@ -625,7 +599,7 @@ mod tests {
             )
             .unwrap();
         }
-        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096).unwrap();
         writer
             .append(0, 3, round.iter().map(Vec::as_slice))
             .unwrap();
@@ -664,7 +638,7 @@ mod tests {
         let records: Vec<Vec<u8>> = (0..3).map(|p| envelope(p, p)).collect();
         log.insert(keys::record_key(&stream, 0), records.concat())
             .unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096).unwrap();
         for (position, one) in (0u64..).zip(&records) {
             writer
                 .append(position, position + 1, std::iter::once(one.as_slice()))
@@ -686,7 +660,7 @@ mod tests {
     #[test]
     fn rotation_keeps_every_file_and_a_replay_reads_from_the_one_holding_its_start() {
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096).unwrap();
         for g in 0..10 {
             write(&mut writer, g, g);
         }
@@ -748,7 +722,7 @@ mod tests {
     #[test]
     fn a_torn_newest_file_is_settled_and_written_on() {
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096).unwrap();
         write(&mut writer, 0, 0);
         write(&mut writer, 1, 1);
         let end = writer.len();
@@ -764,7 +738,7 @@ mod tests {
         assert_eq!(replayed.next_global, 2);
         let tail = replayed.tail.clone().expect("the newest file");
         assert_eq!((tail.end, tail.next), (end, 2));
-        let mut writer = JournalWriter::resume(dir.path(), &tail, 4096, None).unwrap();
+        let mut writer = JournalWriter::resume(dir.path(), &tail, 4096).unwrap();
         write(&mut writer, 2, 2);
         writer.rotate(3).unwrap();
         let scans = scan(dir.path()).unwrap();
@@ -792,7 +766,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let journal = dir.path().join(JOURNAL_DIR);
         let file_bytes = 64 * 1024;
-        let mut writer = JournalWriter::create(dir.path(), 0, file_bytes, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, file_bytes).unwrap();
         assert!(!writer.zeroed, "no spare yet: the first file is allocated");
         let mut next = 0;
         fill_to(&mut writer, file_bytes / 2 - 100, &mut next);
@@ -833,7 +807,7 @@ mod tests {
     fn a_resumed_file_keeps_its_kind_and_takes_a_spare_left_behind() {
         let dir = tempfile::tempdir().unwrap();
         let file_bytes = 64 * 1024;
-        let mut writer = JournalWriter::create(dir.path(), 0, file_bytes, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, file_bytes).unwrap();
         let mut next = 0;
         fill_to(&mut writer, file_bytes / 2, &mut next);
         writer.spare.wait();
@@ -842,7 +816,7 @@ mod tests {
         let log = db.open_tree("log").unwrap();
         let tail = replay(dir.path(), &log, 0).unwrap().tail.unwrap();
         assert!(!tail.written_ahead, "the first file was only allocated");
-        let mut writer = JournalWriter::resume(dir.path(), &tail, file_bytes, None).unwrap();
+        let mut writer = JournalWriter::resume(dir.path(), &tail, file_bytes).unwrap();
         assert!(writer.wants_rotation(), "the spare left behind is ready");
         writer.rotate(next).unwrap();
         write(&mut writer, next, next);
@@ -850,7 +824,7 @@ mod tests {
         drop(writer);
         let tail = replay(dir.path(), &log, next - 1).unwrap().tail.unwrap();
         assert!(tail.written_ahead);
-        let mut writer = JournalWriter::resume(dir.path(), &tail, file_bytes, None).unwrap();
+        let mut writer = JournalWriter::resume(dir.path(), &tail, file_bytes).unwrap();
         assert!(writer.zeroed);
         assert!(!writer.wants_rotation(), "a written-ahead file is kept");
     }
@@ -886,7 +860,7 @@ mod tests {
     fn the_spare_thread_drops_the_cached_pages_of_the_file_two_rotations_back() {
         let dir = tempfile::tempdir().unwrap();
         let file_bytes = 256 * 1024;
-        let mut writer = JournalWriter::create(dir.path(), 0, file_bytes, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, file_bytes).unwrap();
         let mut next = 0;
         let mut finished = Vec::new();
         for _ in 0..2 {
@@ -917,14 +891,14 @@ mod tests {
         let mut left = vec![0u8; allocated_len(4096) as usize];
         left[..FILE_HEADER_BYTES].copy_from_slice(&header(99, WRITTEN_AHEAD));
         fs::write(journal.join(SPARE_FILE), &left).unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 7, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 7, 4096).unwrap();
         assert!(writer.zeroed);
         write(&mut writer, 0, 7);
         let scan = scan_file(&files(dir.path()).unwrap()[0].1, true).unwrap();
         assert_eq!((scan.base, scan.entries.len()), (Some(7), 1));
         // Prepared for another rotation size: deleted, not taken.
         fs::write(journal.join(SPARE_FILE), vec![0u8; 100]).unwrap();
-        let writer = JournalWriter::create(dir.path(), 8, 4096, None).unwrap();
+        let writer = JournalWriter::create(dir.path(), 8, 4096).unwrap();
         assert!(!writer.zeroed);
         assert!(!journal.join(SPARE_FILE).exists());
     }

@@ -9,11 +9,11 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::{JOURNAL_DIR, file_name};
+use crate::ledger::local::storage;
 
 /// Most journal files kept open for readers; past it every handle is
 /// closed and files are opened again as reads need them.
@@ -60,7 +60,7 @@ impl JournalFiles {
         let file = self.file(base)?;
         let start = out.len();
         out.resize(start + len, 0);
-        file.read_exact_at(&mut out[start..], offset)
+        storage::read_at(&file, &self.dir, &mut out[start..], offset)
             .inspect_err(|_| out.truncate(start))
     }
 }

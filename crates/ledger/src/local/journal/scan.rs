@@ -194,32 +194,12 @@ pub fn scan_file(path: &Path, last: bool) -> io::Result<FileScan> {
     scan_file_from(path, last, None)
 }
 
-/// The bytes of the journal file at `path`: all of them, or with
-/// `from` (past the header and within the file) its header and the
-/// bytes from `from` on, the others left zero (never touched, so never
-/// paged in). Also whether `from` was used.
-fn read_journal_file(path: &Path, from: Option<u64>) -> io::Result<(Vec<u8>, bool)> {
-    use std::os::unix::fs::FileExt;
-    let file = File::open(path)?;
-    let len = file.metadata()?.len();
-    let Some(from) = from.filter(|from| (FILE_HEADER_BYTES as u64..=len).contains(from)) else {
-        return Ok((fs::read(path)?, false));
-    };
-    let (len, start) = (
-        usize::try_from(len).map_err(io::Error::other)?,
-        usize::try_from(from).map_err(io::Error::other)?,
-    );
-    let mut bytes = vec![0u8; len];
-    file.read_exact_at(&mut bytes[..FILE_HEADER_BYTES], 0)?;
-    file.read_exact_at(&mut bytes[start..], from)?;
-    Ok((bytes, true))
-}
-
 /// [`scan_file`], reading on from `from` (an offset where an entry
 /// starts, and the global position due there) rather than from the
 /// header: what an open knows sled holds below it needs no reading.
 pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::Result<FileScan> {
-    let (bytes, used) = read_journal_file(path, from.map(|(offset, _)| offset))?;
+    let (bytes, used) =
+        storage::read_file(path, FILE_HEADER_BYTES, from.map(|(offset, _)| offset))?;
     let from = from.filter(|_| used);
     let mut scan = FileScan {
         path: path.to_path_buf(),
@@ -561,9 +541,8 @@ fn settle_tail(newest: &FileScan, sled_next_global: u64) -> io::Result<Option<Ta
         file.set_len(end)?;
         preallocate(&file, allocated.max(end))?;
         file.sync_all()?;
-    } else {
-        file.sync_data()?;
     }
+    storage::sync(&file, &newest.path, end)?;
     Ok(Some(Tail {
         path: newest.path.clone(),
         base,
