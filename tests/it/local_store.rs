@@ -771,3 +771,59 @@ impl Drop for Killed {
         let _ = self.0.wait();
     }
 }
+
+/// A state the store decided on that does not hold when it is about to
+/// write stops the process rather than writing (`local::invariant!`).
+/// Through the test seam the open reads the newest journal file stale
+/// (its last entry as zeros) while the index and the watermark are gone,
+/// so it would go on writing where that entry lies; the first write
+/// checks the bytes it would land on, finds them written, and aborts.
+/// The journal is untouched, and an open without the fault serves every
+/// record.
+#[test]
+fn a_failed_invariant_stops_the_process_before_it_writes() {
+    use std::os::unix::process::ExitStatusExt;
+
+    use ledgerwire::ledger::local::testing::{self, STALE_READ_ENV};
+
+    let dir = scratch();
+    crate::support::ledgerwire_ok(&["log", "probe", "--count", "5"], dir.path());
+    let scans = testing::scan(dir.path()).unwrap();
+    let newest = scans.last().unwrap();
+    let last = newest.entries.last().unwrap().offset;
+    let name = newest
+        .path
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    for derived in ["db", "conf", "DURABLE"] {
+        std::fs::remove_file(dir.path().join(derived)).unwrap();
+    }
+    let journal = || -> Vec<Vec<u8>> {
+        testing::files(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|(_, path)| std::fs::read(path).unwrap())
+            .collect()
+    };
+    let before = journal();
+    let output = binary()
+        .args(["log", "probe", "--count", "1", "--data"])
+        .arg(dir.path())
+        .env(STALE_READ_ENV, format!("{name}:{last}"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.signal(), Some(libc::SIGABRT), "{stderr}");
+    assert!(
+        stderr.contains("an invariant of the local store failed"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("would overwrite"), "{stderr}");
+    assert!(journal() == before, "the journal was written to");
+    let (ledger, report) = open(dir.path());
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(ledger.head_blocking(&stream("probe/0")).unwrap(), 5);
+}

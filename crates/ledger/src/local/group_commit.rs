@@ -118,6 +118,14 @@ pub(crate) fn commit(shared: &Shared, waiters: Vec<Waiter>, watermark: &mut Wate
     match result {
         Ok(()) => {
             for waiter in waiters {
+                if let Waiter::Append(_, outcome) = &waiter {
+                    let end = outcome.first_global_position + outcome.next_position
+                        - outcome.first_position;
+                    invariant!(
+                        end <= covered,
+                        "an append ending at global position {end} acknowledged by a sync covering {covered}"
+                    );
+                }
                 waiter.resolve(Ok(()));
             }
             // After the waiters: the watermark never delays an

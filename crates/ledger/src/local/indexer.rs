@@ -372,9 +372,22 @@ pub(crate) fn run_indexer(shared: std::sync::Arc<Shared>) {
     let queue = &shared.index_queue;
     let _gone = GoneOnExit(&shared);
     let mut batch = Batch::default();
+    // Where the next round must start: sled's entries follow the
+    // journal's rounds with no gap and no overlap.
+    let mut due = shared.applied_next_global();
     while let Some(items) = queue.take() {
         let (mut rounds, mut bytes) = (0, 0);
         for round in items {
+            let first = round
+                .written
+                .first()
+                .and_then(|(_, records)| records.first());
+            invariant!(
+                first.is_some_and(|record| record.global_position() == due),
+                "a round for the index starting at {:?} where {due} was due",
+                first.map(Record::global_position)
+            );
+            due = round.next_global;
             rounds += 1;
             bytes += round.bytes;
             batch.join(round);

@@ -12,6 +12,19 @@
 //! synced, let two appends extend the same position of a stream, or let
 //! a sled or I/O error out unworded (`error`).
 
+/// Stops the process when something the store relies on before it
+/// writes, or after it reads, does not hold (TigerBeetle's rule): the
+/// state it would write from cannot be trusted, and a wrong record must
+/// never reach the journal. Never for damage found on disk, which is
+/// reported: only for a state the store itself decided.
+macro_rules! invariant {
+    ($holds:expr, $($why:tt)+) => {
+        if !$holds {
+            $crate::local::stop(format_args!($($why)+))
+        }
+    };
+}
+
 mod contract;
 mod entry;
 mod error;
@@ -737,6 +750,15 @@ impl LocalStore {
             self.shared.applied_next_global(),
         )
     }
+}
+
+/// Logs why an invariant failed ([`invariant!`]) and aborts the process,
+/// before anything more is written.
+#[cold]
+pub(crate) fn stop(why: std::fmt::Arguments) -> ! {
+    tracing::error!(%why, "an invariant of the local store failed: stopping before anything more is written");
+    eprintln!("ledgerwire: an invariant of the local store failed: {why}");
+    std::process::abort()
 }
 
 /// The scrubber's CPU priority (`nice`): the lowest. `serve` opens with

@@ -232,6 +232,15 @@ impl SledReader {
                     .recent
                     .read(&self.stream, self.next_position, usize::MAX)
             {
+                invariant!(
+                    records
+                        .first()
+                        .is_none_or(|r| r.position() == self.next_position),
+                    "the recent records of {} read from {} start at {:?}",
+                    self.stream,
+                    self.next_position,
+                    records.first().map(Record::position)
+                );
                 self.held = Some(records.into_iter());
                 continue;
             }

@@ -186,6 +186,11 @@ pub struct JournalWriter {
     /// drops before writing its zeros (`spare::release_cached_pages`).
     to_release: Option<PathBuf>,
     buf: Vec<u8>,
+    /// The global position the next entry starts at.
+    next_global: u64,
+    /// Whether the first write into the current file was checked to land
+    /// on bytes nothing was written to.
+    clear_checked: bool,
 }
 
 impl JournalWriter {
@@ -231,6 +236,8 @@ impl JournalWriter {
             previous: None,
             to_release: None,
             buf: Vec::new(),
+            next_global: base,
+            clear_checked: false,
         })
     }
 
@@ -256,6 +263,8 @@ impl JournalWriter {
             previous: None,
             to_release: None,
             buf: Vec::new(),
+            next_global: tail.next,
+            clear_checked: false,
         })
     }
 
@@ -320,7 +329,19 @@ impl JournalWriter {
             .extend_from_slice(&self.current.synced_len().to_le_bytes());
         self.buf
             .extend_from_slice(&(envelopes.len() as u32).to_le_bytes());
-        for envelope in envelopes {
+        // What the entry must hold: the rounds go on from the last one,
+        // and every record checks and sits at its global position.
+        invariant!(
+            first == self.next_global && next == first + envelopes.len() as u64,
+            "a journal entry of global positions {first}..{next} after {}",
+            self.next_global
+        );
+        for (global, envelope) in (first..).zip(envelopes) {
+            let header = crate::ledger::record::check_envelope(envelope);
+            invariant!(
+                header.as_ref().is_ok_and(|h| h.global_position == global),
+                "the record due at global position {global} does not check: {header:?}"
+            );
             self.buf
                 .extend_from_slice(&(envelope.len() as u32).to_le_bytes());
             self.buf.extend_from_slice(envelope);
@@ -334,7 +355,11 @@ impl JournalWriter {
         let crc = crc32c::crc32c(&self.buf[ENTRY_HEADER_BYTES..]);
         self.buf[..4].copy_from_slice(&(body_len as u32).to_le_bytes());
         self.buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        if !self.clear_checked {
+            self.check_clear(start)?;
+        }
         storage::write_at(&self.current.file, &self.buf, start)?;
+        self.next_global = next;
         self.current
             .written
             .fetch_add(self.buf.len() as u64, Ordering::AcqRel);
@@ -344,6 +369,24 @@ impl JournalWriter {
         }
         self.maybe_prepare_spare();
         Ok(start)
+    }
+
+    /// The first write into a file this writer did not fill itself (a
+    /// file it goes on with after an open, a spare, a new file) must land
+    /// on bytes nothing was written to: the open's reading of the file
+    /// decided so, and an entry written over another would overwrite a
+    /// record that may have been acknowledged.
+    fn check_clear(&mut self, at: u64) -> io::Result<()> {
+        let mut found = [0u8; ENTRY_HEADER_BYTES];
+        let current = &self.current;
+        storage::read_at(&current.file, &current.path, &mut found, at)?;
+        invariant!(
+            found == [0u8; ENTRY_HEADER_BYTES],
+            "{} holds bytes at offset {at}, where the open found its end: the entry would overwrite them",
+            current.path.display()
+        );
+        self.clear_checked = true;
+        Ok(())
     }
 
     /// Syncs the current file and starts the next one at `base`: every
@@ -371,6 +414,7 @@ fn allocated_len(file_bytes: u64) -> u64 {
 /// no spare is ready.
 fn create_allocated(path: &Path, base: u64, file_bytes: u64) -> io::Result<File> {
     let mut file = OpenOptions::new()
+        .read(true)
         .write(true)
         .create(true)
         .truncate(true)

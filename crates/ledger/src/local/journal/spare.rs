@@ -213,7 +213,7 @@ pub fn take(dir: &Path, len: u64, header: &[u8], path: &Path) -> io::Result<Opti
         fs::remove_file(&spare)?;
         return Ok(None);
     }
-    let mut file = OpenOptions::new().write(true).open(&spare)?;
+    let mut file = OpenOptions::new().read(true).write(true).open(&spare)?;
     file.write_all(header)?;
     file.sync_data()?;
     fs::rename(&spare, path)?;
