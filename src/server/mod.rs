@@ -12,13 +12,11 @@ use tokio::net::TcpListener;
 
 use crate::agent::Agent;
 use crate::agent::builtin::BuiltinAgent;
-use crate::ledger::local::LocalError;
-use crate::ledger::postgres::PostgresError;
-use crate::ledger::{Ledger, LedgerError};
+use crate::ledger::Ledger;
 use crate::lifecycle::Lifecycle;
 use crate::statewire::host::Host;
 use crate::statewire::packet::{Fin, FinCode};
-use crate::store::{OpenError, StoreChoice};
+use crate::store::StoreChoice;
 use crate::studio::auth::AuthPolicy;
 use crate::studio::config::StudioConfig;
 use crate::studio::service::Studio;
@@ -26,6 +24,7 @@ use crate::studio::service::Studio;
 pub mod audit;
 mod audit_answers;
 mod audit_docs;
+mod error;
 pub mod health;
 pub mod log_filter;
 pub mod metrics;
@@ -33,6 +32,8 @@ pub mod middleware;
 pub mod openapi;
 mod opening;
 pub mod settings;
+
+pub use error::ServeError;
 
 /// Default address of `ledgerwire serve`.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
@@ -84,28 +85,6 @@ impl Default for Operations {
             advertise_url: None,
         }
     }
-}
-
-/// Errors that stop the server from starting.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    #[error(transparent)]
-    Open(#[from] OpenError),
-    #[error(transparent)]
-    Ledger(#[from] LedgerError),
-    #[error(transparent)]
-    Store(#[from] LocalError),
-    #[error(transparent)]
-    Postgres(#[from] PostgresError),
-    #[error("cannot listen on {addr}: {source}; choose another --addr")]
-    Bind {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error("server error: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("the Statewire host cannot start: {0}")]
-    Statewire(#[from] crate::statewire::host::HostError),
 }
 
 /// The application's routes over an open ledger: the Studio's, and the

@@ -7,8 +7,8 @@
 //! request. One file per concept:
 //!
 //! - [`ids`]: id newtypes; [`limits`]: the named bounds;
-//! - [`error`]: [`WireError`], its codes and retry modes; [`pointer`]:
-//!   how a refusal names a member;
+//! - [`error`]: [`WireError`], its codes and retry modes;
+//!   [`pointer`](mod@pointer): how a refusal names a member;
 //! - [`request`]: the four requests; [`seed`]: Search seeds (delta 18);
 //! - [`composition`]: the manifest and its seven operations;
 //! - [`plan`], [`elicitation`]: the two pauses and their answers;
