@@ -10,7 +10,7 @@ use ledgerwire::ledger::local::testing::{parse_record_key, record_key, stream_pr
 use ledgerwire::ledger::local::{LocalError, LocalStore, OpenMode, StoreProblem};
 use ledgerwire::ledger::probe::{Probe, ProbeFold};
 use ledgerwire::ledger::{
-    Corruption, Durability, ExpectedPosition, FoldCache, LedgerError, Payload,
+    Corruption, Durability, ExpectedPosition, FoldCache, LedgerError, LogStore, Payload,
 };
 
 use crate::support::{binary, open_local as open, scratch, stream, tear_record};
@@ -544,17 +544,17 @@ fn group_commit_shares_flushes_between_concurrent_durable_writers() {
             });
         }
     });
-    let stats = ledger.local_stats();
+    let stats = LogStore::stats(&ledger);
     assert_eq!(stats.records_appended, u64::from(WRITERS) * APPENDS);
-    assert_eq!(stats.flushed_waiters, u64::from(WRITERS) * APPENDS);
+    assert_eq!(stats.synced_appends, u64::from(WRITERS) * APPENDS);
     // One flush per append would be 320 flushes; shared flushes are fewer.
-    assert!(stats.flushes < stats.flushed_waiters, "{stats:?}");
+    assert!(stats.syncs < stats.synced_appends, "{stats:?}");
     assert!(
-        stats.records_unindexed <= stats.records_appended,
+        stats.engine["records_unindexed"] <= stats.records_appended,
         "{stats:?}"
     );
     ledger.wait_until_indexed();
-    assert_eq!(ledger.local_stats().records_unindexed, 0);
+    assert_eq!(LogStore::stats(&ledger).engine["records_unindexed"], 0);
 }
 
 /// Copies of `CountedState` made so far (by `Clone`).

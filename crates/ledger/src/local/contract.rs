@@ -153,26 +153,10 @@ impl LogStore for LocalStore {
     }
 
     fn stats(&self) -> StoreStats {
-        let local = self.local_stats();
-        let read_thread_jobs = self.shared.stats.read_thread_jobs.load(Ordering::Relaxed);
-        let engine = [
-            ("read_thread_jobs", read_thread_jobs),
-            ("rounds", local.rounds),
-            ("index_batches", local.index_batches),
-            ("index_syncs", local.index_syncs),
-            ("index_entries", local.index_entries),
-            ("records_unindexed", local.records_unindexed),
-        ]
-        .into_iter()
-        .map(|(name, count)| (name.to_owned(), count))
-        .collect();
-        StoreStats {
-            records_appended: local.records_appended,
-            syncs: local.flushes,
-            synced_appends: local.flushed_waiters,
-            sync_micros: local.sync_micros,
-            engine,
-        }
+        let shared = &self.shared;
+        let journaled = shared.journaled_next_global.load(Ordering::Acquire);
+        let unindexed = journaled.saturating_sub(shared.applied_next_global());
+        shared.stats.report(unindexed)
     }
 }
 

@@ -1,15 +1,14 @@
-//! The index: sled's files, derived from the journal. Opening them, and
-//! when they are damaged (sled refuses to open, a counter or a pointer
-//! does not read, the records do not check through them) setting them
-//! aside and building the index again from the journal, the one truth.
+//! The index: sled's files, derived from the journal. Opening them, bringing
+//! them up to the journal, and when they cannot be used (missing, sled refuses
+//! them, a counter does not read, the records do not check through them)
+//! setting them aside and rebuilding them from the journal, the one truth.
 //!
-//! Owns: bringing sled up to the journal at open (the rounds it lost
-//! applied again), the stored next global position, telling index damage
-//! from journal damage, setting sled's files aside
-//! (`discarded/index-<unix ms>/`), the rebuild and its one log line. Must never: delete the files it sets aside, or rebuild
-//! from a journal that is damaged or does not start at global position 0
-//! (a store written before format 4 keeps its older records in sled
-//! alone: there the index is truth, and its damage is reported).
+//! Owns: the replay at open, the stored next global position, telling index
+//! damage from journal damage, `discarded/index-<unix ms>/`, the rebuild and
+//! its log lines. Must never: delete what it sets aside, or rebuild from a
+//! journal that is damaged or does not start at global position 0 (a store
+//! from before format 4 keeps older records in sled alone: there the index is
+//! truth).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -20,9 +19,9 @@ use super::keys::NEXT_GLOBAL_KEY;
 use super::open::{self as opening, OpenMode};
 use super::{journal, storage};
 
-/// A file a running store writes when a read finds the index damaged
-/// (a pointer or an entry that does not check while the records do):
-/// the next open rebuilds the index, whatever else it finds.
+/// Written by a running store when a read finds the index damaged (a pointer
+/// or entry that does not check while the records do): the next open rebuilds
+/// the index.
 pub const INDEX_DAMAGED_FILE: &str = "INDEX-DAMAGED";
 
 /// Notes, for the next open, that a read found the index damaged.
@@ -42,9 +41,8 @@ pub(super) fn mark_damaged(path: &Path, found: &str) {
     }
 }
 
-/// Whether a record that failed its checks through the index tells of
-/// damage to the index rather than to the journal: the entry itself, or
-/// a record that checks but is not the one the entry names.
+/// Whether a record that failed its checks through the index tells of damage
+/// to the index rather than the journal.
 pub(super) fn blames_the_index(corruption: &crate::ledger::error::Corruption) -> bool {
     use crate::ledger::error::Corruption::*;
     matches!(
@@ -89,14 +87,14 @@ pub(super) struct Opened {
 enum Refused {
     /// It is damaged: rebuild it.
     Damaged(String),
-    /// Something else (the store is locked, the disk failed, the journal
-    /// is damaged): opening fails with it.
+    /// Something else (locked, a disk failure, a damaged journal): opening
+    /// fails with it.
     Failed(LocalError),
 }
 
 /// Opens the index of the store in `path` (creating the store if `mode`
-/// allows), rebuilding it from the journal when it is damaged, or always
-/// when `rebuild` gives a reason (`log repair`).
+/// allows), rebuilding it when it cannot be used, or when `rebuild` gives a
+/// reason (`log repair`).
 pub(super) fn open(path: &Path, mode: OpenMode, rebuild: Option<&str>) -> Result<Opened> {
     opening::prepare_directory(path, mode)?;
     let marked = std::fs::read_to_string(path.join(INDEX_DAMAGED_FILE)).ok();
@@ -144,9 +142,8 @@ fn use_as_found(path: &Path) -> Result<Opened, Refused> {
     let log = db.open_tree("log").map_err(|e| damaged(&e))?;
     let stored = stored_next_global(&log).map_err(|e| damaged(&e))?;
     match recover(path, &log, stored) {
-        // Not read whole here: a pointer or an entry that fails its
-        // checks is found by the read that meets it, or by the integrity
-        // scan, and has the index rebuilt at the next open.
+        // Not read whole: a bad pointer or entry is met by a read or the
+        // integrity scan, and the next open rebuilds.
         Ok((next_global, journal)) => Ok(Opened {
             index: Index {
                 db,
@@ -156,21 +153,20 @@ fn use_as_found(path: &Path) -> Result<Opened, Refused> {
             next_global,
             journal,
         }),
-        // sled failed, or holds what the journal does not follow on from:
-        // a rebuild tells whose fault (it refuses a damaged journal).
+        // sled failed, or does not follow on from the journal: a rebuild tells
+        // whose fault (it refuses a damaged journal).
         Err(LocalError::Damaged(damage)) => Err(damaged(&damage)),
         Err(error @ LocalError::Sled(_)) => Err(damaged(&error)),
         Err(error) => Err(Refused::Failed(error)),
     }
 }
 
-/// The journal's files, if the index can be derived from them: they
-/// start at global position 0, each where the one before ended, hold no
-/// damage, and reach every record acknowledged (the watermark) and every
-/// record the index as found reached (`index_end`, when it could tell):
-/// a newest file ending in bytes that do not make an entry looks torn,
-/// and is damage if records past it were acknowledged. Otherwise the
-/// damage that stops a rebuild. Reads one file at a time.
+/// The journal's files, if the index can be derived from them (read one at a
+/// time): they start at global position 0, each where the one before ended,
+/// hold no damage, and reach every record acknowledged (the watermark) and
+/// every one the index as found reached (`index_end`): a torn newest file is
+/// damage if records past it were acknowledged. Otherwise the damage that
+/// stops a rebuild.
 pub(super) fn derivable(
     path: &Path,
     index_end: Option<u64>,
@@ -234,7 +230,7 @@ pub(super) fn announce_rebuild(found: &str) {
 }
 
 /// Sets the index aside and builds it again from the journal `files`
-/// (checked by [`derivable`]), one file at a time.
+/// ([`derivable`]), one file at a time.
 pub(super) fn rebuild_from(path: &Path, found: String, files: &[PathBuf]) -> Result<Opened> {
     let started = Instant::now();
     let set_aside = set_aside(path)?;
@@ -279,10 +275,9 @@ pub(super) fn rebuild_from(path: &Path, found: String, files: &[PathBuf]) -> Res
     })
 }
 
-/// Brings sled up to date with the journal (every round it holds that
-/// sled lost, as entries pointing into it) and opens the journal for the
-/// writer: the newest file where it ends, or a new file where the records
-/// end.
+/// Brings sled up to the journal (every round it lacks, as entries pointing
+/// into it) and opens the journal for the writer: the newest file where it
+/// ends, or a new file where the records end.
 fn recover(
     path: &Path,
     log: &sled::Tree,
@@ -299,7 +294,6 @@ fn recover(
     finish_recovery(path, replayed)
 }
 
-/// The rest of [`recover`] once the journal was replayed into sled.
 fn finish_recovery(
     path: &Path,
     replayed: journal::Replayed,

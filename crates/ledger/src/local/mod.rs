@@ -1,22 +1,21 @@
 //! The local store: the ledger in one directory, made durable by a
-//! group-committed journal (`journal`) and indexed in sled. The embedded
+//! group-committed journal (the truth) and indexed in sled (derived). The
 //! default of `serve`; one process at a time holds a directory.
+//! `log-format/LOG-FORMAT.md` ("The local store") and `docs/local-store.md`
+//! describe it.
 //!
-//! Owns: the data directory, appending (optimistic concurrency, durable
-//! or buffered, group commit), checkpoints and the replay of the journal
-//! on open, reading and watching streams, the integrity scan of its own
-//! files and its snapshots tree. Its internals are described in
-//! `log-format/LOG-FORMAT.md` ("The local store").
-//! Must never: hand out a record whose checksum or position does not
-//! check, acknowledge a durable append before its journal entry is
-//! synced, let two appends extend the same position of a stream, or let
-//! a sled or I/O error out unworded (`error`).
+//! Owns: the data directory, appending (optimistic concurrency, durable or
+//! buffered, group commit), the open (replaying or rebuilding the index),
+//! reading and watching streams, the integrity scan, the snapshots tree. Must
+//! never: hand out a record whose checksum or position does not check,
+//! acknowledge a durable append before its journal entry is synced, let two
+//! appends extend one position, or let a sled or I/O error out unworded
+//! (`error`).
 
-/// Stops the process when something the store relies on before it
-/// writes, or after it reads, does not hold (TigerBeetle's rule): the
-/// state it would write from cannot be trusted, and a wrong record must
-/// never reach the journal. Never for damage found on disk, which is
-/// reported: only for a state the store itself decided.
+/// Stops the process when something the store decided, and relies on before it
+/// writes or after it reads, does not hold (TigerBeetle's rule): a wrong
+/// record must never reach the journal. Never for damage found on disk, which
+/// is reported.
 macro_rules! invariant {
     ($holds:expr, $($why:tt)+) => {
         if !$holds {
@@ -49,7 +48,6 @@ pub use contract::SCAN_PAGE_RECORDS;
 pub use error::Damage;
 pub use open::{MARKER_FILE, STORE_FORMAT};
 pub(crate) use stats::Counters;
-pub use stats::LedgerStats;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -67,9 +65,8 @@ pub use error::{LocalError, Result, StoreProblem};
 pub use open::OpenMode;
 pub use reader::StreamReader;
 
-/// Opens (or creates) the local store in `path`, checking every record
-/// first, as a [`Ledger`](crate::ledger::Ledger): what tools and tests
-/// open when they want the whole store checked before they read.
+/// Opens (or creates) the local store in `path` with every record checked
+/// first, as a [`Ledger`](crate::ledger::Ledger) (tools and tests).
 pub fn open(
     path: impl AsRef<Path>,
     mode: OpenMode,
@@ -78,16 +75,16 @@ pub fn open(
     Ok((store.ledger(), report))
 }
 
-/// Opens the local store in `path` with its integrity scan running in the
-/// background (what `serve` opens), as a [`Ledger`](crate::ledger::Ledger).
+/// Opens the local store in `path` with its integrity scan in the background
+/// (`serve`), as a [`Ledger`](crate::ledger::Ledger).
 pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<crate::ledger::Ledger> {
     Ok(LocalStore::open_scrubbing(path, mode)?.ledger())
 }
 pub(crate) use index::stored_next_global;
 use writer::{AppendRequest, Command, WritePath};
 
-/// Streams watched by tails past which a new watch first drops the
-/// senders no tail listens to any more (tails that ended), in streams.
+/// Streams watched past which a new watch first drops the senders of tails
+/// that ended.
 pub const WATCHERS_PRUNE_AT: usize = 4096;
 
 /// Appends waiting for the writer before callers are made to wait (backpressure).
@@ -103,8 +100,7 @@ pub(crate) struct Shared {
     snapshots: sled::Tree,
     /// The journal file the writer appends to: what a commit syncs.
     journal_file: Mutex<Arc<journal::JournalFile>>,
-    /// The journal files readers read records from (sled's entries point
-    /// into them).
+    /// The journal files readers read records from.
     journal_files: journal::JournalFiles,
     /// The records appended last, per stream (reads skip sled for them).
     recent: recent::Recent,
@@ -119,14 +115,13 @@ pub(crate) struct Shared {
     /// Set when the last handle goes: the scrubber stops early.
     stopping: AtomicBool,
     stats: Counters,
-    /// The global position after the latest round the indexer applied to
-    /// sled (readers of sled stop there).
+    /// The global position after the last round the indexer applied to sled
+    /// (sled's readers stop there).
     applied_next_global: AtomicU64,
     /// Rounds journaled, on their way into sled.
     index_queue: indexer::IndexQueue,
-    /// The global position after the latest round written to the
-    /// journal (a sync that starts after reading it covers every round
-    /// below it).
+    /// The global position after the last round journaled (a sync that starts
+    /// after reading it covers every round below).
     journaled_next_global: AtomicU64,
     /// What the open found wrong with the index, if it rebuilt it.
     rebuilt: Option<index::Rebuilt>,
@@ -175,25 +170,18 @@ impl Shared {
         );
     }
 
-    /// Makes every journaled round durable: one `fdatasync` of the
-    /// journal file the writer appends to (the files before it were
-    /// synced when the writer left them).
+    /// Makes every journaled round durable: one `fdatasync` of the current
+    /// journal file (the ones before were synced when the writer left them).
     fn make_durable(&self) -> Result<()> {
-        // Read first: the rounds below it are in this file or in ones
-        // synced when the writer left them.
         let journaled = self.journaled_next_global.load(Ordering::Acquire);
         let file = Arc::clone(&self.journal_file.lock().unwrap_or_else(|p| p.into_inner()));
-        self.index_queue.note_sync_started(journaled);
-        if let Err(error) = file.sync() {
-            self.index_queue.note_sync_failed();
-            return Err(error.into());
-        }
+        file.sync()?;
         self.index_queue.note_durable(journaled);
         Ok(())
     }
 
-    /// [`Shared::make_durable`] for the indexer, which found a round no
-    /// commit syncs: poisons the ledger if the sync fails.
+    /// [`Shared::make_durable`] for the indexer (a round no commit synced); a
+    /// failure poisons the ledger.
     fn sync_journal(&self) -> Result<()> {
         if let Some(reason) = self.poisoned() {
             return Err(LedgerError::Poisoned { reason }.into());
@@ -254,8 +242,8 @@ impl Shared {
 /// The senders tails listen to, per stream.
 struct Watchers {
     senders: StreamMap<watch::Sender<u64>>,
-    /// Size at which the next watch first drops the senders of tails that
-    /// ended (set to twice what survives, so pruning costs O(1) a watch).
+    /// Size at which the next watch drops the senders of ended tails (twice
+    /// what survives, so pruning costs O(1) a watch).
     prune_at: usize,
 }
 
@@ -269,9 +257,8 @@ impl Default for Watchers {
 }
 
 impl Watchers {
-    /// A tail that ended leaves its stream's sender behind until the
-    /// stream's next append, which may never come: once the map has grown
-    /// to `prune_at`, drop every sender no receiver listens to.
+    /// A tail that ended leaves its sender behind until the stream's next
+    /// append, which may never come.
     fn prune_if_due(&mut self) {
         if self.senders.len() < self.prune_at {
             return;
@@ -281,8 +268,8 @@ impl Watchers {
     }
 }
 
-/// Stops the store's threads when the last handle goes away, so the
-/// store's lock is released by the time `drop` returns.
+/// Stops the store's threads when the last handle goes, so its lock is
+/// released when `drop` returns.
 struct Threads {
     shared: Arc<Shared>,
     commands: Option<mpsc::Sender<Command>>,
@@ -294,19 +281,17 @@ impl Drop for Threads {
         self.shared.stopping.store(true, Ordering::Relaxed);
         self.commands.take();
         self.shared.read_threads.close();
-        // The last clone may be dropped by a read thread's job: that
-        // thread ends once this returns, and cannot join itself.
+        // The last clone may be dropped by a read thread's job, which cannot
+        // join itself.
         let current = std::thread::current().id();
         for handle in self.handles.drain(..) {
             if handle.thread().id() != current {
                 let _ = handle.join();
             }
         }
-        // A clean close: the writer synced the journal and wrote the
-        // watermark as it stopped; sled's writes are handed to the file
-        // system (no sync: it is derived), so the next open usually
-        // replays nothing. A close after a failure leaves the rounds sled
-        // lacks to the next open.
+        // A clean close: the writer synced the journal and wrote the watermark
+        // as it stopped; sled's writes are handed to the file system (no sync:
+        // it is derived), so the next open usually replays nothing.
         if self.shared.poisoned().is_none()
             && let Err(error) = self.shared.db.flush()
         {
@@ -325,24 +310,22 @@ pub struct LocalStore {
 }
 
 impl LocalStore {
-    /// Opens (or creates) the store in `path`, checks every record, and
-    /// starts the writer. Corrupt streams are listed in the returned report
-    /// and refused by every later read and append.
+    /// Opens (or creates) the store in `path`, checks every record, and starts
+    /// the writer; corrupt streams are in the report and refused from then on.
     pub fn open(path: impl AsRef<Path>, mode: OpenMode) -> Result<(Self, VerifyReport)> {
         Self::open_checked(path.as_ref(), mode, None)
     }
 
-    /// Sets the index of the store in `path` aside and builds it again
-    /// from the journal, whatever its state, then checks every record
-    /// (`ledgerwire log repair`).
+    /// Sets the index of the store in `path` aside and rebuilds it from the
+    /// journal, then checks every record (`log repair`).
     pub fn repair(path: impl AsRef<Path>) -> Result<(Self, VerifyReport)> {
         let why = "a rebuild was asked for (`log repair`)";
         Self::open_checked(path.as_ref(), OpenMode::MustExist, Some(why))
     }
 
-    /// Opens the store and checks every record through the index; if
-    /// records fail their checks while the journal is intact, the index
-    /// is what is damaged: it is rebuilt and the records checked again.
+    /// Opens the store and checks every record through the index; records
+    /// failing their checks while the journal is intact mean the index is
+    /// damaged: it is rebuilt and checked again.
     fn open_checked(
         path: &Path,
         mode: OpenMode,
@@ -375,8 +358,8 @@ impl LocalStore {
         watermark::check(&path, report.next_global.max(opened.next_global))?;
         let mut journal = opened.journal;
         if report.next_global != opened.next_global {
-            // Records past the stored counter (damage): appends go on
-            // after them, in a journal file starting there.
+            // Records past the stored counter (damage): appends go on after
+            // them, in a file starting there.
             let file_bytes = storage::journal_file_bytes(&path, journal::JOURNAL_FILE_BYTES);
             journal = journal::JournalWriter::create(&path, report.next_global, file_bytes)?;
         }
@@ -386,12 +369,11 @@ impl LocalStore {
         Ok((Self::start(shared, journal, false)?, report))
     }
 
-    /// Opens the store without waiting for the integrity scan, which runs
-    /// on a background thread (the scrubber) while the ledger serves: a
-    /// cold open costs sled's recovery, not a read of every record. Reads
-    /// check every record they return in either mode, and a stream the
+    /// Opens the store with the integrity scan on a background thread (the
+    /// scrubber) while it serves: an open costs sled's recovery, not a read of
+    /// every record. Reads check every record they return, and a stream the
     /// scrubber finds corrupt is refused from then on. A damaged index is
-    /// rebuilt from the journal before this returns.
+    /// rebuilt before this returns.
     pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let opened = index::open(&path, mode, None)?;
@@ -495,7 +477,7 @@ impl LocalStore {
             .clone()
     }
 
-    /// Why the ledger refuses writes, if a flush or a batch failed (only a
+    /// Why the ledger refuses writes, if a write or sync failed (only a
     /// restart clears it).
     pub fn poisoned(&self) -> Option<String> {
         self.shared.poisoned()
@@ -513,26 +495,6 @@ impl LocalStore {
                 .scrub_done
                 .wait(scrub)
                 .unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
-    /// Counters of the write path since open.
-    pub fn local_stats(&self) -> LedgerStats {
-        let counters = &self.shared.stats;
-        LedgerStats {
-            rounds: counters.rounds.load(Ordering::Relaxed),
-            records_appended: counters.records.load(Ordering::Relaxed),
-            flushes: counters.flushes.load(Ordering::Relaxed),
-            flushed_waiters: counters.flushed_waiters.load(Ordering::Relaxed),
-            sync_micros: counters.sync_micros.load(Ordering::Relaxed),
-            index_batches: counters.index_batches.load(Ordering::Relaxed),
-            index_syncs: counters.index_syncs.load(Ordering::Relaxed),
-            index_entries: counters.index_entries.load(Ordering::Relaxed),
-            records_unindexed: self
-                .shared
-                .journaled_next_global
-                .load(Ordering::Acquire)
-                .saturating_sub(self.shared.applied_next_global()),
         }
     }
 
@@ -594,8 +556,7 @@ impl LocalStore {
     }
 
     /// Appends copies of another store's `records` to `stream` at `at`,
-    /// buffered, each keeping its kind, payload and timestamp: what `log
-    /// copy` writes. The records of one append share a timestamp here, so
+    /// buffered, each keeping its kind, payload and timestamp (`log copy`):
     /// each run of equal timestamps is its own append.
     pub(super) async fn append_copies(
         &self,
@@ -637,8 +598,7 @@ impl LocalStore {
         receiver.await.map_err(|_| LedgerError::Closed)?
     }
 
-    /// [`LocalStore::append`] for threads outside an async runtime (`log
-    /// probe`, the crash and power-loss tests).
+    /// [`LocalStore::append`] for threads outside an async runtime.
     pub fn append_blocking(
         &self,
         stream: &StreamKey,
@@ -672,15 +632,15 @@ impl LocalStore {
         receiver.blocking_recv().map_err(|_| LedgerError::Closed)?
     }
 
-    /// The stream's next position, read on the calling thread (it may
-    /// read sled: not for a runtime's worker).
+    /// The stream's next position, read on the calling thread (not a runtime's
+    /// worker: it may read sled).
     pub fn head_blocking(&self, stream: &StreamKey) -> Result<u64> {
         self.shared.check_not_corrupt(stream)?;
         self.shared.read_head(stream)
     }
 
-    /// Reads `stream` in order from `from` on the calling thread (it may
-    /// read sled: not for a runtime's worker); every record is checked.
+    /// Reads `stream` from `from` on the calling thread (not a runtime's
+    /// worker); every record is checked.
     pub fn read_blocking(&self, stream: &StreamKey, from: u64) -> Result<StreamReader> {
         self.shared.check_not_corrupt(stream)?;
         Ok(self.reader(stream, from))
@@ -708,16 +668,15 @@ impl LocalStore {
             .subscribe()
     }
 
-    /// Blocks until every record appended before the call is in sled's
-    /// index (the indexer's backlog, `LedgerStats::records_unindexed`, is
-    /// then behind the call). Reads never need it; a benchmark that
-    /// charges the indexer's work to the appends that caused it does.
+    /// Blocks until every record appended before the call is in sled (a
+    /// benchmark charging the indexer's work to the appends that caused it;
+    /// reads never need it).
     pub fn wait_until_indexed(&self) {
         self.shared.index_queue.wait_until_applied();
     }
 
-    /// Every stream key in the store, in key order, from `after` on:
-    /// every stream appended to before the call is among them. Blocks.
+    /// Every stream key in key order after `after` (every stream appended to
+    /// before the call among them). Blocks.
     pub fn streams_blocking(
         &self,
         after: Option<&StreamKey>,
@@ -739,9 +698,8 @@ impl LocalStore {
         list
     }
 
-    /// Checks the whole store again through its files, every record
-    /// appended before the call included, and none appended while it
-    /// runs (the indexer may be halfway through those). Blocks.
+    /// Checks the whole store again through its files: every record appended
+    /// before the call, none appended while it runs. Blocks.
     pub fn verify_blocking(&self) -> Result<VerifyReport> {
         self.shared.index_queue.wait_until_applied();
         scan::verify_below(
@@ -752,8 +710,8 @@ impl LocalStore {
     }
 }
 
-/// Logs why an invariant failed ([`invariant!`]) and aborts the process,
-/// before anything more is written.
+/// Logs why an invariant failed ([`invariant!`]) and aborts before anything
+/// more is written.
 #[cold]
 pub(crate) fn stop(why: std::fmt::Arguments) -> ! {
     tracing::error!(%why, "an invariant of the local store failed: stopping before anything more is written");
@@ -761,16 +719,13 @@ pub(crate) fn stop(why: std::fmt::Arguments) -> ! {
     std::process::abort()
 }
 
-/// The scrubber's CPU priority (`nice`): the lowest. `serve` opens with
-/// the scan running beside the first requests (`open_scrubbing`); a full
-/// scan of a large store takes a core for seconds, so it gets only the
-/// CPU the requests leave. A nice value: the scan is long and must not
-/// starve, and raising the nice value needs no privilege.
+/// The scrubber's CPU priority (`nice`): the lowest. A full scan of a large
+/// store takes a core for seconds beside `serve`'s first requests; it gets
+/// only the CPU they leave (raising a nice value needs no privilege).
 pub const SCRUBBER_NICE: libc::c_int = 19;
 
-/// Lowers the calling thread's CPU priority to [`SCRUBBER_NICE`] (on
-/// Linux a thread has its own nice value). Best effort: a failure leaves
-/// the scan at normal priority.
+/// Lowers the calling thread's CPU priority to [`SCRUBBER_NICE`] (Linux
+/// threads have their own); best effort.
 fn lower_this_threads_priority() {
     // SAFETY: plain system calls on the calling thread's own id.
     let result = unsafe {

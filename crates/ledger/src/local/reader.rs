@@ -1,15 +1,12 @@
 //! Reading one stream in position order: from the records this process
-//! appended lately when they cover the read, from sled otherwise, and
-//! from sled on to the recent records for what the indexer has not
-//! applied yet.
+//! appended lately when they cover the read, else from sled, and from sled on
+//! to the recent records for what the indexer has not applied yet.
 //!
 //! Owns: `StreamReader` and the head lookup (`Shared::read_head`), both
-//! reading sled only up to the end of the rounds wholly applied. Must
-//! never: hand out a record whose checksum, key or position does not
-//! check (sled's are checked here; the held ones were encoded by this
-//! process's writer), go on past a bad record, hand out part of a round
-//! the indexer is still applying to sled, or end before a record that was
-//! appended before the read began.
+//! reading sled only below the end of the rounds wholly applied. Must never:
+//! hand out a record whose checksum, key or position does not check, go on
+//! past a bad record, hand out part of a round being applied, or end before a
+//! record appended before the read began.
 
 use std::sync::Arc;
 
@@ -23,8 +20,8 @@ use crate::ledger::local::keys::{self, stream_prefix};
 use crate::ledger::local::recent::Lookup;
 use crate::ledger::record::{Record, StreamKey};
 
-/// An iterator over one stream's records, in position order. It stops at
-/// the first bad record, which it reports as [`LedgerError::Corrupt`].
+/// An iterator over one stream's records in position order; it stops at the
+/// first bad record ([`LedgerError::Corrupt`]).
 pub struct StreamReader {
     source: Source,
 }
@@ -45,13 +42,11 @@ struct SledReader {
     iter: sled::Iter,
     /// The entry being read: its envelopes and the position of the next.
     entry: Option<(entry::Envelopes, u64)>,
-    /// No entry of the pass was read yet: the first may begin below
-    /// `next_position` (an entry holding the record read from).
+    /// No entry of the pass was read yet (the first may hold the record read
+    /// from).
     first_of_pass: bool,
-    /// The indexer applies a round to sled one entry at a time and then
-    /// publishes its end; records at or past the end published when this
-    /// pass over sled began belong to a round not wholly applied, and end
-    /// the pass.
+    /// Records at or past the end published when this pass began belong to a
+    /// round not wholly applied, and end the pass.
     visible_below: u64,
     /// The pass handed out a record (or is the first pass).
     progressed: bool,
@@ -92,9 +87,8 @@ impl StreamReader {
 fn stream_range(log: &sled::Tree, stream: &StreamKey, from: u64) -> sled::Iter {
     let prefix = stream_prefix(stream);
     let at = keys::record_key(stream, from);
-    // The entry holding `from` has the greatest key up to `from`'s (the
-    // stream's first entry holds position 0). If sled cannot read there,
-    // the read starts at `from`'s key and names the records it cannot
+    // The entry holding `from` has the greatest key up to `from`'s; if sled
+    // cannot read there, the read starts at `from` and names what it cannot
     // reach as a gap.
     let holding = match from {
         0 => None,
@@ -151,16 +145,13 @@ impl SledReader {
 }
 
 impl Shared {
-    /// Where the rounds wholly applied to sled end: readers of sled see
-    /// records below it only (see `indexer::publish`).
+    /// Where the rounds wholly applied to sled end (`indexer::publish`).
     pub(crate) fn applied_next_global(&self) -> u64 {
         self.applied_next_global.load(Ordering::Acquire)
     }
 
-    /// The stream's next position: the recent records' head, or read
-    /// from the last key of the stream that belongs to a round wholly
-    /// applied (a stream not held has every record in sled, so the walk
-    /// back passes only records of rounds being applied as it looks).
+    /// The stream's next position: the recent records' head, or the end of its
+    /// last entry of a round wholly applied.
     pub(crate) fn read_head(&self, stream: &StreamKey) -> Result<u64> {
         if let Some(head) = self.recent.head(stream) {
             return Ok(head);
@@ -204,14 +195,11 @@ impl Shared {
 }
 
 impl SledReader {
-    /// Passes over sled, each to the end of what was applied when it
-    /// began, and then the recent records. Why this ends nowhere before a
-    /// record appended before the read began: the recent records drop no
-    /// record sled lacks, so at a pass's end the next record is either
-    /// held (the read goes on there), or was in sled when the held ones
-    /// were looked at, hence below the end published after that look,
-    /// which the next pass reads to. A pass that hands out nothing ends
-    /// the read.
+    /// Passes over sled, each to the end applied when it began, then the
+    /// recent records. This ends before no record appended before the read
+    /// began: the recent records drop no record sled lacks, so at a pass's end
+    /// the next record is held, or in sled below the end the next pass reads
+    /// to. A pass handing out nothing ends the read.
     fn next(&mut self) -> Option<Result<Record>> {
         loop {
             if let Some(held) = &mut self.held {
@@ -266,8 +254,6 @@ impl SledReader {
                 if at < self.next_position {
                     continue;
                 }
-                // An entry starts at the read's position or holds it, and
-                // its envelopes are consecutive: past the skip, `at` is it.
                 debug_assert_eq!(at, self.next_position);
                 let record = envelope.and_then(|e| Record::decode(e, self.stream.as_str(), at));
                 return match record {

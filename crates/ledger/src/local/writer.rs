@@ -1,16 +1,13 @@
 //! The single writer.
 //!
-//! Owns: assigning positions, the optimistic-concurrency check, writing
-//! each round of appends to the journal as one entry, handing it to the
-//! recent records and to the indexer (which applies it to sled), and
-//! syncing the journal for each group of durable appends when
-//! `group_commit` says so. All appends of the process pass through the
-//! one writer thread, so the head check and the write are one step; two
-//! writers can never both extend the same position.
-//! Must never: acknowledge a durable append before the sync of the journal
-//! entry holding it returned, or accept a write after a write or sync
-//! failed (the process must restart, since what sled holds in memory may
-//! no longer match the disk).
+//! Owns: assigning positions, the optimistic-concurrency check, writing each
+//! round of appends to the journal as one entry, handing it to the recent
+//! records and the indexer, and syncing for each group of durable appends
+//! (`group_commit`). Every append passes through this one thread, so the head
+//! check and the write are one step: two appends never extend one position.
+//! Must never: acknowledge a durable append before the sync covering its entry
+//! returned, or accept a write after a write or sync failed (only a restart
+//! clears it).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -37,8 +34,7 @@ pub const MAX_COMMANDS_PER_ROUND: usize = 1024;
 /// Largest encoding buffer the writer keeps between records, in bytes.
 pub const MAX_SCRATCH_BYTES: usize = 64 * 1024;
 
-/// Most stream heads the writer keeps in memory; past it the cache is
-/// dropped and heads are read back from sled (one reverse seek each).
+/// Most stream heads kept in memory; past it they are read back from sled.
 pub const MAX_CACHED_HEADS: usize = 100_000;
 
 pub(crate) enum Command {
@@ -52,20 +48,17 @@ pub(crate) struct AppendRequest {
     pub expected: ExpectedPosition,
     pub records: Vec<NewRecord>,
     pub durability: Durability,
-    /// The records' timestamp when it is not the time of the write: a
-    /// copy of another store's records keeps theirs (`log copy`).
+    /// The records' timestamp when not the write's (`log copy` keeps the
+    /// copied records').
     pub timestamp_ms: Option<u64>,
     pub reply: oneshot::Sender<Result<AppendOutcome>>,
 }
 
-/// Most bytes of records the writer takes into one round; a round ends
-/// at the command that passes it (so one journal entry stays bounded).
+/// Most bytes of records in one round (a round ends at the command that passes
+/// it).
 pub const MAX_ROUND_BYTES: usize = 64 * 1024 * 1024;
 
-/// The writer's state and the durable waiters it holds, owned by the
-/// writer thread: the head check, the journal write, the hand-off to the
-/// indexer and the sync of a round happen on it, so two rounds can never
-/// both extend the same position.
+/// The writer's state and the durable waiters it holds, on the writer thread.
 pub(crate) struct WritePath {
     writer: Writer,
     group: Group,
@@ -87,8 +80,7 @@ impl WritePath {
     }
 
     /// Writes one round and syncs its durable appends with those held, or
-    /// holds them for a fuller group (see [`Group::settle`]). Returns
-    /// whether the writer holds waiters.
+    /// holds them ([`Group::settle`]); whether it holds waiters.
     fn write_round(&mut self, shared: &Shared, round: Vec<Command>, nothing_waiting: bool) -> bool {
         let waiters = self.writer.apply_round(shared, round);
         if self.group.settle(waiters, nothing_waiting) {
@@ -105,9 +97,8 @@ impl WritePath {
         }
     }
 
-    /// The writer stops: what is held is synced, then the whole journal,
-    /// and the watermark is written at its end (unless a failure poisoned
-    /// the store).
+    /// The writer stops: what is held is synced, then the whole journal, and
+    /// the watermark written at its end (unless poisoned).
     fn close(&mut self, shared: &Shared) {
         self.release_held(shared);
         if shared.poisoned().is_none() && shared.make_durable().is_ok() {
@@ -116,11 +107,10 @@ impl WritePath {
     }
 }
 
-/// The writer thread: takes every command that is waiting, writes the
-/// accepted appends to the journal as one entry and hands it to the
-/// indexer, then syncs the durable ones or holds them. While it holds a
-/// group it goes on with the commands that wait, and waits for the next
-/// one at most until the group's linger ends; then it syncs the group.
+/// The writer thread: takes every command waiting, journals the accepted
+/// appends as one entry, hands it to the indexer, then syncs the durable ones
+/// or holds them; while holding a group it goes on with what waits, up to the
+/// group's linger.
 pub(crate) fn run_writer(
     shared: Arc<Shared>,
     mut commands: mpsc::Receiver<Command>,
@@ -161,8 +151,6 @@ pub(crate) fn run_writer(
 
 /// `first` and every command waiting behind it, up to a round's bounds.
 fn take_round(first: Command, commands: &mut mpsc::Receiver<Command>) -> Vec<Command> {
-    // Sized for what waits now, so a round of many appends does not grow
-    // its vectors step by step.
     let mut round = Vec::with_capacity((commands.len() + 1).min(MAX_COMMANDS_PER_ROUND));
     round.push(first);
     let mut bytes = 0;
@@ -203,8 +191,8 @@ impl std::task::Wake for ThreadWaker {
     }
 }
 
-/// The next command, waiting for it until `deadline` at most. The channel
-/// wakes `waker` (this thread) when a command arrives.
+/// The next command, waiting until `deadline` at most (the channel wakes
+/// `waker`, this thread).
 fn recv_until(
     commands: &mut mpsc::Receiver<Command>,
     waker: &std::task::Waker,
@@ -231,21 +219,18 @@ struct Writer {
     heads: StreamMap<u64>,
     next_global: u64,
     journal: JournalWriter,
-    /// Where each record is encoded before it is copied into its shared
-    /// buffer; kept so that encoding allocates nothing.
+    /// Where each record is encoded before its shared buffer is copied from it
+    /// (encoding allocates nothing).
     scratch: Vec<u8>,
 }
 
 impl Writer {
-    /// Starts a new journal file once the current one is full (or a
-    /// spare is ready to replace an allocated one).
+    /// Starts a new journal file once the current one is full (or a spare can
+    /// replace an allocated one).
     fn maybe_rotate(&mut self, shared: &Shared) {
         if !self.journal.wants_rotation() || shared.poisoned().is_some() {
             return;
         }
-        // The rotation syncs the file the writer leaves; an indexer that
-        // waits for those rounds waits for it (a failure poisons).
-        shared.index_queue.note_sync_started(self.next_global);
         match self.journal.rotate(self.next_global) {
             Ok(()) => {
                 *shared
@@ -361,8 +346,8 @@ impl Writer {
             // Only flush requests (or refused appends): nothing to write.
             return accepted.into_iter().map(|(waiter, _)| waiter).collect();
         }
-        // The journal first: it is what makes the round durable, and what
-        // an open applies to sled again if sled lost the round.
+        // The journal first: it makes the round durable, and an open applies
+        // it to sled again if sled lost it.
         let mut envelopes: Vec<&[u8]> =
             Vec::with_capacity((next_global - self.next_global) as usize);
         envelopes.extend(
@@ -376,7 +361,6 @@ impl Writer {
         let start = match journaled {
             Ok(start) => start,
             Err(error) => {
-                // The journal's state is unknown: stop writing.
                 let reason = format!("journal write failed: {error}");
                 shared.poison(reason.clone());
                 for (waiter, _) in accepted {
@@ -388,8 +372,7 @@ impl Writer {
                 return Vec::new();
             }
         };
-        // Where each run of the round lies in the journal: the indexer
-        // points sled's entries there.
+        // Where each run lies in the journal: sled's entries point there.
         let extents = Extent::of_runs(
             self.journal.base(),
             journal::records_offset(start),
@@ -410,8 +393,8 @@ impl Writer {
         shared
             .journaled_next_global
             .store(next_global, Ordering::Release);
-        // Readers find the round among the recent records until the
-        // indexer has applied it to sled (and only then may they drop it).
+        // Readers find the round among the recent records until the indexer
+        // applied it.
         let mut retired = Vec::new();
         shared
             .recent

@@ -1,21 +1,15 @@
-//! The journal: the durability point of the store and, since store
-//! format 4, where records live. Every writer round is written here, as
-//! one checksummed entry, before it is applied to sled; a durable append
-//! is acknowledged once the journal file is synced (`fdatasync`), one
-//! sync for the whole group waiting. sled is then the index: its entries
-//! point at the records' bytes in journal files (`ledger::entry`); it is
-//! flushed and synced only at a checkpoint, and on open every journal
-//! entry sled does not hold yet is applied to it again (replay).
+//! The journal: the store's durability point and, since format 4, where
+//! records live. Every writer round is one checksummed entry here before the
+//! indexer applies it to sled; a durable append is acknowledged once the file
+//! is synced (one `fdatasync` for a group). sled's entries point at records'
+//! bytes in journal files (`entry`); an open applies to sled every entry it
+//! lacks (replay).
 //!
-//! Owns: the `journal/` directory, its file and entry layout (see
-//! `log-format/LOG-FORMAT.md`), writing, syncing and rotating journal
-//! files, reading them back (whole, telling a torn tail from damage; or a
-//! range, for a reader), replaying them into sled, going on with the
-//! newest after an open.
-//! Must never: delete or rewrite a journal file's synced entries (sled
-//! points at them), write an entry after a failed write or sync (the
-//! writer is poisoned), replay an entry that does not check, or take
-//! damage to a synced entry for the torn end of a crash.
+//! Owns: `journal/`, its file and entry layout (LOG-FORMAT.md), writing,
+//! syncing and rotating files, reading them back, replaying them into sled.
+//! Must never: delete or rewrite a synced entry (sled points at it), write
+//! after a failed write or sync (the writer is poisoned), replay an entry that
+//! does not check, or take damage to a synced entry for a torn end.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -32,51 +26,45 @@ use crate::ledger::record::{self, Record};
 /// The journal's directory, inside the store directory.
 pub const JOURNAL_DIR: &str = "journal";
 
-/// Size past which the writer starts a new journal file and a checkpoint
-/// makes sled durable up to it, in bytes (a file only allocated gives way
-/// earlier, once a spare is ready): it bounds the journal on disk (about
-/// three times this, with the spare) and what an open replays.
+/// Size past which the writer starts a new file, in bytes (an allocated file
+/// gives way earlier, once a spare is ready): it bounds the journal's growth
+/// per file and what an open may replay.
 pub const JOURNAL_FILE_BYTES: u64 = 32 * 1024 * 1024;
 
-/// Bytes allocated past a journal file's rotation size when it is
-/// created: the last round before a rotation ends a little past it.
+/// Bytes allocated past the rotation size: the last round before a rotation
+/// ends a little past it.
 const PREALLOCATION_SLACK_BYTES: u64 = 1024 * 1024;
 
 /// The first bytes of every journal file.
 const MAGIC: &[u8; 8] = b"LWJRNL01";
 
-/// Bytes of a journal file's header: magic, base global position (u64),
-/// flags (u32, [`WRITTEN_AHEAD`] or zero), CRC-32C of the 20 bytes
-/// before it.
+/// Bytes of a file's header: magic, base global position (u64), flags (u32),
+/// CRC-32C of the 20 bytes before.
 pub const FILE_HEADER_BYTES: usize = 24;
 
-/// Bytes before an entry's body: its length (u32) and CRC-32C (u32).
+/// Bytes before an entry's body: its length and CRC-32C (u32 each).
 const ENTRY_HEADER_BYTES: usize = 8;
 
-/// Bytes of an entry body before its records: first and next global
-/// position (u64 each), the file offset known synced when the entry was
-/// written (u64) and the record count (u32).
+/// Bytes of an entry body before its records: first and next global position,
+/// the offset known synced when it was written (u64 each), the record count
+/// (u32).
 const BODY_HEADER_BYTES: usize = 28;
 
-/// Where the first record of the entry at `entry_offset` starts (its
-/// length prefix): the records follow the entry's headers, each after its
-/// length (`entry::RECORD_PREFIX_BYTES`).
+/// Where the first record of the entry at `entry_offset` starts (its length
+/// prefix).
 pub fn records_offset(entry_offset: u64) -> u64 {
     entry_offset + (ENTRY_HEADER_BYTES + BODY_HEADER_BYTES) as u64
 }
 
-/// Largest entry body a reader accepts, in bytes: a round's bytes are
-/// bounded by what the writer takes into one round
-/// (`writer::MAX_ROUND_BYTES`, 64 MiB) plus one append (at most
-/// `MAX_RECORDS_PER_APPEND` records of `MAX_PAYLOAD_BYTES`, 1 GiB).
+/// Largest entry body a reader accepts: a round's bytes
+/// (`writer::MAX_ROUND_BYTES`, 64 MiB) plus one append (up to 1 GiB).
 pub const MAX_ENTRY_BYTES: usize = 1 << 31;
 
 /// Largest entry buffer the writer keeps between rounds, in bytes.
 const RETAINED_BUFFER_BYTES: usize = 4 * 1024 * 1024;
 
-/// How far past the global position it expects a resynchronising reader
-/// looks for the next entry, in records: an entry found beyond a damaged
-/// one starts at most this far on (a file holds far fewer records).
+/// How far past the global position due a resynchronising reader looks for the
+/// next entry, in records.
 const RESYNC_WINDOW_RECORDS: u64 = 1 << 32;
 
 fn file_name(base: u64) -> String {
@@ -90,10 +78,8 @@ fn parse_name(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// Header flag: every block of the file was written (zeros) and synced
-/// before its first entry (it was the spare), so a sync after an entry
-/// flushes data only. A file without it was only allocated; the writer
-/// that goes on with it after an open moves to a spare once one is ready.
+/// Header flag: the file was the spare, every block written (zeros) and synced
+/// before its first entry, so a sync after an entry flushes data only.
 pub const WRITTEN_AHEAD: u32 = 1;
 
 fn header(base: u64, flags: u32) -> [u8; FILE_HEADER_BYTES] {
@@ -106,8 +92,7 @@ fn header(base: u64, flags: u32) -> [u8; FILE_HEADER_BYTES] {
     bytes
 }
 
-/// Makes a directory's entries (files created, renamed or deleted in it)
-/// stable: `fsync` of the directory itself.
+/// Makes a directory's entries (files created, renamed or deleted) stable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
@@ -135,23 +120,21 @@ pub fn files(store: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
     Ok(found)
 }
 
-/// One journal file being written: the writer thread appends to it, the
-/// indexer may sync it too. It knows how many bytes were written and how many
-/// are known synced.
+/// One journal file being written: the writer appends to it, a commit or the
+/// indexer syncs it.
 pub struct JournalFile {
     path: PathBuf,
     file: File,
-    /// Bytes written (header included); set after each entry's write.
+    /// Bytes written (header included).
     written: AtomicU64,
     /// Bytes known on stable storage: a sync that began after they were
-    /// written has returned.
+    /// written returned.
     synced: AtomicU64,
 }
 
 impl JournalFile {
-    /// Makes every byte written so far stable: one `fdatasync` (which
-    /// persists the data, and the file's size if a write grew it, and
-    /// flushes the device's write cache). Nothing to do if a sync already covered them.
+    /// Makes every byte written so far stable: one `fdatasync` (data, a grown
+    /// size, the device's write cache), unless a sync already covered them.
     pub fn sync(&self) -> io::Result<()> {
         let written = self.written.load(Ordering::Acquire);
         if self.synced.load(Ordering::Acquire) >= written {
@@ -175,31 +158,27 @@ pub struct JournalWriter {
     base: u64,
     /// The rotation size each new file is allocated for.
     file_bytes: u64,
-    /// Whether the current file was a spare: every block written and
-    /// synced before its first entry, so its syncs flush data only.
+    /// Whether the current file was the spare (its syncs flush data only).
     zeroed: bool,
     /// The next file, prepared ahead (`spare`).
     spare: Spare,
-    /// The file finished before the current one, kept in the page cache.
+    /// The file finished before the current one, kept in the page cache, and
+    /// the one before that, whose pages the next spare's thread drops.
     previous: Option<PathBuf>,
-    /// The one before that, whose cached pages the next spare's thread
-    /// drops before writing its zeros (`spare::release_cached_pages`).
     to_release: Option<PathBuf>,
     buf: Vec<u8>,
     /// The global position the next entry starts at.
     next_global: u64,
-    /// Whether the first write into the current file was checked to land
-    /// on bytes nothing was written to.
+    /// Whether the first write into the current file was checked to land on
+    /// unwritten bytes.
     clear_checked: bool,
 }
 
 impl JournalWriter {
-    /// Starts a new, empty journal file whose first entry will hold
-    /// global position `base`, with its blocks allocated for
-    /// `file_bytes` (the rotation size): the spare if one is there (its
-    /// blocks written), else a new file allocated ahead. The file, its
-    /// header, its size and its directory entry are on stable storage
-    /// when this returns.
+    /// Starts a new, empty journal file based at `base` with its blocks
+    /// allocated for `file_bytes`: the spare if one is there, else a file
+    /// allocated ahead. The file, its header, size and directory entry are
+    /// stable when this returns.
     pub fn create(store: &Path, base: u64, file_bytes: u64) -> io::Result<Self> {
         let dir = store.join(JOURNAL_DIR);
         let fresh_dir = !dir.exists();
@@ -241,11 +220,9 @@ impl JournalWriter {
         })
     }
 
-    /// Goes on appending to the newest journal file after a replay
-    /// settled it ([`Tail`]: every entry checks and is synced, nothing
-    /// but zeros after them). A file that was only allocated (its header
-    /// lacks [`WRITTEN_AHEAD`]) gives way to a spare once one is ready,
-    /// and a spare left by the last process is ready at once.
+    /// Goes on with the newest file after a replay settled it ([`Tail`]). An
+    /// allocated file (no [`WRITTEN_AHEAD`]) gives way to a spare once one is
+    /// ready; one the last process left is ready at once.
     pub fn resume(store: &Path, tail: &Tail, file_bytes: u64) -> io::Result<Self> {
         let file = OpenOptions::new().read(true).write(true).open(&tail.path)?;
         Ok(Self {
@@ -268,15 +245,14 @@ impl JournalWriter {
         })
     }
 
-    /// Whether the writer should start the next file now: the current
-    /// one reached the rotation size, or it is an allocated file (slower
-    /// to sync) with entries and a spare is ready to take its place.
+    /// Whether to start the next file now: this one is full, or it is an
+    /// allocated file (slower to sync) with entries and a spare is ready.
     pub fn wants_rotation(&mut self) -> bool {
         self.len() >= self.file_bytes || (!self.zeroed && !self.is_empty() && self.spare.is_ready())
     }
 
-    /// Starts preparing the next file once this one holds enough to be
-    /// worth it (`spare::SPARE_AFTER_BYTES`, or half a small rotation size).
+    /// Starts the next file's spare once this one holds
+    /// `spare::SPARE_AFTER_BYTES` (or half a small rotation size).
     fn maybe_prepare_spare(&mut self) {
         if matches!(self.spare, Spare::Absent)
             && self.len() >= SPARE_AFTER_BYTES.min(self.file_bytes / 2)
@@ -308,10 +284,9 @@ impl JournalWriter {
         self.base
     }
 
-    /// Writes one round (the envelopes of global positions `first ..
-    /// next`) as one entry, with one `write`; not synced. Returns where
-    /// the entry starts in the current file. A failed write leaves the
-    /// file in an unknown state: the caller poisons the ledger.
+    /// Writes one round (global positions `first..next`) as one entry with one
+    /// `write`, not synced; returns its offset. A failed write leaves the file
+    /// unknown: the caller poisons the ledger.
     pub fn append<'a>(
         &mut self,
         first: u64,
@@ -323,14 +298,12 @@ impl JournalWriter {
         self.buf.extend_from_slice(&[0u8; ENTRY_HEADER_BYTES]);
         self.buf.extend_from_slice(&first.to_le_bytes());
         self.buf.extend_from_slice(&next.to_le_bytes());
-        // What a reader needs to tell damage from a torn tail: every byte
-        // below this offset was synced before this entry was written.
+        // Every byte below this offset was synced before this entry was
+        // written: how a reader tells damage from a torn tail.
         self.buf
             .extend_from_slice(&self.current.synced_len().to_le_bytes());
         self.buf
             .extend_from_slice(&(envelopes.len() as u32).to_le_bytes());
-        // What the entry must hold: the rounds go on from the last one,
-        // and every record checks and sits at its global position.
         invariant!(
             first == self.next_global && next == first + envelopes.len() as u64,
             "a journal entry of global positions {first}..{next} after {}",
@@ -363,7 +336,6 @@ impl JournalWriter {
         self.current
             .written
             .fetch_add(self.buf.len() as u64, Ordering::AcqRel);
-        // A round far above the usual size should not pin its buffer.
         if self.buf.capacity() > RETAINED_BUFFER_BYTES {
             self.buf = Vec::new();
         }
@@ -371,11 +343,10 @@ impl JournalWriter {
         Ok(start)
     }
 
-    /// The first write into a file this writer did not fill itself (a
-    /// file it goes on with after an open, a spare, a new file) must land
-    /// on bytes nothing was written to: the open's reading of the file
-    /// decided so, and an entry written over another would overwrite a
-    /// record that may have been acknowledged.
+    /// The first write into a file the writer did not fill itself (resumed
+    /// after an open, a spare, a new file) must land on unwritten bytes, as
+    /// the open decided: an entry over another would overwrite a record that
+    /// may have been acknowledged.
     fn check_clear(&mut self, at: u64) -> io::Result<()> {
         let mut found = [0u8; ENTRY_HEADER_BYTES];
         let current = &self.current;
@@ -389,9 +360,8 @@ impl JournalWriter {
         Ok(())
     }
 
-    /// Syncs the current file and starts the next one at `base`: every
-    /// entry written so far is on stable storage before the new file
-    /// exists, so only the newest file can ever end torn.
+    /// Syncs the current file and starts the next at `base`: only the newest
+    /// file can ever end torn.
     pub fn rotate(&mut self, base: u64) -> io::Result<()> {
         self.current.sync()?;
         self.spare.wait();
@@ -403,15 +373,13 @@ impl JournalWriter {
     }
 }
 
-/// Bytes a new journal file is given ahead: its rotation size and some
-/// slack (the last round before a rotation ends a little past it).
+/// Bytes a new file is given ahead: its rotation size and some slack.
 fn allocated_len(file_bytes: u64) -> u64 {
     file_bytes.saturating_add(PREALLOCATION_SLACK_BYTES.min(file_bytes))
 }
 
-/// A new journal file at `path` with its header, its blocks allocated
-/// (not written) for `file_bytes`, all synced: what a writer starts when
-/// no spare is ready.
+/// A new file at `path` with its header and its blocks allocated for
+/// `file_bytes`, all synced (when no spare is ready).
 fn create_allocated(path: &Path, base: u64, file_bytes: u64) -> io::Result<File> {
     let mut file = OpenOptions::new()
         .read(true)
@@ -425,13 +393,11 @@ fn create_allocated(path: &Path, base: u64, file_bytes: u64) -> io::Result<File>
     Ok(file)
 }
 
-/// Gives `file` its blocks and its size up to `len` bytes ahead of the
-/// writes (`fallocate`; reads of what is not written yet return zeros).
-/// Why: an `fdatasync` after a write that grows a file must also persist
-/// the new size, which measured here a quarter slower than one that
-/// only flushes data into blocks the file already has. A reader takes
-/// the zeros after the last entry for the file's end. A file system
-/// that cannot preallocate keeps the file growing with each entry.
+/// Gives `file` its blocks and size up to `len` ahead of the writes
+/// (`fallocate`; unwritten blocks read as zeros, which a reader takes for the
+/// file's end): an `fdatasync` after a write that grows a file also persists
+/// its size, measured a quarter slower here. A file system that cannot
+/// preallocate grows the file instead.
 fn preallocate(file: &File, len: u64) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let len = libc::off_t::try_from(len).map_err(io::Error::other)?;

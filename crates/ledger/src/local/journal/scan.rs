@@ -1,10 +1,8 @@
-//! Reading the journal back: each file's entries checked one by one, a
-//! torn tail told from damage, and the rounds sled lacks replayed into it
-//! on open.
+//! Reading the journal back: each file's entries checked one by one, a torn
+//! tail told from damage, and the rounds sled lacks replayed into it.
 //!
-//! Owns: `scan_file`, `scan`, `damage_of`, `replay`. Must never: replay
-//! an entry that does not check, or take damage to a synced entry for the
-//! torn end of a crash.
+//! Owns: scanning files, `replay`. Must never: replay an entry that does not
+//! check, or take damage to a synced entry for the torn end of a crash.
 
 use super::*;
 use crate::ledger::local::entry::{Extent, Run, cut};
@@ -21,8 +19,8 @@ pub struct Entry {
     pub records: Vec<Record>,
 }
 
-/// Damage found in a journal file: bytes that were synced (or a whole
-/// file that was) and no longer check.
+/// Damage in a journal file: bytes that were synced (or a whole file that was)
+/// and no longer check.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JournalDamage {
     pub file: PathBuf,
@@ -30,10 +28,8 @@ pub struct JournalDamage {
     pub detail: String,
     /// The global position due where the damaged bytes begin, if known.
     pub from_global: Option<u64>,
-    /// The global position where reading picked up again after it (the
-    /// next entry that checks, or the base of the next file); `None` if
-    /// nothing follows it. Records below it that sled does not hold are
-    /// lost.
+    /// Where reading picked up again after it (the next entry that checks, or
+    /// the next file's base); `None` if nothing follows.
     pub resumes_at: Option<u64>,
 }
 
@@ -52,20 +48,19 @@ pub fn journal_damage(found: JournalDamage, store: &Path) -> Damage {
 /// What reading one journal file found.
 pub struct FileScan {
     pub path: PathBuf,
-    /// The base global position its header names (`None`: no header,
-    /// the file was being created when the process stopped).
+    /// The base its header names (`None`: the file was being created when the
+    /// process stopped).
     pub base: Option<u64>,
     /// Its header says it was written ahead (`WRITTEN_AHEAD`).
     pub written_ahead: bool,
-    /// Where reading began (after the header, or where an open knew sled
-    /// ends, [`JournalEnd`]) and the global position due there.
+    /// Where reading began (after the header, or where the index ends,
+    /// [`JournalEnd`]), and the global position due there.
     pub start: u64,
     pub start_global: Option<u64>,
     /// The entries that check, in order.
     pub entries: Vec<Entry>,
-    /// Where the torn end of a crash begins, if the file has one: bytes
-    /// written after the last sync that did not all reach the disk. No
-    /// acknowledged append is there.
+    /// Where the torn end of a crash begins: bytes written after the last sync
+    /// that did not all reach the disk (nothing acknowledged).
     pub torn_at: Option<u64>,
     pub damage: Vec<JournalDamage>,
 }
@@ -84,8 +79,8 @@ fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
 
 /// Why the bytes at an offset are not an entry.
 enum NotAnEntry {
-    /// Not even a whole entry header and a plausible length: the end of
-    /// what was written, or damage.
+    /// Not a whole entry header and plausible length: the end of what was
+    /// written, or damage.
     Short,
     /// The length fits but the checksum or the contents do not.
     Bad(&'static str),
@@ -157,11 +152,9 @@ fn entry_at(bytes: &[u8], at: usize) -> std::result::Result<(Entry, usize), NotA
     Ok((entry, ENTRY_HEADER_BYTES + body_len))
 }
 
-/// The first offset after `from` where an entry that checks starts and
-/// holds global positions at or past `expected`: where a reader picks up
-/// again after bytes that are not an entry. Only damage or a torn tail
-/// gets here; the cheap checks (length, first global position) come
-/// before the checksum, so few offsets cost one.
+/// The first offset after `from` where an entry that checks starts at global
+/// position `expected` or past: where reading picks up after bad bytes. The
+/// cheap checks come before the checksum.
 fn resync(bytes: &[u8], from: usize, expected: u64) -> Option<(Entry, usize)> {
     let window = expected..expected.saturating_add(RESYNC_WINDOW_RECORDS);
     (from..bytes.len()).find_map(|at| {
@@ -176,27 +169,21 @@ fn resync(bytes: &[u8], from: usize, expected: u64) -> Option<(Entry, usize)> {
     })
 }
 
-/// Reads a journal file. `last`: it is the newest file, the only one a
-/// crash can leave torn (every older one was synced whole before the next
-/// was created).
+/// Reads a journal file; `last`: it is the newest, the only one a crash can
+/// leave torn (every older one was synced whole before the next was created).
 ///
-/// The rule for bytes that do not check, at offset X: every entry
-/// records the offset its file was known synced to when it was written.
-/// If an entry that checks is found after X and says its file was synced
-/// past X, the bad bytes were on stable storage: damage. Otherwise they
-/// were written after the last sync and are the torn end of a crash (the
-/// kernel writes pages back in any order, so a later unsynced entry may
-/// have reached the disk while an earlier one did not): the file ends at
-/// X, and nothing there was acknowledged. Zeros from X to the end are the
-/// file's preallocated space: a clean end.
+/// Bytes that do not check at offset X are damage if an entry that checks
+/// follows and says its file was synced past X; otherwise they are the torn
+/// end of a crash (pages reach the disk in any order): the file ends at X, and
+/// nothing there was acknowledged. Zeros to the end are the file's
+/// preallocated space: a clean end.
 #[cfg(test)]
 pub fn scan_file(path: &Path, last: bool) -> io::Result<FileScan> {
     scan_file_from(path, last, None)
 }
 
-/// [`scan_file`], reading on from `from` (an offset where an entry
-/// starts, and the global position due there) rather than from the
-/// header: what an open knows sled holds below it needs no reading.
+/// [`scan_file`], reading on from `from` (an entry's offset and its global
+/// position) rather than from the header.
 pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::Result<FileScan> {
     let (bytes, used) =
         storage::read_file(path, FILE_HEADER_BYTES, from.map(|(offset, _)| offset))?;
@@ -241,9 +228,8 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
             None => (FILE_HEADER_BYTES, base),
         }
     } else {
-        // The header is written and synced before any entry: a file whose
-        // header does not check is the torn end of its creation, unless an
-        // entry follows it.
+        // A header that does not check is the torn end of the file's creation,
+        // unless an entry follows it.
         let Some((entry, _)) = resync(&bytes, 0, named.unwrap_or(0)) else {
             if last {
                 scan.torn_at = Some(0);
@@ -284,8 +270,6 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
                 scan.entries.push(entry);
                 at += len;
             }
-            // Past the last entry, a file holds the zeros of its
-            // preallocation: its end, not a tear.
             Err(_) if bytes[at..].iter().all(|&byte| byte == 0) => return Ok(scan),
             Err(why) => {
                 let detail = match why {
@@ -313,8 +297,8 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
                         later.offset
                     ),
                 ));
-                // The entries after the damage still count: sled may hold
-                // what the damaged bytes held.
+                // The entries after damage still count: sled may hold what the
+                // damaged bytes held.
                 at = later.offset as usize;
                 expected = later.first;
             }
@@ -323,19 +307,16 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
     Ok(scan)
 }
 
-/// Reads every journal file of `store`, oldest first, and names the
-/// damage between them too (a file whose base is not where the one
-/// before it ended).
+/// Reads every journal file of `store`, oldest first, naming the damage
+/// between them too (a file whose base is not where the one before ended).
 pub fn scan(store: &Path) -> io::Result<Vec<FileScan>> {
     scan_from(store, 0, None)
 }
 
-/// Where the journal's rounds that sled holds end: the offset after the
-/// entry of the last round the indexer applied, in the file starting at
-/// global position `file`, and the global position after that round.
-/// The indexer stores it with each batch (`JOURNAL_END_KEY`, after
-/// `m/next_global`), so an open reads the journal from there rather than
-/// from the start of the file.
+/// Where the rounds the index holds end in the journal: the offset after the
+/// last round's entry in the file based at `file`, and the global position
+/// after it. Stored with each indexer batch (`JOURNAL_END_KEY`), so an open
+/// reads the journal from there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JournalEnd {
     pub file: u64,
@@ -353,8 +334,8 @@ impl JournalEnd {
         bytes
     }
 
-    /// A stored value; `None` if it is not one (it is only a hint: the
-    /// open then reads the whole file).
+    /// A stored value; `None` if it is not one (only a hint: the open then
+    /// reads the whole file).
     pub fn decode(bytes: &[u8]) -> Option<Self> {
         let word = |at: usize| Some(u64::from_be_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
         (bytes.len() == 24).then_some(())?;
@@ -374,11 +355,9 @@ impl JournalEnd {
     }
 }
 
-/// [`scan`] of the files that can hold global position `from` or later:
-/// the last file starting at or below it and every file after (what an
-/// open replays; the older files hold records sled points at, and are
-/// read when those are). With `known`, where sled's rounds were stored to
-/// end, that file is read from there on.
+/// [`scan`] of the files that can hold global position `from` or later (the
+/// last starting at or below it, and those after); with `known`, that file
+/// from where the index's rounds end.
 pub fn scan_from(store: &Path, from: u64, known: Option<JournalEnd>) -> io::Result<Vec<FileScan>> {
     let mut files = files(store)?;
     let known = known
@@ -419,8 +398,8 @@ pub fn scan_from(store: &Path, from: u64, known: Option<JournalEnd>) -> io::Resu
         }
         scans.push(file);
     }
-    // Where reading resumed after each damage: the next entry of its file
-    // past it, or else the start of the next file.
+    // Where reading resumed after each damage: the next entry past it, or the
+    // next file.
     for i in 0..scans.len() {
         let next_base = scans
             .get(i + 1)
@@ -454,17 +433,16 @@ pub struct Replayed {
     /// Rounds applied to sled (those it did not hold yet).
     pub rounds: u64,
     pub records: u64,
-    /// Damage whose records sled held before the replay: their entries
-    /// point at the damaged bytes, and the integrity scan names the
-    /// streams that lost records there.
+    /// Damage whose records sled held before the replay: the integrity scan
+    /// names the streams that lost records there.
     pub covered_damage: Vec<JournalDamage>,
-    /// The newest journal file, where the writer may go on appending
-    /// (`None` if there is none, or it cannot be continued).
+    /// The newest journal file, where the writer may go on (`None` if it
+    /// cannot).
     pub tail: Option<Tail>,
 }
 
-/// The newest journal file after a replay: every entry in it checks and
-/// is on stable storage, and nothing follows its last entry but zeros.
+/// The newest journal file after a replay: every entry checks and is synced,
+/// nothing but zeros after the last.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tail {
     pub path: PathBuf,
@@ -477,11 +455,9 @@ pub struct Tail {
     pub written_ahead: bool,
 }
 
-/// A journal entry's records (in global order) as the writer grouped
-/// them: runs of one stream's records (the writer joins consecutive
-/// appends to one stream), with the extent each lies in, so a replay
-/// usually stores the entries the indexer did. It need not: the replay
-/// removes every other key its entries cover.
+/// An entry's records as the writer grouped them (runs of one stream, each
+/// with its extent), so a replay usually stores the entries the indexer did;
+/// it need not, as it removes the other keys its entries cover.
 fn runs_of(file: u64, entry: &Entry) -> Result<Vec<Run>> {
     let mut written: Vec<(record::StreamKey, Vec<Record>)> = Vec::new();
     for record in &entry.records {
@@ -510,15 +486,12 @@ fn runs_of(file: u64, entry: &Entry) -> Result<Vec<Run>> {
         .collect())
 }
 
-/// Makes the newest file end at its last entry that checks, on stable
-/// storage, before sled is given entries pointing into it: a torn tail is
-/// cut off (and the file allocated ahead again), and what a killed
-/// process wrote without a sync is synced now. A file whose header never
-/// made it holds nothing and is removed. Bad bytes holding rounds sled
-/// already has (`sled_next_global` past the last entry that checks) are
-/// not a tear: the indexer applies only synced rounds, so they are
-/// damage, left as they are for the integrity scan to name (the writer
-/// then starts a new file).
+/// Makes the newest file end at its last entry that checks, on stable storage,
+/// before sled points into it: a torn tail is cut off (the file allocated
+/// again) and what a killed process left unsynced is synced. A file whose
+/// header never made it is removed. Bad bytes holding rounds sled already has
+/// are damage, not a tear (the indexer applies only synced rounds): they are
+/// left for the integrity scan, and the writer starts a new file.
 fn settle_tail(newest: &FileScan, sled_next_global: u64) -> io::Result<Option<Tail>> {
     let Some(base) = newest.base else {
         fs::remove_file(&newest.path)?;
@@ -552,32 +525,25 @@ fn settle_tail(newest: &FileScan, sled_next_global: u64) -> io::Result<Option<Ta
     }))
 }
 
-/// Applies to `log` every journal round at or past `next_global` (what
-/// sled recovered), in order, as entries pointing into the journal;
-/// entries sled already holds (by global position) are skipped, so a
-/// replay interrupted and run again applies each round once. sled and
-/// the journal each hold a prefix of the same sequence of rounds, so the
-/// store afterwards holds the longer one. The newest file is settled
-/// first ([`settle_tail`]). Damage in the journal where sled's entries
-/// already end past it is left to the integrity scan; otherwise (a round
-/// that would leave a gap, or damage nothing checks after) records are
-/// lost, and the damage is reported.
+/// Applies to `log` every journal round at or past `next_global` (where sled
+/// stands), in order, as entries pointing into the journal; rounds sled holds
+/// are skipped, so an interrupted replay run again applies each once. The
+/// newest file is settled first ([`settle_tail`]). Damage sled's entries
+/// already point past is left to the integrity scan; otherwise (a gap, or
+/// damage nothing checks after) records are lost, and the damage is reported.
 pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replayed> {
     let scans = scan_from(store, next_global, JournalEnd::stored(log))?;
     replay_scans(store, &scans, log, next_global, true)
 }
 
-/// Journal rounds a replay applies to sled in one batch: a batch costs
-/// sled two writebacks of its buffer whatever it holds, so applying
-/// rounds one by one would spend most of a rebuild there. Each batch
-/// stores where its rounds end, so a replay cut short leaves sled at a
-/// round's end.
+/// Journal rounds a replay applies in one sled batch (a batch costs sled two
+/// buffer writebacks whatever it holds). Each batch stores where its rounds
+/// end, so a replay cut short leaves sled at a round's end.
 pub const REPLAY_ROUNDS_PER_BATCH: usize = 1024;
 
-/// [`replay`] of journal files already read (`scans`, from [`scan_from`]).
-/// The newest file is settled only if `scans` end with it
-/// (`holds_the_newest`): a rebuild replays one file at a time, so as to
-/// hold one file's records in memory, not the journal's.
+/// [`replay`] of files already read; the newest is settled only if `scans` end
+/// with it (a rebuild replays one file at a time, holding one file's records
+/// in memory).
 pub fn replay_scans(
     store: &Path,
     scans: &[FileScan],
@@ -623,9 +589,9 @@ pub fn replay_scans(
             }
             let runs = runs_of(file, entry)?;
             for stored in cut(&runs) {
-                // An earlier application may have cut these records
-                // otherwise (one entry each, by a format-2 build): the
-                // entry replaces whatever overlaps it.
+                // An earlier application may have cut these records otherwise
+                // (one entry each, by a format-2 build): the entry replaces
+                // what overlaps it.
                 for covered in stored.covered_keys() {
                     batch.remove(covered);
                 }
