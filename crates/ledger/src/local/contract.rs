@@ -1,12 +1,11 @@
-//! The local store behind the log contract: each call of the trait
-//! answered from memory when the recent records cover it, and otherwise
-//! on the store's read threads (a global scan, which runs long, on a
-//! blocking thread of its own), so that sled and the journal files are
-//! never read on a runtime's worker.
+//! The local store behind the log contract: a call answered from memory when
+//! the recent records cover it, else on the store's read threads (a global
+//! scan on a blocking thread of its own): sled and the journal are never read
+//! on a runtime's worker.
 //!
-//! Owns: the mapping of the contract onto [`LocalStore`]'s own calls, its
-//! snapshots tree as a [`SnapshotStore`], its counters in the neutral
-//! shape. Must never: read sled or a file on the calling task.
+//! Owns: the mapping of the contract onto [`LocalStore`], its snapshots tree
+//! as a [`SnapshotStore`], its counters in the neutral shape. Must never: read
+//! sled or a file on the calling task.
 
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
@@ -21,9 +20,8 @@ use crate::ledger::error::{LedgerError, Result};
 use crate::ledger::record::{NewRecord, Record, StreamKey};
 use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
 
-/// Records a global-order scan keeps ahead of its reader, per stream
-/// merged and in the channel to the reader: its memory grows with the
-/// number of streams, never with the number of records.
+/// Records a global-order scan keeps ahead of its reader, per stream and in
+/// the channel: its memory grows with the streams, not the records.
 pub const SCAN_PAGE_RECORDS: usize = 16;
 
 /// Runs `work` on the store's read threads and returns its result.
@@ -178,9 +176,8 @@ impl SnapshotStore for LocalSnapshots {
     }
 
     async fn put(&self, key: &[u8], value: Vec<u8>) -> Result<()> {
-        // Not flushed on purpose: a snapshot is derivable, and sled
-        // persists writes in order, so a snapshot on disk never outruns
-        // the records it was taken after.
+        // Not flushed: a snapshot is derivable, and sled persists writes in
+        // order, so one on disk never outruns the records it was taken after.
         let tree = self.shared.snapshots.clone();
         let key = key.to_vec();
         on_read_thread(&self.shared, move || {

@@ -21,10 +21,10 @@ use crate::ledger::local::Shared;
 use crate::ledger::local::error::{LocalError, Result};
 use crate::ledger::local::watermark::Watermark;
 
-/// Longest a group is held for the rest of its writers, in microseconds.
-/// A sync of a group costs 100–300 µs on the development machine;
-/// waiting a fraction of that for writers that are on their way (or while
-/// the writer journals the commands that wait) turns two syncs into one.
+/// Longest a group is held for the rest of its writers, in microseconds: a
+/// sync costs 100–300 µs here, and waiting a fraction of that for writers on
+/// their way (or while the writer journals what waits) turns two syncs into
+/// one.
 pub const GROUP_LINGER_US: u64 = 250;
 
 /// Someone waiting for a journaled round to be durable.
@@ -56,12 +56,11 @@ pub(crate) struct Group {
 }
 
 impl Group {
-    /// Adds a round's durable `waiters` and says whether to sync now:
-    /// yes when nothing waits to be written and the group is at least
-    /// half the last one (the writers acknowledged together come back
-    /// together); otherwise the writer holds them, journals what waits,
-    /// and syncs when the queue is empty or the linger ends
-    /// ([`Group::take`]).
+    /// Adds a round's durable `waiters`; whether to sync now: when nothing
+    /// waits to be written and the group is at least half the last (writers
+    /// acknowledged together come back together). Otherwise the writer holds
+    /// them, journals what waits, and syncs when the queue is empty or the
+    /// linger ends.
     pub(crate) fn settle(&mut self, waiters: Vec<Waiter>, nothing_waiting: bool) -> bool {
         if self.held.is_empty() {
             // Moved, not copied: a lone writer's group allocates nothing.
@@ -84,17 +83,15 @@ impl Group {
     }
 }
 
-/// Makes everything journaled so far durable with one sync of the journal
-/// and then resolves `waiters` (each was journaled before this call), and
-/// now and then advances the watermark.
+/// Makes everything journaled so far durable with one sync, then resolves
+/// `waiters` (all journaled before the call), and now and then advances the
+/// watermark.
 pub(crate) fn commit(shared: &Shared, waiters: Vec<Waiter>, watermark: &mut Watermark) {
     let started = Instant::now();
-    // Read before the flush: every record below it was journaled before
-    // it began, so the flush covers it.
+    // Read before the sync, which covers every record below it.
     let covered = shared.journaled_next_global.load(Ordering::Acquire);
-    // After a failed write or sync, a later sync may succeed without
-    // the lost pages (the kernel drops them on a writeback error), so
-    // nothing is acknowledged once the ledger is poisoned.
+    // After a failed write or sync, a later sync may succeed without the pages
+    // the kernel dropped: nothing is acknowledged once poisoned.
     let result = match shared.poisoned() {
         Some(reason) => Err(LedgerError::Poisoned { reason }.into()),
         None => shared.make_durable(),
@@ -146,8 +143,7 @@ pub(crate) fn commit(shared: &Shared, waiters: Vec<Waiter>, watermark: &mut Wate
     }
 }
 
-/// The flush metrics' handles: each commit records them before it
-/// resolves its waiters, so they are registered once, not per flush.
+/// The flush metrics' handles, registered once, not per flush.
 struct FlushMetrics {
     flushes: metrics::Counter,
     seconds: metrics::Histogram,

@@ -11,17 +11,10 @@ use std::path::{Path, PathBuf};
 
 use crate::ledger::local::error::{Damage, LocalError, Result, StoreProblem, is_damage};
 
-/// Version of the store as a whole (marker file, tree names, key layout,
-/// the journal). Bumped only when a change makes old code misread a new
-/// store: format 2 added the journal (`ledger::journal`), whose rounds a
-/// format-1 build would not apply to sled; format 3 stores a round's run
-/// of one stream's records as one sled entry (`ledger::entry`), which a
-/// format-2 build would take for a torn record; format 4 keeps the
-/// records in the journal files and sled's entries point at them, which
-/// a format-3 build would take for damage (and whose journal files it
-/// would delete). Opening an older store upgrades its marker: its
-/// entries hold their records, which this build reads as they are, and
-/// a replay of its journal replaces them with pointers.
+/// Version of the store as a whole (marker, tree names, key layout, the
+/// journal), bumped only when old code would misread a new store
+/// (LOG-FORMAT.md says what each format added). Opening an older store
+/// upgrades its marker: its entries holding records read as they are.
 pub const STORE_FORMAT: u32 = 4;
 
 /// Name of the marker file at the root of every store.
@@ -43,21 +36,17 @@ fn problem(path: &Path, problem: StoreProblem) -> LocalError {
     }
 }
 
-/// How long opening waits for the store's lock, in milliseconds. A store
-/// closed a moment ago (a restart in the same process, a supervisor
-/// restarting the server) can hold its lock briefly while sled's I/O
-/// threads finish; like SQLite's busy timeout, opening waits that out
-/// before reporting the store as in use.
+/// How long opening waits for the store's lock, in milliseconds: a store
+/// closed a moment ago (a restart) can hold it while sled's I/O threads finish
+/// (like SQLite's busy timeout).
 pub const LOCK_WAIT_MS: u64 = 2_000;
 
-/// sled's page cache, in bytes (its default is 1 GiB). The log's hot
-/// records are read from the writer's recent records and the fold caches,
-/// so sled's cache serves cold reads only.
+/// sled's page cache, in bytes (its default is 1 GiB): hot records are read
+/// from the recent records and the fold caches, so it serves cold reads only.
 pub const SLED_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// How sled is opened: its cache bounded, and no background flusher of its
-/// own (sled's default flushes every 500 ms): the journal makes records
-/// durable, and sled is flushed only at checkpoints (`ledger::journal`).
+/// How sled is opened: its cache bounded, no flusher of its own (the journal
+/// makes records durable; sled is flushed at a clean close).
 fn sled_config(path: &Path) -> sled::Config {
     sled::Config::new()
         .path(path)
@@ -68,15 +57,14 @@ fn sled_config(path: &Path) -> sled::Config {
 /// Pause between two attempts to take the lock, in milliseconds.
 const LOCK_RETRY_MS: u64 = 20;
 
-/// Opens sled in a store directory already checked, waiting out a lock
-/// held a moment longer by a store just closed. Damage sled meets (an
-/// error or a panic while it recovers) is [`LocalError::Damaged`].
+/// Opens sled in a store directory already checked, waiting out a lock a store
+/// just closed still holds. Damage sled meets (an error, or a panic while it
+/// recovers) is [`LocalError::Damaged`].
 pub(super) fn open_sled_in(path: &Path) -> Result<sled::Db> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(LOCK_WAIT_MS);
     loop {
-        // sled panics on some damage it meets while recovering (a page
-        // state it cannot serialise again): that is damage, not a bug of
-        // ours to crash on.
+        // sled panics on some damage it meets while recovering: damage, not a
+        // bug to crash on.
         let opened =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sled_config(path).open()));
         match opened {
@@ -182,7 +170,7 @@ fn check_marker(path: &Path, marker: &Path) -> Result<()> {
 }
 
 /// Rewrites the marker with this build's format, atomically (a new file
-/// renamed over the old one, both synced).
+/// renamed over the old, both synced).
 fn upgrade_marker(path: &Path) -> Result<()> {
     let fail = io_problem(path, "upgrade the marker file");
     let staged = path.join(format!("{MARKER_FILE}.new"));

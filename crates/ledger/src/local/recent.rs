@@ -1,32 +1,26 @@
-//! The records this process appended last, per stream, kept in memory so
-//! that a fold, a tail or a head right after an append reads them from
-//! here instead of back through sled.
+//! The records this process appended last, per stream, in memory: a fold, a
+//! tail or a head right after an append reads them here, not through sled.
 //!
-//! Owns: the newest [`RECENT_RECORDS_PER_STREAM`] records (up to twice
-//! that between two trims) of each stream the writer extended, within
-//! [`RECENT_BYTES`] for all streams, and each such stream's head.
-//! Must never: free a record on the writer's path (the records it lets
-//! go are handed back to the caller, who has them freed elsewhere);
-//! answer for a position it does not hold; or let go of a record the
-//! indexer has not applied to sled yet (until then it is the only place
-//! readers find it; the writer adds a round's records once they are
-//! journaled, before the append is acknowledged).
-//! Records the indexer has yet to apply may take it past its bounds, by
-//! at most the indexer's backlog (`indexer::MAX_UNINDEXED_BYTES`).
+//! Owns: the newest [`RECENT_RECORDS_PER_STREAM`] records (up to twice that
+//! between trims) of each stream the writer extended, within [`RECENT_BYTES`],
+//! and each such stream's head. Must never: free a record on the writer's path
+//! (what it lets go is handed back, to be freed elsewhere), answer for a
+//! position it does not hold, or let go of a record the indexer has not
+//! applied (until then only here do readers find it). Such records may take it
+//! past its bounds by at most the indexer's backlog.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use crate::ledger::record::{Record, StreamKey, StreamMap};
 
-/// Records a trim leaves a stream (unless the whole stream goes under
-/// [`RECENT_BYTES`]): what a segment's folds and tails need between two
-/// of its appends, many times over. A stream holds up to twice this;
-/// then its older half goes in one step (see [`Recent::extend`]).
+/// Records a trim leaves a stream: what a segment's folds and tails need
+/// between two of its appends, many times over. A stream holds up to twice
+/// this, then its older half goes in one step.
 pub const RECENT_RECORDS_PER_STREAM: usize = 64;
 
-/// Most bytes of records kept for all streams, in bytes; past it the
-/// streams appended to longest ago are dropped (their reads go to sled).
+/// Most bytes of records kept for all streams; past it the streams appended to
+/// longest ago go (their reads go to sled).
 pub const RECENT_BYTES: usize = 16 * 1024 * 1024;
 
 struct Tail {
@@ -43,14 +37,13 @@ impl Tail {
         self.first + self.records.len() as u64
     }
 
-    /// Moves the records past the newest [`RECENT_RECORDS_PER_STREAM`]
-    /// that sled holds (global position below `indexed_below`) to
-    /// `retired`; returns their bytes.
+    /// Moves the records past the newest [`RECENT_RECORDS_PER_STREAM`] that
+    /// sled holds (below `indexed_below`) to `retired`; their bytes.
     fn trim(&mut self, indexed_below: u64, retired: &mut Vec<Record>) -> usize {
         let excess = self.records.len().saturating_sub(RECENT_RECORDS_PER_STREAM);
-        // Global positions grow along the stream, so the records sled holds
-        // are a prefix, found by bisection: a backlogged indexer must not
-        // make every append to a long stream walk its older half.
+        // The records sled holds are a prefix, found by bisection: a
+        // backlogged indexer must not make every append walk a long stream's
+        // older half.
         let held_by_sled = self
             .records
             .partition_point(|old| old.global_position() < indexed_below)
@@ -89,21 +82,13 @@ pub enum Lookup {
 }
 
 impl Recent {
-    /// Adds the records one round appended: for each stream, its records
-    /// in position order, starting where the stream stood. Only records
-    /// whose global position is below `indexed_below` (sled holds them)
-    /// may be let go to make room; they are moved to `retired`, not
-    /// dropped.
-    ///
-    /// Why retired and trimmed in halves: a stream's oldest records were
-    /// last touched a whole round of every other stream ago, so reading
-    /// one to decide whether it may go, and dropping it (its shared
-    /// buffer's count), were two cache misses per record appended, about
-    /// a seventh of the writer's time under 64 writers. A stream is now
-    /// trimmed only when it holds twice [`RECENT_RECORDS_PER_STREAM`]:
-    /// the older half (as much of it as sled holds, found by bisection)
-    /// moves out in one contiguous copy, and the caller drops it off the
-    /// commit path.
+    /// Adds the records a round appended (for each stream, in position order
+    /// from where it stood). Only records sled holds (below `indexed_below`)
+    /// may go to make room, moved to `retired`, not dropped. Trimmed in halves
+    /// and retired because reading each old record to decide and dropping it
+    /// were two cache misses per record appended, about a seventh of the
+    /// writer's time under 64 writers: the older half moves out in one copy,
+    /// dropped off the commit path.
     pub fn extend(
         &self,
         appended: &[(StreamKey, Vec<Record>)],
@@ -119,9 +104,9 @@ impl Recent {
             let touched = inner.clock;
             let added: usize = records.iter().map(Record::encoded_len).sum();
             let mut freed = 0;
-            // Looked up before inserting, so that a held stream's key is
-            // not cloned and dropped: its count's cache line is shared with
-            // the tasks and the indexer that hold the same key.
+            // Looked up first, so that a held stream's key is not cloned and
+            // dropped (its count's cache line is shared with the tasks and the
+            // indexer).
             if !inner.streams.contains_key(stream) {
                 let fresh = Tail {
                     first,
@@ -135,9 +120,8 @@ impl Recent {
                 continue;
             };
             if tail.next() != first {
-                // Not contiguous with what is held (not expected: the
-                // writer takes a held stream's head from here): start
-                // again from these records.
+                // Not contiguous with what is held (not expected): start again
+                // from these records.
                 freed += tail.bytes;
                 retired.extend(tail.records.drain(..));
                 tail.bytes = 0;
@@ -186,8 +170,8 @@ impl Recent {
 
 impl Inner {
     /// Lets the streams extended longest ago go to `retired` while over
-    /// [`RECENT_BYTES`], stopping at the first one holding a record sled
-    /// lacks (every stream extended after it holds a later one).
+    /// [`RECENT_BYTES`], stopping at the first holding a record sled lacks
+    /// (every stream extended after it holds a later one).
     fn evict(&mut self, indexed_below: u64, retired: &mut Vec<Record>) {
         while self.bytes > RECENT_BYTES {
             let Some((stream, touched)) = self.order.front().cloned() else {

@@ -1,8 +1,9 @@
-//! Integrity checking of a whole store: every record's checksum and
-//! placement, each stream's continuity and the global order.
+//! Integrity checking of a whole store through its index: every record's
+//! checksum and placement, each stream's continuity, the global order; and the
+//! global-order merge of the streams.
 //!
-//! Owns: the scan behind `Ledger::open` and `ledgerwire log verify`.
-//! Must never: modify the store; it only reads and reports.
+//! Owns: the scan behind the tools' open, the scrubber and `log verify`. Must
+//! never: modify the store.
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -54,8 +55,8 @@ struct StreamScan {
     last_global: Option<u64>,
     /// Set once a problem is found: later records are not judged again.
     broken: bool,
-    /// Set at the first record appended after a live scan began: it and
-    /// the stream's later records are not judged.
+    /// Set at the first record appended after a live scan began: it and the
+    /// stream's later records are not judged.
     beyond_horizon: bool,
 }
 
@@ -65,19 +66,15 @@ pub fn verify(log: &sled::Tree, files: &JournalFiles) -> Result<VerifyReport> {
     Ok(scan(log, files, &never, None)?.unwrap_or_default())
 }
 
-/// Entries scanned between two looks at the stop flag. An entry points
-/// at up to `entry::MAX_POINTED_BYTES` (64 KiB) of records, read from
-/// the journal: 16 entries are at most 1 MiB, so a closing ledger waits
-/// for its scrubber about a millisecond, not the 4096 entries (256 MiB)
-/// of record bytes an earlier bound let it read first.
+/// Entries scanned between two looks at the stop flag: 16 entries read at most
+/// 1 MiB of records, so a closing ledger waits for its scrubber about a
+/// millisecond.
 const STOP_CHECK_ENTRIES: u64 = 16;
 
 /// [`verify`] while appends go on (the scrubber), giving up (`None`) once
-/// `stop` is set. It judges only the records that existed when it began,
-/// those below the global position stored then: the indexer stores that
-/// position after inserting every record below it, so they are all
-/// visible, while records inserted during the scan may be seen in part
-/// (one stream's but not another's) and would look like a hole.
+/// `stop` is set. It judges only the records below the global position stored
+/// when it began (all visible: the indexer stores it after inserting them);
+/// records inserted meanwhile may be seen in part and would look like a hole.
 pub fn verify_live(
     log: &sled::Tree,
     files: &JournalFiles,
@@ -87,10 +84,8 @@ pub fn verify_live(
     scan(log, files, stop, Some(horizon))
 }
 
-/// [`verify`] of the records below `horizon` only, for a store the
-/// indexer is writing to: every record below it is in sled, and those at
-/// or past it, possibly inserted in part while the scan runs, are left
-/// out rather than taken for holes.
+/// [`verify`] of the records below `horizon` only, for a store the indexer is
+/// writing to.
 pub fn verify_below(log: &sled::Tree, files: &JournalFiles, horizon: u64) -> Result<VerifyReport> {
     let never = AtomicBool::new(false);
     Ok(scan(log, files, &never, Some(horizon))?.unwrap_or_default())
@@ -113,8 +108,8 @@ fn scan(
     for item in log.scan_prefix([RECORD_KEY_TAG]) {
         let (key, value) = match item {
             Ok(entry) => entry,
-            // The index cannot be read on: that is the index's damage
-            // (an open rebuilds it where the journal allows), named once.
+            // The index cannot be read on: its damage (an open rebuilds it
+            // where the journal allows), named once.
             Err(error) if super::error::is_damage(&error) => {
                 let detail = error.to_string();
                 let corruption = Corruption::Storage { detail };
@@ -254,11 +249,10 @@ impl Scan {
     fn finish(mut self, stored_next_global: u64) -> VerifyReport {
         let end = self.max_global.map_or(0, |g| g + 1);
         self.report.next_global = end.max(stored_next_global);
-        // Every global position below the end was handed to exactly one
-        // record; a hole means a record vanished from a stream we cannot
-        // name. Torn streams lose their later records' positions too, so
-        // only look when nothing else was found. A live scan looks below
-        // its horizon only.
+        // Every global position below the end belongs to one record; a hole is
+        // a record vanished from a stream we cannot name. Only looked for when
+        // nothing else was found (a torn stream loses its later positions
+        // too), and below a live scan's horizon.
         let end = self.horizon.unwrap_or(end);
         if self.report.problems.is_empty()
             && let Some(global) = self.globals.first_missing_below(end)
@@ -319,10 +313,9 @@ fn past_stream(stream: &StreamKey) -> Vec<u8> {
     bound
 }
 
-/// Every record at global position `from` or later and below the
-/// indexer's applied end when the call began, in global order: a lazy
-/// k-way merge of the streams (each already in global order), each read a
-/// page at a time. Blocks.
+/// Every record from global position `from` below the indexer's applied end
+/// when the call began, in global order: a lazy k-way merge of the streams,
+/// each read a page at a time. Blocks.
 pub(crate) fn global_order(
     store: &LocalStore,
     from: u64,
@@ -348,9 +341,8 @@ pub(crate) fn global_order(
     )
 }
 
-/// One stream read a page at a time, holding no sled iterator between
-/// pages (a merge over thousands of streams must not pin thousands of
-/// tree nodes).
+/// One stream read a page at a time, holding no sled iterator between pages (a
+/// merge over thousands of streams must not pin thousands of tree nodes).
 struct StreamPages {
     store: LocalStore,
     stream: StreamKey,
