@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{LocalStore, Result as LocalResult, Shared, recent, scan};
+use super::{LocalStore, Result as LocalResult, Shared, scan};
 use crate::ledger::contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
 use crate::ledger::error::{LedgerError, Result};
 use crate::ledger::record::{NewRecord, Record, StreamKey};
@@ -80,7 +80,7 @@ impl LogStore for LocalStore {
 
     async fn read(&self, stream: &StreamKey, from: u64, max_records: usize) -> Result<Vec<Record>> {
         self.shared.check_not_corrupt(stream)?;
-        if let recent::Lookup::Held(records) = self.shared.recent.read(stream, from, max_records) {
+        if let Some(records) = self.shared.recent.read(stream, from, max_records) {
             return Ok(records);
         }
         let store = self.clone();

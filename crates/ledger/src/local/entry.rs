@@ -18,7 +18,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::ledger::error::Corruption;
-use crate::ledger::local::journal::JournalFiles;
+use crate::ledger::local::journal::{self, JournalFiles};
 use crate::ledger::local::keys;
 use crate::ledger::record::{self, Record, StreamKey};
 
@@ -53,29 +53,22 @@ impl Extent {
         self.offset.saturating_add(self.bytes)
     }
 
-    /// The extents of runs written one after the other from `offset` of file
-    /// `file`: one per run of `counts` records (`lens`: each envelope's
-    /// length, in order).
-    pub fn of_runs(
-        file: u64,
-        mut offset: u64,
-        counts: impl Iterator<Item = usize>,
-        mut lens: impl Iterator<Item = usize>,
-    ) -> Vec<Extent> {
-        counts
-            .map(|count| {
-                let bytes: u64 = (&mut lens)
-                    .take(count)
-                    .map(|len| RECORD_PREFIX_BYTES + len as u64)
-                    .sum();
-                let extent = Extent {
-                    file,
-                    offset,
-                    bytes,
-                    records: count as u64,
-                };
+    /// The extents of `runs`, one each, written one after the other in the
+    /// journal entry at `entry_offset` of the file based at `file`.
+    pub fn of_runs(file: u64, entry_offset: u64, runs: &[(StreamKey, Vec<Record>)]) -> Vec<Self> {
+        let mut offset = journal::records_offset(entry_offset);
+        let prefixed = |record: &Record| RECORD_PREFIX_BYTES + record.encoded_len() as u64;
+        runs.iter()
+            .map(|(_, records)| {
+                let bytes = records.iter().map(prefixed).sum();
+                let records = records.len() as u64;
                 offset += bytes;
-                extent
+                Extent {
+                    file,
+                    offset: offset - bytes,
+                    bytes,
+                    records,
+                }
             })
             .collect()
     }
@@ -380,18 +373,12 @@ pub fn envelopes(value: sled::IVec, files: &JournalFiles) -> Envelopes {
         None => inline_envelopes(Bytes::from_owner(value)),
         Some(pointer) => match pointer.and_then(|p| Ok((p.read(files)?, p.count))) {
             Ok((raw, count)) => Envelopes {
-                value: Bytes::from(raw),
-                offset: 0,
-                done: false,
-                failed: None,
                 prefixed: Some(count),
+                ..inline_envelopes(Bytes::from(raw))
             },
             Err(corruption) => Envelopes {
-                value: Bytes::new(),
-                offset: 0,
-                done: false,
                 failed: Some(corruption),
-                prefixed: None,
+                ..inline_envelopes(Bytes::new())
             },
         },
     }
@@ -490,7 +477,7 @@ impl Iterator for Envelopes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::local::journal::{self, JournalWriter};
+    use crate::ledger::local::journal::JournalWriter;
     use crate::ledger::record::{FORMAT_VERSION, Header};
 
     fn record(stream: &StreamKey, position: u64, payload_len: usize) -> Record {
@@ -516,12 +503,8 @@ mod tests {
             let start = writer
                 .append(global, global + 1, std::iter::once(&record.bytes()[..]))
                 .expect("append");
-            extents.extend(Extent::of_runs(
-                base,
-                journal::records_offset(start),
-                std::iter::once(1),
-                std::iter::once(record.encoded_len()),
-            ));
+            let run = [(stream.clone(), vec![record.clone()])];
+            extents.extend(Extent::of_runs(base, start, &run));
         }
         Run {
             stream: stream.clone(),

@@ -81,7 +81,7 @@ pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<crate::l
     Ok(LocalStore::open_scrubbing(path, mode)?.ledger())
 }
 pub(crate) use index::stored_next_global;
-use writer::{AppendRequest, Command, WritePath};
+use writer::{AppendRequest, Command, Reply, WritePath};
 
 /// Streams watched past which a new watch first drops the senders of tails
 /// that ended.
@@ -212,13 +212,17 @@ impl Shared {
         let corrupt = self.corrupt.read().unwrap_or_else(|p| p.into_inner());
         match corrupt.get(stream.as_str()) {
             None => Ok(()),
-            Some((position, corruption)) => Err(LedgerError::Corrupt {
-                stream: stream.to_string(),
-                position: *position,
-                corruption: corruption.clone(),
-            }
-            .into()),
+            Some((position, found)) => Err(corrupt_error(stream, *position, found.clone())),
         }
+    }
+
+    /// Refuses `stream` from now on (first bad at `position`); the error.
+    fn refuse(&self, stream: &StreamKey, position: u64, corruption: Corruption) -> LocalError {
+        let mut corrupt = self.corrupt.write().unwrap_or_else(|p| p.into_inner());
+        corrupt
+            .entry(stream.to_string())
+            .or_insert((position, corruption.clone()));
+        corrupt_error(stream, position, corruption)
     }
 
     fn notify_watchers(&self, heads: &StreamMap<u64>) {
@@ -512,33 +516,43 @@ impl LocalStore {
         &self.shared.path
     }
 
-    fn request(
-        &self,
+    /// The writer's command for an append, once the records are checked.
+    fn append_command(
         stream: &StreamKey,
         expected: ExpectedPosition,
         records: Vec<NewRecord>,
         durability: Durability,
         timestamp_ms: Option<u64>,
-    ) -> Result<(Command, oneshot::Receiver<Result<AppendOutcome>>)> {
+    ) -> Result<impl FnOnce(Reply<AppendOutcome>) -> Command> {
         crate::ledger::check_append(&records)?;
-        let (reply, receiver) = oneshot::channel();
-        let command = Command::Append(AppendRequest {
-            stream: stream.clone(),
-            expected,
-            records,
-            durability,
-            timestamp_ms,
-            reply,
-        });
-        Ok((command, receiver))
+        let stream = stream.clone();
+        Ok(move |reply| {
+            Command::Append(AppendRequest {
+                stream,
+                expected,
+                records,
+                durability,
+                timestamp_ms,
+                reply,
+            })
+        })
     }
 
-    async fn send(&self, command: Command) -> Result<()> {
-        self.commands()?
-            .send(command)
-            .await
-            .map_err(|_| LedgerError::Closed)?;
-        Ok(())
+    /// Sends the writer the command `command` builds around its reply, and
+    /// waits for the reply.
+    async fn call<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
+        let (reply, receiver) = oneshot::channel();
+        let sent = self.commands()?.send(command(reply)).await;
+        sent.map_err(|_| LedgerError::Closed)?;
+        receiver.await.map_err(|_| LedgerError::Closed)?
+    }
+
+    /// [`LocalStore::call`] for threads outside an async runtime.
+    fn call_blocking<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
+        let (reply, receiver) = oneshot::channel();
+        let sent = self.commands()?.blocking_send(command(reply));
+        sent.map_err(|_| LedgerError::Closed)?;
+        receiver.blocking_recv().map_err(|_| LedgerError::Closed)?
     }
 
     /// Appends `records` to `stream` atomically if the stream is at
@@ -550,9 +564,8 @@ impl LocalStore {
         records: Vec<NewRecord>,
         durability: Durability,
     ) -> Result<AppendOutcome> {
-        let (command, receiver) = self.request(stream, expected, records, durability, None)?;
-        self.send(command).await?;
-        receiver.await.map_err(|_| LedgerError::Closed)?
+        let command = Self::append_command(stream, expected, records, durability, None)?;
+        self.call(command).await
     }
 
     /// Appends copies of another store's `records` to `stream` at `at`,
@@ -561,41 +574,30 @@ impl LocalStore {
     pub(super) async fn append_copies(
         &self,
         stream: &StreamKey,
-        at: u64,
+        mut at: u64,
         records: &[Record],
     ) -> Result<AppendOutcome> {
-        let mut runs = records.chunk_by(|a, b| a.timestamp_ms() == b.timestamp_ms());
-        let first = runs.next().ok_or(LedgerError::BatchSize {
-            len: 0,
-            max: crate::ledger::MAX_RECORDS_PER_APPEND,
-        })?;
-        let mut outcome = self.append_run(stream, at, first).await?;
-        for run in runs {
-            let next = self.append_run(stream, outcome.next_position, run).await?;
-            outcome.next_position = next.next_position;
+        let mut outcome = None;
+        for run in records.chunk_by(|a, b| a.timestamp_ms() == b.timestamp_ms()) {
+            let copies = run
+                .iter()
+                .map(|record| NewRecord {
+                    kind: record.kind(),
+                    payload: record.payload().to_vec(),
+                })
+                .collect();
+            let (expected, timestamp_ms) =
+                (ExpectedPosition::Exactly(at), Some(run[0].timestamp_ms()));
+            let buffered = Durability::Buffered;
+            let command = Self::append_command(stream, expected, copies, buffered, timestamp_ms)?;
+            let appended = self.call(command).await?;
+            at = appended.next_position;
+            outcome.get_or_insert(appended).next_position = at;
         }
-        Ok(outcome)
-    }
-
-    async fn append_run(
-        &self,
-        stream: &StreamKey,
-        at: u64,
-        run: &[Record],
-    ) -> Result<AppendOutcome> {
-        let timestamp_ms = run.first().map(Record::timestamp_ms);
-        let copies = run
-            .iter()
-            .map(|record| NewRecord {
-                kind: record.kind(),
-                payload: record.payload().to_vec(),
-            })
-            .collect();
-        let expected = ExpectedPosition::Exactly(at);
-        let (command, receiver) =
-            self.request(stream, expected, copies, Durability::Buffered, timestamp_ms)?;
-        self.send(command).await?;
-        receiver.await.map_err(|_| LedgerError::Closed)?
+        outcome.ok_or_else(|| {
+            let max = crate::ledger::MAX_RECORDS_PER_APPEND;
+            LedgerError::BatchSize { len: 0, max }.into()
+        })
     }
 
     /// [`LocalStore::append`] for threads outside an async runtime.
@@ -606,30 +608,18 @@ impl LocalStore {
         records: Vec<NewRecord>,
         durability: Durability,
     ) -> Result<AppendOutcome> {
-        let (command, receiver) = self.request(stream, expected, records, durability, None)?;
-        self.commands()?
-            .blocking_send(command)
-            .map_err(|_| LedgerError::Closed)?;
-        receiver.blocking_recv().map_err(|_| LedgerError::Closed)?
+        let command = Self::append_command(stream, expected, records, durability, None)?;
+        self.call_blocking(command)
     }
 
     /// Resolves once every append acknowledged before the call is durable.
     pub async fn flush(&self) -> Result<()> {
-        let (reply, receiver) = oneshot::channel();
-        self.commands()?
-            .send(Command::Flush(reply))
-            .await
-            .map_err(|_| LedgerError::Closed)?;
-        receiver.await.map_err(|_| LedgerError::Closed)?
+        self.call(Command::Flush).await
     }
 
     /// [`LocalStore::flush`] for threads outside an async runtime.
     pub fn flush_blocking(&self) -> Result<()> {
-        let (reply, receiver) = oneshot::channel();
-        self.commands()?
-            .blocking_send(Command::Flush(reply))
-            .map_err(|_| LedgerError::Closed)?;
-        receiver.blocking_recv().map_err(|_| LedgerError::Closed)?
+        self.call_blocking(Command::Flush)
     }
 
     /// The stream's next position, read on the calling thread (not a runtime's
@@ -648,8 +638,8 @@ impl LocalStore {
 
     fn reader(&self, stream: &StreamKey, from: u64) -> StreamReader {
         match self.shared.recent.read(stream, from, usize::MAX) {
-            recent::Lookup::Held(records) => StreamReader::held(records),
-            _ => StreamReader::sled(self.shared.clone(), stream.clone(), from),
+            Some(records) => StreamReader::held(records),
+            None => StreamReader::sled(self.shared.clone(), stream.clone(), from),
         }
     }
 
@@ -697,17 +687,16 @@ impl LocalStore {
         list.sort();
         list
     }
+}
 
-    /// Checks the whole store again through its files: every record appended
-    /// before the call, none appended while it runs. Blocks.
-    pub fn verify_blocking(&self) -> Result<VerifyReport> {
-        self.shared.index_queue.wait_until_applied();
-        scan::verify_below(
-            &self.shared.log,
-            &self.shared.journal_files,
-            self.shared.applied_next_global(),
-        )
+fn corrupt_error(stream: impl ToString, position: u64, corruption: Corruption) -> LocalError {
+    let stream = stream.to_string();
+    LedgerError::Corrupt {
+        stream,
+        position,
+        corruption,
     }
+    .into()
 }
 
 /// Logs why an invariant failed ([`invariant!`]) and aborts before anything
@@ -741,6 +730,17 @@ fn lower_this_threads_priority() {
 mod tests {
     use super::*;
     use crate::ledger::record;
+
+    impl LocalStore {
+        /// Checks the whole store again through its files: every record
+        /// appended before the call, none appended while it runs.
+        pub(crate) fn verify_blocking(&self) -> Result<VerifyReport> {
+            self.shared.index_queue.wait_until_applied();
+            let files = &self.shared.journal_files;
+            let report = scan::verify_live(&self.shared.log, files, &AtomicBool::new(false))?;
+            Ok(report.expect("a scan nothing stops"))
+        }
+    }
 
     #[test]
     fn ended_tails_senders_are_dropped_once_the_map_is_due_and_live_ones_kept() {

@@ -12,12 +12,11 @@ use std::sync::Arc;
 
 use std::sync::atomic::Ordering;
 
-use crate::ledger::error::{Corruption, LedgerError};
-use crate::ledger::local::Shared;
+use crate::ledger::error::Corruption;
 use crate::ledger::local::entry;
 use crate::ledger::local::error::{LocalError, Result, is_damage};
 use crate::ledger::local::keys::{self, stream_prefix};
-use crate::ledger::local::recent::Lookup;
+use crate::ledger::local::{Shared, corrupt_error};
 use crate::ledger::record::{Record, StreamKey};
 
 /// An iterator over one stream's records in position order; it stops at the
@@ -126,21 +125,8 @@ impl SledReader {
             );
             crate::ledger::local::index::mark_damaged(&self.shared.path, &found);
         }
-        let mut corrupt = self
-            .shared
-            .corrupt
-            .write()
-            .unwrap_or_else(|p| p.into_inner());
-        corrupt
-            .entry(self.stream.to_string())
-            .or_insert((self.next_position, corruption.clone()));
         self.shared.recent.forget(self.stream.as_str());
-        LedgerError::Corrupt {
-            stream: self.stream.to_string(),
-            position: self.next_position,
-            corruption,
-        }
-        .into()
+        (self.shared).refuse(&self.stream, self.next_position, corruption)
     }
 }
 
@@ -166,28 +152,13 @@ impl Shared {
         match last {
             None => Ok(0),
             Some(Err(error)) if is_damage(&error) => {
-                let corruption = Corruption::Storage {
-                    detail: error.to_string(),
-                };
-                let mut corrupt = self.corrupt.write().unwrap_or_else(|p| p.into_inner());
-                corrupt
-                    .entry(stream.to_string())
-                    .or_insert((0, corruption.clone()));
-                Err(LedgerError::Corrupt {
-                    stream: stream.to_string(),
-                    position: 0,
-                    corruption,
-                }
-                .into())
+                let detail = error.to_string();
+                Err(self.refuse(stream, 0, Corruption::Storage { detail }))
             }
             Some(found) => {
                 let (key, value) = found?;
-                let (_, position) =
-                    keys::parse_record_key(&key).ok_or_else(|| LedgerError::Corrupt {
-                        stream: stream.to_string(),
-                        position: 0,
-                        corruption: Corruption::BadKey,
-                    })?;
+                let (_, position) = keys::parse_record_key(&key)
+                    .ok_or_else(|| corrupt_error(stream, 0, Corruption::BadKey))?;
                 Ok(position + entry::span(&value))
             }
         }
@@ -215,7 +186,7 @@ impl SledReader {
             if !self.progressed {
                 return None;
             }
-            if let Lookup::Held(records) =
+            if let Some(records) =
                 self.shared
                     .recent
                     .read(&self.stream, self.next_position, usize::MAX)

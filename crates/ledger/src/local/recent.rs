@@ -73,14 +73,6 @@ pub struct Recent {
     inner: Mutex<Inner>,
 }
 
-/// What [`Recent::read`] found.
-pub enum Lookup {
-    /// The records from the position asked for to the stream's end.
-    Held(Vec<Record>),
-    /// Not held: read sled.
-    Missing,
-}
-
 impl Recent {
     /// Adds the records a round appended (for each stream, in position order
     /// from where it stood). Only records sled holds (below `indexed_below`)
@@ -139,17 +131,16 @@ impl Recent {
         inner.evict(indexed_below, retired);
     }
 
-    /// The records of `stream` from `from` to its end, if held.
-    pub fn read(&self, stream: &StreamKey, from: u64, max_records: usize) -> Lookup {
+    /// The records of `stream` from `from` to its end (at most
+    /// `max_records`), if held; `None`: read sled.
+    pub fn read(&self, stream: &StreamKey, from: u64, max_records: usize) -> Option<Vec<Record>> {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        match inner.streams.get(stream) {
-            Some(tail) if tail.first <= from && from <= tail.next() => {
-                let skip = (from - tail.first) as usize;
-                let records = tail.records.iter().skip(skip).take(max_records);
-                Lookup::Held(records.cloned().collect())
-            }
-            _ => Lookup::Missing,
-        }
+        let tail = inner.streams.get(stream)?;
+        let skip = from
+            .checked_sub(tail.first)
+            .filter(|_| from <= tail.next())?;
+        let records = tail.records.iter().skip(skip as usize).take(max_records);
+        Some(records.cloned().collect())
     }
 
     /// The stream's next position, if this process appended to it lately.
@@ -229,17 +220,14 @@ mod tests {
         let recent = Recent::default();
         let mut retired = Vec::new();
         let s = StreamKey::new("r/s").unwrap();
-        assert!(matches!(recent.read(&s, 0, usize::MAX), Lookup::Missing));
+        assert!(recent.read(&s, 0, usize::MAX).is_none());
         recent.extend(
             &[(s.clone(), vec![record(&s, 3), record(&s, 4)])],
             u64::MAX,
             &mut retired,
         );
         assert_eq!(recent.head(&s), Some(5));
-        let held = |l: Lookup| match l {
-            Lookup::Held(records) => Some(positions(&records)),
-            Lookup::Missing => None,
-        };
+        let held = |l: Option<Vec<Record>>| l.as_deref().map(positions);
         assert_eq!(held(recent.read(&s, 4, usize::MAX)), Some(vec![4]));
         assert_eq!(held(recent.read(&s, 5, usize::MAX)), Some(vec![]));
         assert_eq!(held(recent.read(&s, 2, usize::MAX)), None);
@@ -281,10 +269,7 @@ mod tests {
         // Nothing below global 0 is in sled: every record stays.
         recent.extend(&[(s.clone(), many)], 0, &mut retired);
         assert!(retired.is_empty());
-        let held = |from| match recent.read(&s, from, usize::MAX) {
-            Lookup::Held(records) => Some(records.len() as u64),
-            Lookup::Missing => None,
-        };
+        let held = |from| recent.read(&s, from, usize::MAX).map(|r| r.len() as u64);
         assert_eq!(held(0), Some(over));
         // sled holds the first quarter now: the next round lets go of
         // that much only, though the bound would let go of half.

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::ledger::local::entry;
 use itertools::Itertools;
 
-use crate::ledger::error::{Corruption, LedgerError};
+use crate::ledger::error::Corruption;
 use crate::ledger::local::error::{LocalError, Result};
 use crate::ledger::local::journal::JournalFiles;
 use crate::ledger::local::keys::RECORD_KEY_TAG;
@@ -82,13 +82,6 @@ pub fn verify_live(
 ) -> Result<Option<VerifyReport>> {
     let horizon = super::stored_next_global(log)?;
     scan(log, files, stop, Some(horizon))
-}
-
-/// [`verify`] of the records below `horizon` only, for a store the indexer is
-/// writing to.
-pub fn verify_below(log: &sled::Tree, files: &JournalFiles, horizon: u64) -> Result<VerifyReport> {
-    let never = AtomicBool::new(false);
-    Ok(scan(log, files, &never, Some(horizon))?.unwrap_or_default())
 }
 
 /// The scan: every record, or with a `horizon` every record whose global
@@ -286,12 +279,7 @@ pub(crate) fn stream_keys(
             Some(Err(error)) => Some(Err(LocalError::from(error))),
             Some(Ok((key, _))) if key.first() != Some(&RECORD_KEY_TAG) => None,
             Some(Ok((key, _))) => match keys::parse_record_key(&key) {
-                None => Some(Err(LedgerError::Corrupt {
-                    stream: String::from("?"),
-                    position: 0,
-                    corruption: Corruption::BadKey,
-                }
-                .into())),
+                None => Some(Err(super::corrupt_error("?", 0, Corruption::BadKey))),
                 Some((stream, _)) => Some(
                     StreamKey::new(stream)
                         .map_err(LocalError::from)

@@ -37,10 +37,13 @@ pub const MAX_SCRATCH_BYTES: usize = 64 * 1024;
 /// Most stream heads kept in memory; past it they are read back from sled.
 pub const MAX_CACHED_HEADS: usize = 100_000;
 
+/// Where the writer answers a command.
+pub(crate) type Reply<T> = oneshot::Sender<Result<T>>;
+
 pub(crate) enum Command {
     Append(AppendRequest),
     /// Resolves once everything appended before it is durable.
-    Flush(oneshot::Sender<Result<()>>),
+    Flush(Reply<()>),
 }
 
 pub(crate) struct AppendRequest {
@@ -51,7 +54,7 @@ pub(crate) struct AppendRequest {
     /// The records' timestamp when not the write's (`log copy` keeps the
     /// copied records').
     pub timestamp_ms: Option<u64>,
-    pub reply: oneshot::Sender<Result<AppendOutcome>>,
+    pub reply: Reply<AppendOutcome>,
 }
 
 /// Most bytes of records in one round (a round ends at the command that passes
@@ -373,14 +376,7 @@ impl Writer {
             }
         };
         // Where each run lies in the journal: sled's entries point there.
-        let extents = Extent::of_runs(
-            self.journal.base(),
-            journal::records_offset(start),
-            written.iter().map(|(_, records)| records.len()),
-            written
-                .iter()
-                .flat_map(|(_, records)| records.iter().map(Record::encoded_len)),
-        );
+        let extents = Extent::of_runs(self.journal.base(), start, &written);
         shared.stats.rounds.fetch_add(1, Ordering::Relaxed);
         shared
             .stats

@@ -428,6 +428,10 @@ mod tests {
     use super::*;
     use crate::ledger::record::{FORMAT_VERSION, Header, StreamKey, encode};
 
+    fn scan_file(path: &Path, last: bool) -> io::Result<FileScan> {
+        scan_file_from(path, last, None)
+    }
+
     fn envelope(position: u64, global: u64) -> Vec<u8> {
         let header = Header {
             format_version: FORMAT_VERSION,

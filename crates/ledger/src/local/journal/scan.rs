@@ -169,21 +169,16 @@ fn resync(bytes: &[u8], from: usize, expected: u64) -> Option<(Entry, usize)> {
     })
 }
 
-/// Reads a journal file; `last`: it is the newest, the only one a crash can
-/// leave torn (every older one was synced whole before the next was created).
+/// Reads a journal file, from the header or from `from` (an entry's offset
+/// and its global position); `last`: it is the newest, the only one a crash
+/// can leave torn (every older one was synced whole before the next was
+/// created).
 ///
 /// Bytes that do not check at offset X are damage if an entry that checks
 /// follows and says its file was synced past X; otherwise they are the torn
 /// end of a crash (pages reach the disk in any order): the file ends at X, and
 /// nothing there was acknowledged. Zeros to the end are the file's
 /// preallocated space: a clean end.
-#[cfg(test)]
-pub fn scan_file(path: &Path, last: bool) -> io::Result<FileScan> {
-    scan_file_from(path, last, None)
-}
-
-/// [`scan_file`], reading on from `from` (an entry's offset and its global
-/// position) rather than from the header.
 pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::Result<FileScan> {
     let (bytes, used) =
         storage::read_file(path, FILE_HEADER_BYTES, from.map(|(offset, _)| offset))?;
@@ -469,12 +464,7 @@ fn runs_of(file: u64, entry: &Entry) -> Result<Vec<Run>> {
             )),
         }
     }
-    let extents = Extent::of_runs(
-        file,
-        records_offset(entry.offset),
-        written.iter().map(|(_, records)| records.len()),
-        entry.records.iter().map(Record::encoded_len),
-    );
+    let extents = Extent::of_runs(file, entry.offset, &written);
     Ok(written
         .into_iter()
         .zip(extents)
