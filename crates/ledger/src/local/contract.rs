@@ -52,20 +52,41 @@ impl LogStore for LocalStore {
         records: Vec<NewRecord>,
         durability: Durability,
     ) -> Result<AppendOutcome> {
-        Ok(LocalStore::append(self, stream, expected, records, durability).await?)
+        let command = Self::append_command(stream, expected, records, durability, None)?;
+        Ok(self.call(command).await?)
     }
 
+    /// Each run of equal timestamps is its own buffered append, its records
+    /// keeping their kind, payload and timestamp.
     async fn append_copies(
         &self,
         stream: &StreamKey,
-        at: u64,
+        mut at: u64,
         records: &[Record],
     ) -> Result<AppendOutcome> {
-        Ok(LocalStore::append_copies(self, stream, at, records).await?)
+        let mut outcome = None;
+        for run in records.chunk_by(|a, b| a.timestamp_ms() == b.timestamp_ms()) {
+            let copies = run
+                .iter()
+                .map(|record| NewRecord {
+                    kind: record.kind(),
+                    payload: record.payload().to_vec(),
+                })
+                .collect();
+            let (expected, timestamp_ms) =
+                (ExpectedPosition::Exactly(at), Some(run[0].timestamp_ms()));
+            let buffered = Durability::Buffered;
+            let command = Self::append_command(stream, expected, copies, buffered, timestamp_ms)?;
+            let appended = self.call(command).await?;
+            at = appended.next_position;
+            outcome.get_or_insert(appended).next_position = at;
+        }
+        let max = crate::ledger::MAX_RECORDS_PER_APPEND;
+        outcome.ok_or(LedgerError::BatchSize { len: 0, max })
     }
 
     async fn flush(&self) -> Result<()> {
-        Ok(LocalStore::flush(self).await?)
+        Ok(self.call(super::writer::Command::Flush).await?)
     }
 
     async fn head(&self, stream: &StreamKey) -> Result<u64> {

@@ -11,7 +11,9 @@
 //! caller of the store contract unworded, or send an operator to a backup
 //! for damage a rebuild mends.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use super::journal::JournalDamage;
 
 use crate::ledger::error::LedgerError;
 
@@ -35,12 +37,6 @@ pub enum LocalError {
 
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
-}
-
-impl From<postcard::Error> for LocalError {
-    fn from(error: postcard::Error) -> Self {
-        LocalError::Ledger(error.into())
-    }
 }
 
 impl From<LocalError> for LedgerError {
@@ -106,16 +102,10 @@ pub enum Damage {
         durable - found
     )]
     LostRecords { durable: u64, found: u64 },
-    #[error("{}", journal_text(file, *offset, detail, *from_global, *resumes_at, *watermark))]
+    /// With the journal's watermark: records below it were acknowledged.
+    #[error("{}", journal_text(damage, *watermark))]
     Journal {
-        file: PathBuf,
-        offset: u64,
-        detail: String,
-        /// The global position due where the damaged bytes begin.
-        from_global: Option<u64>,
-        /// The global position where the journal checks again.
-        resumes_at: Option<u64>,
-        /// The journal's watermark: records below it were acknowledged.
+        damage: JournalDamage,
         watermark: Option<u64>,
     },
     #[error(
@@ -143,19 +133,19 @@ impl Damage {
 
 /// The sentence for damage in the journal: where, which global positions
 /// it held, and how many acknowledged records it can hold.
-fn journal_text(
-    file: &Path,
-    offset: u64,
-    detail: &str,
-    from_global: Option<u64>,
-    resumes_at: Option<u64>,
-    watermark: Option<u64>,
-) -> String {
+fn journal_text(damage: &JournalDamage, watermark: Option<u64>) -> String {
+    let JournalDamage {
+        file,
+        offset,
+        detail,
+        from_global,
+        resumes_at,
+    } = damage;
     let mut text = format!(
         "the journal file {} is damaged at byte {offset}: {detail}",
         file.display()
     );
-    if let Some(from) = from_global {
+    if let Some(from) = *from_global {
         let to = resumes_at.map_or_else(|| "its end".to_owned(), |to| to.to_string());
         text.push_str(&format!(
             "; the damaged bytes held records from global position {from} up to {to}"

@@ -184,16 +184,11 @@ pub(super) fn derivable(
         let scan = journal::scan_file_from(file, newest, None)?;
         let mut damage = scan.damage.first().cloned();
         if damage.is_none() && scan.base != Some(end) {
-            damage = Some(journal::JournalDamage {
-                file: file.clone(),
-                offset: 0,
-                detail: format!(
-                    "the file begins at global position {:?}, but the one before it ends at {end}",
-                    scan.base
-                ),
-                from_global: Some(end),
-                resumes_at: None,
-            });
+            let detail = format!(
+                "the file begins at global position {:?}, but the one before it ends at {end}",
+                scan.base
+            );
+            damage = Some(journal::JournalDamage::new(file, 0, Some(end), detail));
         }
         if let Some(found) = damage {
             return Ok(Err(journal::journal_damage(found, path)));
@@ -206,16 +201,10 @@ pub(super) fn derivable(
             .unwrap_or(end);
         let reached = watermark.max(index_end).unwrap_or(0);
         if let Some(torn_at) = scan.torn_at.filter(|_| newest && reached > end) {
-            return Ok(Err(Damage::Journal {
-                file: file.clone(),
-                offset: torn_at,
-                detail:
-                    "the bytes there do not make an entry, and records past them were acknowledged"
-                        .into(),
-                from_global: Some(end),
-                resumes_at: None,
-                watermark,
-            }));
+            let detail =
+                "the bytes there do not make an entry, and records past them were acknowledged";
+            let damage = journal::JournalDamage::new(file, torn_at, Some(end), detail.into());
+            return Ok(Err(Damage::Journal { damage, watermark }));
         }
     }
     Ok(Ok(files.into_iter().map(|(_, file)| file).collect()))

@@ -46,10 +46,9 @@ pub(crate) struct Round {
     pub written: Vec<(StreamKey, Vec<Record>)>,
     /// Where each run of `written` lies in the journal, in order.
     pub extents: Vec<Extent>,
-    /// Where the round's journal entry ends.
-    pub journal_end: JournalEnd,
-    /// The global position after the round.
-    pub next_global: u64,
+    /// Where the round's journal entry ends, and the global position after
+    /// the round.
+    pub end: JournalEnd,
     pub bytes: usize,
     /// Records the recent records let go as this round came in, freed
     /// with it on the indexer's thread rather than on the commit path.
@@ -142,7 +141,7 @@ impl IndexQueue {
         state.queued += 1;
         // A round a commit will sync wakes the indexer at that commit,
         // unless a sync that began after it was journaled already did.
-        let wake = !round.awaits_commit || state.durable >= round.next_global;
+        let wake = !round.awaits_commit || state.durable >= round.end.next_global;
         state.items.push_back(round);
         if wake {
             self.wake_indexer(&state);
@@ -282,7 +281,7 @@ pub(crate) fn run_indexer(shared: std::sync::Arc<Shared>) {
                 "a round for the index starting at {:?} where {due} was due",
                 first.map(Record::global_position)
             );
-            due = round.next_global;
+            due = round.end.next_global;
             rounds += 1;
             bytes += round.bytes;
             batch.join(round);
@@ -305,10 +304,8 @@ pub(crate) fn run_indexer(shared: std::sync::Arc<Shared>) {
 #[derive(Default)]
 struct Batch {
     runs: Vec<Run>,
-    /// The global position after the last round joined, and where its
-    /// journal entry ends.
-    end: Option<u64>,
-    journal_end: Option<JournalEnd>,
+    /// Where the last round joined ends.
+    end: Option<JournalEnd>,
     /// Records the recent records let go with the rounds joined.
     retired: Vec<Vec<Record>>,
 }
@@ -332,8 +329,7 @@ impl Batch {
                 }),
             }
         }
-        self.end = Some(round.next_global);
-        self.journal_end = Some(round.journal_end);
+        self.end = Some(round.end);
     }
 
     /// Joins every run of a stream into its first: a stable sort keeps
@@ -357,16 +353,14 @@ impl Batch {
     /// Once the journal holds the runs on stable storage, inserts them and
     /// publishes their end (nothing once the ledger is poisoned).
     fn apply_and_publish(&mut self, shared: &Shared) {
-        let end = self.end.take();
-        let journal_end = self.journal_end.take();
-        if let Some(end) = end {
-            shared.index_queue.wait_until_durable(end, || {
+        if let Some(end) = self.end.take() {
+            shared.index_queue.wait_until_durable(end.next_global, || {
                 let _ = shared.sync_journal();
             });
             if shared.poisoned().is_none() {
                 self.join_streams();
                 match insert_records(shared, &self.runs) {
-                    Ok(()) => publish(shared, end, journal_end),
+                    Ok(()) => publish(shared, end),
                     Err(error) => shared.poison(format!("sled insert failed: {error}")),
                 }
             }
@@ -380,25 +374,21 @@ impl Batch {
 /// its log, so the stored end never covers a record it lost), then where
 /// their journal entries end (an open reads the journal from there), then
 /// publishes `applied_next_global` to sled's readers.
-fn publish(shared: &Shared, end: u64, journal_end: Option<JournalEnd>) {
+fn publish(shared: &Shared, end: JournalEnd) {
     if shared.poisoned().is_some() {
         return;
     }
-    let stored = shared
-        .log
-        .insert(NEXT_GLOBAL_KEY, &end.to_be_bytes())
-        .and_then(|_| match journal_end {
-            Some(journal_end) => shared
-                .log
-                .insert(JOURNAL_END_KEY, &journal_end.encode())
-                .map(drop),
-            None => Ok(()),
-        });
+    let log = &shared.log;
+    let stored = log
+        .insert(NEXT_GLOBAL_KEY, &end.next_global.to_be_bytes())
+        .and_then(|_| log.insert(JOURNAL_END_KEY, &end.encode()));
     if let Err(error) = stored {
         shared.poison(format!("sled insert failed: {error}"));
         return;
     }
-    shared.applied_next_global.store(end, Ordering::Release);
+    shared
+        .applied_next_global
+        .store(end.next_global, Ordering::Release);
 }
 
 /// Inserts the runs, one insert per entry (`ledger::entry`). Not one

@@ -60,7 +60,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::ledger::error::{Corruption, LedgerError};
 use crate::ledger::record::{NewRecord, StreamKey, StreamMap};
 use crate::ledger::verify::VerifyReport;
-use crate::ledger::{AppendOutcome, Durability, ExpectedPosition, Record};
+use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
 pub use error::{LocalError, Result, StoreProblem};
 pub use open::OpenMode;
 pub use reader::StreamReader;
@@ -517,7 +517,7 @@ impl LocalStore {
     }
 
     /// The writer's command for an append, once the records are checked.
-    fn append_command(
+    pub(super) fn append_command(
         stream: &StreamKey,
         expected: ExpectedPosition,
         records: Vec<NewRecord>,
@@ -540,7 +540,7 @@ impl LocalStore {
 
     /// Sends the writer the command `command` builds around its reply, and
     /// waits for the reply.
-    async fn call<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
+    pub(super) async fn call<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
         let (reply, receiver) = oneshot::channel();
         let sent = self.commands()?.send(command(reply)).await;
         sent.map_err(|_| LedgerError::Closed)?;
@@ -555,52 +555,8 @@ impl LocalStore {
         receiver.blocking_recv().map_err(|_| LedgerError::Closed)?
     }
 
-    /// Appends `records` to `stream` atomically if the stream is at
-    /// `expected`; fails with [`LedgerError::Conflict`] otherwise.
-    pub async fn append(
-        &self,
-        stream: &StreamKey,
-        expected: ExpectedPosition,
-        records: Vec<NewRecord>,
-        durability: Durability,
-    ) -> Result<AppendOutcome> {
-        let command = Self::append_command(stream, expected, records, durability, None)?;
-        self.call(command).await
-    }
-
-    /// Appends copies of another store's `records` to `stream` at `at`,
-    /// buffered, each keeping its kind, payload and timestamp (`log copy`):
-    /// each run of equal timestamps is its own append.
-    pub(super) async fn append_copies(
-        &self,
-        stream: &StreamKey,
-        mut at: u64,
-        records: &[Record],
-    ) -> Result<AppendOutcome> {
-        let mut outcome = None;
-        for run in records.chunk_by(|a, b| a.timestamp_ms() == b.timestamp_ms()) {
-            let copies = run
-                .iter()
-                .map(|record| NewRecord {
-                    kind: record.kind(),
-                    payload: record.payload().to_vec(),
-                })
-                .collect();
-            let (expected, timestamp_ms) =
-                (ExpectedPosition::Exactly(at), Some(run[0].timestamp_ms()));
-            let buffered = Durability::Buffered;
-            let command = Self::append_command(stream, expected, copies, buffered, timestamp_ms)?;
-            let appended = self.call(command).await?;
-            at = appended.next_position;
-            outcome.get_or_insert(appended).next_position = at;
-        }
-        outcome.ok_or_else(|| {
-            let max = crate::ledger::MAX_RECORDS_PER_APPEND;
-            LedgerError::BatchSize { len: 0, max }.into()
-        })
-    }
-
-    /// [`LocalStore::append`] for threads outside an async runtime.
+    /// [`LogStore::append`](crate::ledger::LogStore::append) for threads outside an async
+    /// runtime.
     pub fn append_blocking(
         &self,
         stream: &StreamKey,
@@ -612,12 +568,8 @@ impl LocalStore {
         self.call_blocking(command)
     }
 
-    /// Resolves once every append acknowledged before the call is durable.
-    pub async fn flush(&self) -> Result<()> {
-        self.call(Command::Flush).await
-    }
-
-    /// [`LocalStore::flush`] for threads outside an async runtime.
+    /// [`LogStore::flush`](crate::ledger::LogStore::flush) for threads outside an async
+    /// runtime.
     pub fn flush_blocking(&self) -> Result<()> {
         self.call_blocking(Command::Flush)
     }

@@ -126,7 +126,8 @@ impl SledReader {
             crate::ledger::local::index::mark_damaged(&self.shared.path, &found);
         }
         self.shared.recent.forget(self.stream.as_str());
-        (self.shared).refuse(&self.stream, self.next_position, corruption)
+        self.shared
+            .refuse(&self.stream, self.next_position, corruption)
     }
 }
 

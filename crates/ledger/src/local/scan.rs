@@ -5,6 +5,7 @@
 //! Owns: the scan behind the tools' open, the scrubber and `log verify`. Must
 //! never: modify the store.
 
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -49,6 +50,7 @@ impl GlobalSet {
 }
 
 /// The per-stream part of the scan.
+#[derive(Default)]
 struct StreamScan {
     name: String,
     expected_position: u64,
@@ -152,12 +154,10 @@ impl Scan {
     fn enter(&mut self, stream: &str) {
         if self.current.as_ref().is_none_or(|scan| scan.name != stream) {
             self.report.streams += 1;
+            let name = stream.to_owned();
             self.current = Some(StreamScan {
-                name: stream.to_owned(),
-                expected_position: 0,
-                last_global: None,
-                broken: false,
-                beyond_horizon: false,
+                name,
+                ..StreamScan::default()
             });
         }
     }
@@ -314,9 +314,13 @@ pub(crate) fn global_order(
         Ok(streams) => streams,
         Err(error) => return Box::new(std::iter::once(Err(error))),
     };
-    let pages = streams
-        .into_iter()
-        .map(|stream| StreamPages::new(store.clone(), stream));
+    let pages = streams.into_iter().map(|stream| StreamPages {
+        store: store.clone(),
+        stream,
+        next: 0,
+        page: VecDeque::new(),
+        ended: false,
+    });
     // An error sorts first: it ends the merge as soon as it is met.
     let global = |item: &Result<Record>| item.as_ref().map_or(0, Record::global_position);
     Box::new(
@@ -335,21 +339,11 @@ struct StreamPages {
     store: LocalStore,
     stream: StreamKey,
     next: u64,
-    page: std::collections::VecDeque<Result<Record>>,
+    page: VecDeque<Result<Record>>,
     ended: bool,
 }
 
 impl StreamPages {
-    fn new(store: LocalStore, stream: StreamKey) -> Self {
-        Self {
-            store,
-            stream,
-            next: 0,
-            page: std::collections::VecDeque::new(),
-            ended: false,
-        }
-    }
-
     fn refill(&mut self) {
         let page_records = super::contract::SCAN_PAGE_RECORDS;
         match self.store.read_blocking(&self.stream, self.next) {

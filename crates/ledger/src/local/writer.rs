@@ -400,12 +400,11 @@ impl Writer {
         shared.index_queue.push(Round {
             written,
             extents,
-            journal_end: journal::JournalEnd {
+            end: journal::JournalEnd {
                 file: self.journal.base(),
                 offset: self.journal.len(),
                 next_global,
             },
-            next_global,
             bytes: bytes as usize,
             retired,
             awaits_commit: accepted.iter().any(|(_, d)| *d == Durability::Durable),

@@ -197,27 +197,18 @@ impl JournalWriter {
             None => (create_allocated(&path, base, file_bytes)?, false),
         };
         sync_dir(&dir)?;
-        let len = FILE_HEADER_BYTES as u64;
+        let end = FILE_HEADER_BYTES as u64;
         // Synced already: this tells the storage (a test's trace) so.
-        storage::sync(&file, &path, len)?;
-        Ok(Self {
-            store: store.to_path_buf(),
-            current: Arc::new(JournalFile {
-                path,
-                file,
-                written: AtomicU64::new(len),
-                synced: AtomicU64::new(len),
-            }),
+        storage::sync(&file, &path, end)?;
+        let (next, written_ahead) = (base, zeroed);
+        let tail = Tail {
+            path,
             base,
-            file_bytes,
-            zeroed,
-            spare: Spare::Absent,
-            previous: None,
-            to_release: None,
-            buf: Vec::new(),
-            next_global: base,
-            clear_checked: false,
-        })
+            end,
+            next,
+            written_ahead,
+        };
+        Ok(Self::writing(store, &tail, file, file_bytes, Spare::Absent))
     }
 
     /// Goes on with the newest file after a replay settled it ([`Tail`]). An
@@ -225,7 +216,13 @@ impl JournalWriter {
     /// ready; one the last process left is ready at once.
     pub fn resume(store: &Path, tail: &Tail, file_bytes: u64) -> io::Result<Self> {
         let file = OpenOptions::new().read(true).write(true).open(&tail.path)?;
-        Ok(Self {
+        let spare = Spare::found(&store.join(JOURNAL_DIR), allocated_len(file_bytes));
+        Ok(Self::writing(store, tail, file, file_bytes, spare))
+    }
+
+    /// The writer of `file`, synced up to `tail.end`.
+    fn writing(store: &Path, tail: &Tail, file: File, file_bytes: u64, spare: Spare) -> Self {
+        Self {
             store: store.to_path_buf(),
             current: Arc::new(JournalFile {
                 path: tail.path.clone(),
@@ -236,13 +233,13 @@ impl JournalWriter {
             base: tail.base,
             file_bytes,
             zeroed: tail.written_ahead,
-            spare: Spare::found(&store.join(JOURNAL_DIR), allocated_len(file_bytes)),
+            spare,
             previous: None,
             to_release: None,
             buf: Vec::new(),
             next_global: tail.next,
             clear_checked: false,
-        })
+        }
     }
 
     /// Whether to start the next file now: this one is full, or it is an

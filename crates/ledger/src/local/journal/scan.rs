@@ -33,16 +33,23 @@ pub struct JournalDamage {
     pub resumes_at: Option<u64>,
 }
 
-/// `found` as the store's damage, with the journal's watermark in `store`.
-pub fn journal_damage(found: JournalDamage, store: &Path) -> Damage {
-    Damage::Journal {
-        file: found.file,
-        offset: found.offset,
-        detail: found.detail,
-        from_global: found.from_global,
-        resumes_at: found.resumes_at,
-        watermark: crate::ledger::local::watermark::read(store),
+impl JournalDamage {
+    pub fn new(file: &Path, offset: u64, from_global: Option<u64>, detail: String) -> Self {
+        let (file, resumes_at) = (file.to_path_buf(), None);
+        Self {
+            file,
+            offset,
+            detail,
+            from_global,
+            resumes_at,
+        }
     }
+}
+
+/// `damage` as the store's, with the journal's watermark in `store`.
+pub fn journal_damage(damage: JournalDamage, store: &Path) -> Damage {
+    let watermark = crate::ledger::local::watermark::read(store);
+    Damage::Journal { damage, watermark }
 }
 
 /// What reading one journal file found.
@@ -193,12 +200,8 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
         torn_at: None,
         damage: Vec::new(),
     };
-    let damage = |offset: usize, from_global: Option<u64>, detail: String| JournalDamage {
-        file: path.to_path_buf(),
-        offset: offset as u64,
-        detail,
-        from_global,
-        resumes_at: None,
+    let damage = |offset: usize, from_global: Option<u64>, detail: String| {
+        JournalDamage::new(path, offset as u64, from_global, detail)
     };
     let head_checks = bytes.get(..FILE_HEADER_BYTES).is_some_and(|head| {
         &head[..8] == MAGIC && u32_at(head, 20) == Some(crc32c::crc32c(&head[..20]))
@@ -381,15 +384,11 @@ pub fn scan_from(store: &Path, from: u64, known: Option<JournalEnd>) -> io::Resu
         if let (Some(end), Some(base)) = (previous_end, file.base)
             && end != base
         {
-            file.damage.push(JournalDamage {
-                file: path.clone(),
-                offset: 0,
-                detail: format!(
-                    "the file begins at global position {base}, but the one before it ends at {end}"
-                ),
-                from_global: Some(end),
-                resumes_at: None,
-            });
+            let detail = format!(
+                "the file begins at global position {base}, but the one before it ends at {end}"
+            );
+            file.damage
+                .push(JournalDamage::new(path, 0, Some(end), detail));
         }
         scans.push(file);
     }
