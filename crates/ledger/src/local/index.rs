@@ -127,18 +127,7 @@ fn use_as_found(path: &Path) -> Result<Opened, Refused> {
     if !path.join("db").exists() && !journaled.is_empty() {
         return Err(damaged(&"sled's data file is missing"));
     }
-    let db = match opening::open_sled_in(path) {
-        Ok(db) => db,
-        Err(LocalError::Damaged(damage)) => return Err(damaged(&damage)),
-        Err(
-            error @ (LocalError::Sled(_)
-            | LocalError::Store {
-                problem: StoreProblem::Sled(_),
-                ..
-            }),
-        ) => return Err(damaged(&error)),
-        Err(error) => return Err(Refused::Failed(error)),
-    };
+    let db = opening::open_sled_in(path).map_err(refused)?;
     let log = db.open_tree("log").map_err(|e| damaged(&e))?;
     let stored = stored_next_global(&log).map_err(|e| damaged(&e))?;
     match recover(path, &log, stored) {
@@ -155,9 +144,21 @@ fn use_as_found(path: &Path) -> Result<Opened, Refused> {
         }),
         // sled failed, or does not follow on from the journal: a rebuild tells
         // whose fault (it refuses a damaged journal).
-        Err(LocalError::Damaged(damage)) => Err(damaged(&damage)),
-        Err(error @ LocalError::Sled(_)) => Err(damaged(&error)),
-        Err(error) => Err(Refused::Failed(error)),
+        Err(error) => Err(refused(error)),
+    }
+}
+
+/// sled failing or damaged (or the journal damaged) asks for a rebuild;
+/// anything else fails the open.
+fn refused(error: LocalError) -> Refused {
+    match error {
+        LocalError::Damaged(damage) => Refused::Damaged(damage.to_string()),
+        LocalError::Sled(_)
+        | LocalError::Store {
+            problem: StoreProblem::Sled(_),
+            ..
+        } => Refused::Damaged(error.to_string()),
+        error => Refused::Failed(error),
     }
 }
 

@@ -55,6 +55,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 
+use itertools::Itertools;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::ledger::error::{Corruption, LedgerError};
@@ -367,10 +368,15 @@ impl LocalStore {
             let file_bytes = storage::journal_file_bytes(&path, journal::JOURNAL_FILE_BYTES);
             journal = journal::JournalWriter::create(&path, report.next_global, file_bytes)?;
         }
-        let corrupt = report.corrupt_streams();
-        let shared = Self::shared(path, opened.index, report.next_global, corrupt, &journal)?;
-        *shared.scrub.lock().unwrap_or_else(|p| p.into_inner()) = Some(report.clone());
-        Ok((Self::start(shared, journal, false)?, report))
+        let next_global = report.next_global;
+        let store = Self::start(
+            path,
+            opened.index,
+            next_global,
+            journal,
+            Some(report.clone()),
+        )?;
+        Ok((store, report))
     }
 
     /// Opens the store with the integrity scan on a background thread (the
@@ -382,14 +388,7 @@ impl LocalStore {
         let path = path.as_ref().to_path_buf();
         let opened = index::open(&path, mode, None)?;
         watermark::check(&path, opened.next_global)?;
-        let shared = Self::shared(
-            path,
-            opened.index,
-            opened.next_global,
-            HashMap::new(),
-            &opened.journal,
-        )?;
-        Self::start(shared, opened.journal, true)
+        Self::start(path, opened.index, opened.next_global, opened.journal, None)
     }
 
     /// What the open found wrong with the index and rebuilt, if it did.
@@ -397,29 +396,32 @@ impl LocalStore {
         self.shared.rebuilt.as_ref()
     }
 
-    fn shared(
+    /// Starts the store: the writer, the indexer, the read threads and,
+    /// without the `report` of a scan at open, the scrubber.
+    fn start(
         path: PathBuf,
         index: index::Index,
         next_global: u64,
-        corrupt: HashMap<String, (u64, Corruption)>,
-        journal: &journal::JournalWriter,
-    ) -> Result<Arc<Shared>> {
+        journal: journal::JournalWriter,
+        report: Option<VerifyReport>,
+    ) -> Result<Self> {
         let index::Index { db, log, rebuilt } = index;
-        let snapshots = db.open_tree("snapshots")?;
-        Ok(Arc::new(Shared {
+        let corrupt = report.as_ref().map(VerifyReport::corrupt_streams);
+        let scrub = report.is_none();
+        let shared = Arc::new(Shared {
             read_threads: read_threads::ReadThreads::default(),
             journal_files: journal::JournalFiles::new(&path),
             path,
+            snapshots: db.open_tree("snapshots")?,
             db,
             log,
-            snapshots,
             journal_file: Mutex::new(journal.file()),
             recent: recent::Recent::default(),
             next_global_on_open: next_global,
-            corrupt: RwLock::new(corrupt),
+            corrupt: RwLock::new(corrupt.unwrap_or_default()),
             poisoned: Mutex::new(None),
             watchers: Mutex::new(Watchers::default()),
-            scrub: Mutex::new(None),
+            scrub: Mutex::new(report),
             scrub_done: Condvar::new(),
             stopping: AtomicBool::new(false),
             stats: Counters::default(),
@@ -427,35 +429,23 @@ impl LocalStore {
             index_queue: indexer::IndexQueue::starting_at(next_global),
             journaled_next_global: AtomicU64::new(next_global),
             rebuilt,
-        }))
-    }
-
-    /// Starts the writer, the indexer, the read threads and, if asked, the
-    /// scrubber.
-    fn start(shared: Arc<Shared>, journal: journal::JournalWriter, scrub: bool) -> Result<Self> {
+        });
         let (commands, receiver) = mpsc::channel(MAX_PENDING_APPENDS);
         let write_path = WritePath::new(&shared, journal);
-        let writer = {
+        let spawn = |name: &str, work: Box<dyn FnOnce(Arc<Shared>) + Send>| {
             let shared = shared.clone();
             std::thread::Builder::new()
-                .name("ledger-writer".into())
-                .spawn(move || writer::run_writer(shared, receiver, write_path))?
+                .name(name.into())
+                .spawn(move || work(shared))
         };
-        let indexer = {
-            let shared = shared.clone();
-            std::thread::Builder::new()
-                .name("ledger-indexer".into())
-                .spawn(move || indexer::run_indexer(shared))?
-        };
-        let mut handles = vec![writer, indexer];
+        let write = move |shared| writer::run_writer(shared, receiver, write_path);
+        let mut handles = vec![
+            spawn("ledger-writer", Box::new(write))?,
+            spawn("ledger-indexer", Box::new(indexer::run_indexer))?,
+        ];
         handles.extend(shared.read_threads.start()?);
         if scrub {
-            let shared = shared.clone();
-            handles.push(
-                std::thread::Builder::new()
-                    .name("ledger-scrubber".into())
-                    .spawn(move || shared.scrub())?,
-            );
+            handles.push(spawn("ledger-scrubber", Box::new(|shared| shared.scrub()))?);
         }
         let threads = Arc::new(Threads {
             shared: shared.clone(),
@@ -489,17 +479,10 @@ impl LocalStore {
 
     /// Blocks until the integrity scan has finished and returns its report.
     pub fn wait_for_scrub(&self) -> VerifyReport {
-        let mut scrub = self.shared.scrub.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if let Some(report) = scrub.as_ref() {
-                return report.clone();
-            }
-            scrub = self
-                .shared
-                .scrub_done
-                .wait(scrub)
-                .unwrap_or_else(|p| p.into_inner());
-        }
+        let scrub = self.shared.scrub.lock().unwrap_or_else(|p| p.into_inner());
+        let done = self.shared.scrub_done.wait_while(scrub, |s| s.is_none());
+        let report = done.unwrap_or_else(|p| p.into_inner()).clone();
+        report.unwrap_or_default()
     }
 
     fn commands(&self) -> Result<&mpsc::Sender<Command>> {
@@ -635,9 +618,11 @@ impl LocalStore {
             .corrupt
             .read()
             .unwrap_or_else(|p| p.into_inner());
-        let mut list: Vec<_> = corrupt.iter().map(|(s, (p, _))| (s.clone(), *p)).collect();
-        list.sort();
-        list
+        corrupt
+            .iter()
+            .map(|(s, (p, _))| (s.clone(), *p))
+            .sorted()
+            .collect()
     }
 }
 

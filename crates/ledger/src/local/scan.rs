@@ -10,6 +10,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::ledger::local::entry;
+use bit_set::BitSet;
 use itertools::Itertools;
 
 use crate::ledger::error::Corruption;
@@ -19,35 +20,6 @@ use crate::ledger::local::keys::RECORD_KEY_TAG;
 use crate::ledger::local::{LocalStore, keys};
 use crate::ledger::record::{Record, StreamKey};
 use crate::ledger::verify::{VerifyReport, problem};
-
-/// Global positions seen so far, one bit each.
-#[derive(Default)]
-struct GlobalSet {
-    words: Vec<u64>,
-}
-
-impl GlobalSet {
-    /// Marks `global`; false if it was already marked.
-    fn insert(&mut self, global: u64) -> bool {
-        let word = (global / 64) as usize;
-        if word >= self.words.len() {
-            self.words.resize(word + 1, 0);
-        }
-        let bit = 1u64 << (global % 64);
-        let fresh = self.words[word] & bit == 0;
-        self.words[word] |= bit;
-        fresh
-    }
-
-    fn first_missing_below(&self, end: u64) -> Option<u64> {
-        (0..end).find(|&global| {
-            let word = (global / 64) as usize;
-            self.words
-                .get(word)
-                .is_none_or(|w| w & (1u64 << (global % 64)) == 0)
-        })
-    }
-}
 
 /// The per-stream part of the scan.
 #[derive(Default)]
@@ -143,7 +115,8 @@ fn scan(
 struct Scan {
     horizon: Option<u64>,
     report: VerifyReport,
-    globals: GlobalSet,
+    /// Global positions seen so far, one bit each.
+    globals: BitSet,
     max_global: Option<u64>,
     current: Option<StreamScan>,
 }
@@ -191,7 +164,7 @@ impl Scan {
             count.1 += record.encoded_len() as u64;
             let global = record.global_position();
             self.max_global = self.max_global.max(Some(global));
-            if !self.globals.insert(global) && !scan.broken {
+            if !self.globals.insert(global as usize) && !scan.broken {
                 scan.broken = true;
                 let corruption = Corruption::GlobalDuplicate { global };
                 report
@@ -248,7 +221,7 @@ impl Scan {
         // too), and below a live scan's horizon.
         let end = self.horizon.unwrap_or(end);
         if self.report.problems.is_empty()
-            && let Some(global) = self.globals.first_missing_below(end)
+            && let Some(global) = (0..end).find(|&g| !self.globals.contains(g as usize))
         {
             let corruption = Corruption::GlobalMissing { global };
             self.report.problems.push(problem(None, None, corruption));
@@ -258,39 +231,32 @@ impl Scan {
 }
 
 /// Every distinct stream key after `after`, in key order, found by
-/// seeking past each stream's records.
+/// seeking past each stream's records; it ends at the first error.
 pub(crate) fn stream_keys(
     log: sled::Tree,
     after: Option<&StreamKey>,
 ) -> impl Iterator<Item = Result<StreamKey>> + use<> {
-    let mut after: Option<Vec<u8>> = after.map(past_stream);
-    let mut done = false;
+    let mut from = Some(match after {
+        None => Bound::Included(vec![RECORD_KEY_TAG]),
+        Some(stream) => Bound::Excluded(past_stream(stream)),
+    });
     std::iter::from_fn(move || {
-        if done {
+        let (key, _) = match log.range((from.take()?, Bound::Unbounded)).next()? {
+            Ok(entry) => entry,
+            Err(error) => return Some(Err(error.into())),
+        };
+        if key.first() != Some(&RECORD_KEY_TAG) {
             return None;
         }
-        let start = match &after {
-            None => Bound::Included(vec![RECORD_KEY_TAG]),
-            Some(bound) => Bound::Excluded(bound.clone()),
+        let Some((stream, _)) = keys::parse_record_key(&key) else {
+            return Some(Err(super::corrupt_error("?", 0, Corruption::BadKey)));
         };
-        let next = log.range::<Vec<u8>, _>((start, Bound::Unbounded)).next();
-        let result = match next {
-            None => None,
-            Some(Err(error)) => Some(Err(LocalError::from(error))),
-            Some(Ok((key, _))) if key.first() != Some(&RECORD_KEY_TAG) => None,
-            Some(Ok((key, _))) => match keys::parse_record_key(&key) {
-                None => Some(Err(super::corrupt_error("?", 0, Corruption::BadKey))),
-                Some((stream, _)) => Some(
-                    StreamKey::new(stream)
-                        .map_err(LocalError::from)
-                        .inspect(|stream| after = Some(past_stream(stream))),
-                ),
-            },
-        };
-        if !matches!(result, Some(Ok(_))) {
-            done = true;
-        }
-        result
+        let stream = StreamKey::new(stream).map_err(LocalError::from);
+        from = stream
+            .as_ref()
+            .ok()
+            .map(|s| Bound::Excluded(past_stream(s)));
+        Some(stream)
     })
 }
 

@@ -53,6 +53,7 @@ pub fn journal_damage(damage: JournalDamage, store: &Path) -> Damage {
 }
 
 /// What reading one journal file found.
+#[derive(Default)]
 pub struct FileScan {
     pub path: PathBuf,
     /// The base its header names (`None`: the file was being created when the
@@ -192,13 +193,8 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
     let from = from.filter(|_| used);
     let mut scan = FileScan {
         path: path.to_path_buf(),
-        base: None,
-        written_ahead: false,
         start: FILE_HEADER_BYTES as u64,
-        start_global: None,
-        entries: Vec::new(),
-        torn_at: None,
-        damage: Vec::new(),
+        ..FileScan::default()
     };
     let damage = |offset: usize, from_global: Option<u64>, detail: String| {
         JournalDamage::new(path, offset as u64, from_global, detail)
