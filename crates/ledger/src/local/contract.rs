@@ -1,11 +1,10 @@
-//! The local store behind the log contract: a call answered from memory when
-//! the recent records cover it, else on the store's read threads (a global
-//! scan on a blocking thread of its own): sled and the journal are never read
-//! on a runtime's worker.
+//! The local store behind the log contract: a call answered from the recent
+//! records when they cover it, else on the read threads (a global scan on a
+//! blocking thread of its own).
 //!
-//! Owns: the mapping of the contract onto [`LocalStore`], its snapshots tree
-//! as a [`SnapshotStore`], its counters in the neutral shape. Must never: read
-//! sled or a file on the calling task.
+//! Owns: the contract onto [`LocalStore`], its snapshots tree as a
+//! [`SnapshotStore`], its counters. Must never: read sled or a file on the
+//! calling task (a runtime's worker).
 
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
@@ -20,8 +19,7 @@ use crate::ledger::error::{LedgerError, Result};
 use crate::ledger::record::{NewRecord, Record, StreamKey};
 use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
 
-/// Records a global-order scan keeps ahead of its reader, per stream and in
-/// the channel: its memory grows with the streams, not the records.
+/// Records a global-order scan keeps ahead, per stream and in the channel.
 pub const SCAN_PAGE_RECORDS: usize = 16;
 
 /// Runs `work` on the store's read threads and returns its result.
@@ -56,8 +54,7 @@ impl LogStore for LocalStore {
         Ok(self.call(command).await?)
     }
 
-    /// Each run of equal timestamps is its own buffered append, its records
-    /// keeping their kind, payload and timestamp.
+    /// One buffered append per run of equal timestamps, kept.
     async fn append_copies(
         &self,
         stream: &StreamKey,
@@ -116,7 +113,14 @@ impl LogStore for LocalStore {
     }
 
     fn watch(&self, stream: &StreamKey) -> watch::Receiver<u64> {
-        self.watch_head(stream)
+        let mut watchers = self
+            .shared
+            .watchers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        watchers.prune_if_due();
+        let sender = watchers.senders.entry(stream.clone());
+        sender.or_insert_with(|| watch::channel(0).0).subscribe()
     }
 
     fn scan_global(&self, from: u64) -> BoxStream<'static, Result<Record>> {

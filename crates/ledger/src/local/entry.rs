@@ -1,11 +1,9 @@
-//! Values of the index's log tree: a sled value for one or more records of one
-//! stream at consecutive positions, under the first one's key. Since format 4
-//! the value points into the journal files (extents: a file, a byte range, how
-//! many records it holds; the first global position; the count); older stores
-//! hold the envelopes end to end in the value, and still read. Pointers
-//! because sled writes every value several times over (about four bytes a byte
-//! of record) while the journal already holds the records: a pointer is tens
-//! of bytes a run.
+//! Values of the index's log tree: one value for records of one stream at
+//! consecutive positions, under the first one's key. Since format 4 it points
+//! into the journal (extents, the first global position, the count); older
+//! stores hold the envelopes in the value, and still read. Pointers because
+//! sled writes each value about four times over while the journal already
+//! holds the records: a pointer is tens of bytes a run.
 //!
 //! Owns: the value layouts and telling them apart (a pointer starts with
 //! [`POINTER_TAG`], an envelope with its format version, 1), cutting runs into
@@ -36,9 +34,8 @@ pub const MAX_EXTENTS_PER_ENTRY: usize = 32;
 /// Bytes before each record in a journal entry: its length (u32).
 pub const RECORD_PREFIX_BYTES: u64 = 4;
 
-/// Where records of one stream lie in the journal: `bytes` bytes at `offset`
-/// of the file based at `file`, holding `records` consecutive records, each
-/// after its length prefix.
+/// `bytes` bytes at `offset` of the journal file based at `file`: `records`
+/// consecutive records of one stream, each after its length prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Extent {
     pub file: u64,
@@ -83,8 +80,7 @@ pub(crate) struct Run {
 }
 
 /// One entry to store, and the keys of the positions it covers past its first
-/// (a replay removes them, so that no entry stored before, one per record by a
-/// format-2 build or cut elsewhere, overlaps it).
+/// (a replay removes them: no entry stored before overlaps it).
 pub(crate) struct Cut<'a> {
     pub key: Vec<u8>,
     pub value: Vec<u8>,
@@ -99,9 +95,8 @@ impl Cut<'_> {
     }
 }
 
-/// The entries of `runs`, each run cut where an entry would pass
-/// [`MAX_POINTED_BYTES`] or [`MAX_EXTENTS_PER_ENTRY`] (touching extents are
-/// joined).
+/// The entries of `runs`, cut where one would pass [`MAX_POINTED_BYTES`] or
+/// [`MAX_EXTENTS_PER_ENTRY`] (touching extents joined).
 pub(crate) fn cut(runs: &[Run]) -> Vec<Cut<'_>> {
     let mut cuts = Vec::new();
     for run in runs {
@@ -344,9 +339,8 @@ const MAX_LONE_RECORD_BYTES: usize = RECORD_PREFIX_BYTES as usize
     + record::MAX_PAYLOAD_BYTES
     + record::CRC_BYTES;
 
-/// How many positions a stored value covers: a pointer's count, or the
-/// envelopes of a value of records (one ending inside an envelope counts it).
-/// A pointer that does not check covers one.
+/// How many positions a stored value covers: a pointer's count (one if it does
+/// not check), or the envelopes of a value of records (a torn one counts).
 pub fn span(value: &sled::IVec) -> u64 {
     match Pointer::decode(value) {
         Some(Ok(pointer)) => pointer.count,
@@ -385,8 +379,7 @@ pub fn envelopes(value: sled::IVec, files: &JournalFiles) -> Envelopes {
 }
 
 /// The envelopes of a value of records, each cut at the length its header
-/// states (checksums are checked when decoded); one ending inside an envelope
-/// yields `Truncated` and ends.
+/// states; a torn one yields `Truncated` and ends.
 fn inline_envelopes(value: Bytes) -> Envelopes {
     Envelopes {
         value,

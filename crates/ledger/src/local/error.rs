@@ -1,15 +1,11 @@
-//! Errors of the local store: what opening a directory can meet, damage
-//! to its files worded for an operator with what to do (the journal's,
-//! the truth: restore from a backup, naming the file, the byte, the
-//! global positions and the watermark; the index's when it cannot be
-//! rebuilt), and the engine's own failures (sled's, the file system's)
-//! before they are worded as the ledger's neutral errors at the store's
-//! edge.
+//! Errors of the local store: what opening a directory can meet, damage worded
+//! for an operator with what to do (the journal's, the truth: restore from a
+//! backup; the index's when it cannot be rebuilt), and sled's and the file
+//! system's failures before the store's edge words them as the ledger's.
 //!
-//! Owns: [`LocalError`], [`StoreProblem`], [`Damage`] and their mapping
-//! into [`LedgerError`]. Must never: let a sled or I/O error reach a
-//! caller of the store contract unworded, or send an operator to a backup
-//! for damage a rebuild mends.
+//! Owns: [`LocalError`], [`StoreProblem`], [`Damage`] and their mapping into
+//! [`LedgerError`]. Must never: let a sled or I/O error reach a caller of the
+//! contract unworded, or send an operator to a backup for what a rebuild mends.
 
 use std::path::PathBuf;
 
@@ -40,9 +36,8 @@ pub enum LocalError {
 }
 
 impl From<LocalError> for LedgerError {
-    /// The store's failures as a caller of the contract meets them: the
-    /// ledger's own errors as they are, anything else as the store being
-    /// unavailable with the engine's sentence.
+    /// The ledger's own errors as they are, anything else as the store being
+    /// unavailable, with the engine's sentence.
     fn from(error: LocalError) -> Self {
         match error {
             LocalError::Ledger(error) => error,
@@ -119,16 +114,6 @@ pub enum Damage {
     Underived { journal_starts_at: Option<u64> },
     #[error("the index (sled's files) is damaged ({found}) and cannot be rebuilt: {cause}")]
     Index { found: String, cause: Box<Damage> },
-}
-
-impl Damage {
-    /// This damage, met while rebuilding an index found damaged.
-    pub fn with_index_finding(self, found: &str) -> Self {
-        Damage::Index {
-            found: found.to_owned(),
-            cause: Box::new(self),
-        }
-    }
 }
 
 /// The sentence for damage in the journal: where, which global positions

@@ -1,14 +1,11 @@
-//! Group commit: when the writer syncs the journal for the durable
-//! appends it journaled.
+//! Group commit, on the writer's thread: a sync holds the writer, and what
+//! arrives meanwhile is the next round, and so the next group.
 //!
-//! Owns: the waiters of journaled rounds that are not durable yet, the
-//! decision after each round between syncing now and holding them for a
-//! fuller group, and one commit (one `fdatasync` for a whole group, then
-//! every waiter of it resolved). Everything here runs on the writer's
-//! thread: a sync holds the writer, and what arrives meanwhile is the
-//! next round, and so the next group.
-//! Must never: resolve a waiter before the sync that covers its round
-//! returned, or resolve one with success after a failed write or sync.
+//! Owns: the waiters of rounds not yet durable, the choice after each round
+//! between syncing now and holding them for a fuller group, and one commit
+//! (one `fdatasync`, then its waiters resolved). Must never: resolve a waiter
+//! before the sync covering its round returned, or with success after a
+//! failed write or sync.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -22,9 +19,7 @@ use crate::ledger::local::error::{LocalError, Result};
 use crate::ledger::local::watermark::Watermark;
 
 /// Longest a group is held for the rest of its writers, in microseconds: a
-/// sync costs 100–300 µs here, and waiting a fraction of that for writers on
-/// their way (or while the writer journals what waits) turns two syncs into
-/// one.
+/// sync costs 100–300 µs here, and a fraction of that turns two into one.
 pub const GROUP_LINGER_US: u64 = 250;
 
 /// Someone waiting for a journaled round to be durable.
@@ -47,8 +42,7 @@ impl Waiter {
     }
 }
 
-/// The durable waiters the writer holds, and the size of the last group
-/// it committed.
+/// The durable waiters held, and the size of the last group committed.
 #[derive(Default)]
 pub(crate) struct Group {
     held: Vec<Waiter>,
@@ -57,10 +51,8 @@ pub(crate) struct Group {
 
 impl Group {
     /// Adds a round's durable `waiters`; whether to sync now: when nothing
-    /// waits to be written and the group is at least half the last (writers
-    /// acknowledged together come back together). Otherwise the writer holds
-    /// them, journals what waits, and syncs when the queue is empty or the
-    /// linger ends.
+    /// waits and the group is at least half the last (writers acknowledged
+    /// together come back together). Else they wait for the queue or linger.
     pub(crate) fn settle(&mut self, waiters: Vec<Waiter>, nothing_waiting: bool) -> bool {
         if self.held.is_empty() {
             // Moved, not copied: a lone writer's group allocates nothing.
@@ -83,9 +75,8 @@ impl Group {
     }
 }
 
-/// Makes everything journaled so far durable with one sync, then resolves
-/// `waiters` (all journaled before the call), and now and then advances the
-/// watermark.
+/// One sync for everything journaled, then `waiters` resolved (all journaled
+/// before), and now and then the watermark advanced.
 pub(crate) fn commit(shared: &Shared, waiters: Vec<Waiter>, watermark: &mut Watermark) {
     let started = Instant::now();
     // Read before the sync, which covers every record below it.
@@ -125,8 +116,7 @@ pub(crate) fn commit(shared: &Shared, waiters: Vec<Waiter>, watermark: &mut Wate
                 }
                 waiter.resolve(Ok(()));
             }
-            // After the waiters: the watermark never delays an
-            // acknowledgement.
+            // After the waiters: it never delays an acknowledgement.
             watermark.advance_now_and_then(covered);
         }
         Err(error) => {

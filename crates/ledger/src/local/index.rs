@@ -1,14 +1,12 @@
 //! The index: sled's files, derived from the journal. Opening them, bringing
-//! them up to the journal, and when they cannot be used (missing, sled refuses
-//! them, a counter does not read, the records do not check through them)
-//! setting them aside and rebuilding them from the journal, the one truth.
+//! them up to the journal, and when they cannot be used setting them aside and
+//! rebuilding them from the journal, the one truth.
 //!
 //! Owns: the replay at open, the stored next global position, telling index
 //! damage from journal damage, `discarded/index-<unix ms>/`, the rebuild and
 //! its log lines. Must never: delete what it sets aside, or rebuild from a
-//! journal that is damaged or does not start at global position 0 (a store
-//! from before format 4 keeps older records in sled alone: there the index is
-//! truth).
+//! journal that is damaged or does not start at global position 0 (before
+//! format 4, older records live in sled alone: there the index is truth).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -19,9 +17,7 @@ use super::keys::NEXT_GLOBAL_KEY;
 use super::open::{self as opening, OpenMode};
 use super::{journal, storage};
 
-/// Written by a running store when a read finds the index damaged (a pointer
-/// or entry that does not check while the records do): the next open rebuilds
-/// the index.
+/// Written when a read finds the index damaged: the next open rebuilds it.
 pub const INDEX_DAMAGED_FILE: &str = "INDEX-DAMAGED";
 
 /// Notes, for the next open, that a read found the index damaged.
@@ -92,9 +88,8 @@ enum Refused {
     Failed(LocalError),
 }
 
-/// Opens the index of the store in `path` (creating the store if `mode`
-/// allows), rebuilding it when it cannot be used, or when `rebuild` gives a
-/// reason (`log repair`).
+/// Opens the index of the store in `path` (created if `mode` allows), rebuilt
+/// when it cannot be used or `rebuild` gives a reason (`log repair`).
 pub(super) fn open(path: &Path, mode: OpenMode, rebuild: Option<&str>) -> Result<Opened> {
     opening::prepare_directory(path, mode)?;
     let marked = std::fs::read_to_string(path.join(INDEX_DAMAGED_FILE)).ok();
@@ -116,7 +111,10 @@ pub(super) fn open(path: &Path, mode: OpenMode, rebuild: Option<&str>) -> Result
                 _ => Ok(opened),
             }
         }
-        Err(damage) => Err(LocalError::Damaged(damage.with_index_finding(&found))),
+        Err(damage) => {
+            let cause = Box::new(damage);
+            Err(LocalError::Damaged(Damage::Index { found, cause }))
+        }
     }
 }
 
@@ -162,12 +160,10 @@ fn refused(error: LocalError) -> Refused {
     }
 }
 
-/// The journal's files, if the index can be derived from them (read one at a
-/// time): they start at global position 0, each where the one before ended,
-/// hold no damage, and reach every record acknowledged (the watermark) and
-/// every one the index as found reached (`index_end`): a torn newest file is
-/// damage if records past it were acknowledged. Otherwise the damage that
-/// stops a rebuild.
+/// The journal's files if the index can be derived from them: from global
+/// position 0, each where the one before ended, no damage, reaching the
+/// watermark and `index_end` (a torn end is damage if records past it were
+/// acknowledged). Otherwise the damage that stops a rebuild.
 pub(super) fn derivable(
     path: &Path,
     index_end: Option<u64>,
@@ -265,9 +261,8 @@ pub(super) fn rebuild_from(path: &Path, found: String, files: &[PathBuf]) -> Res
     })
 }
 
-/// Brings sled up to the journal (every round it lacks, as entries pointing
-/// into it) and opens the journal for the writer: the newest file where it
-/// ends, or a new file where the records end.
+/// Brings sled up to the journal and opens the journal for the writer: the
+/// newest file where it ends, or a new file where the records end.
 fn recover(
     path: &Path,
     log: &sled::Tree,

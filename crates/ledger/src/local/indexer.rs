@@ -1,23 +1,18 @@
-//! The indexer: applies the rounds the writer journaled to sled, in
-//! order, on its own thread, and publishes where the rounds it applied
-//! end (`applied_next_global`; readers of sled stop there).
+//! The indexer: on its own thread, applies the rounds the writer journaled to
+//! sled in order, and publishes where they end (`applied_next_global`, where
+//! readers of sled stop).
 //!
-//! Owns: the queue of rounds journaled but not yet in sled (bounded in
-//! bytes: a writer that gets too far ahead waits), how far the journal is
-//! known to be on stable storage, the inserts, the stored next global
-//! position and journal end (once per batch). Must never: apply a round
-//! before one journaled earlier, apply a round before the journal holds
-//! it on stable storage, or publish an end before every record below it
-//! is inserted.
+//! Owns: the queue of rounds not yet in sled (bounded in bytes: a writer too
+//! far ahead waits), how far the journal is known synced, the inserts, the
+//! stored next global position and journal end (once per batch). Must never:
+//! apply a round out of order or before the journal holds it synced, or
+//! publish an end before every record below it is inserted.
 //!
-//! Why a thread: sled's inserts were about four fifths of the writer's
-//! time, and durability does not need them (the journal entry is the
-//! durability point; until a record is applied, readers find it among
-//! the recent records). Why it waits for the journal's sync: sled writes
-//! its pages on its own schedule, so after a power loss it could hold
-//! records the journal lost, at positions the ledger would hand out
-//! again; applying only synced rounds keeps sled's records a subset of
-//! the journal's durable ones.
+//! A thread because sled's inserts were four fifths of the writer's time and
+//! durability does not need them (until applied, readers find a record among
+//! the recent ones). Synced rounds only because sled writes its pages on its
+//! own schedule: after a power loss it could hold records the journal lost, at
+//! positions the ledger would hand out again.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -30,15 +25,12 @@ use crate::ledger::local::journal::JournalEnd;
 use crate::ledger::local::keys::{JOURNAL_END_KEY, NEXT_GLOBAL_KEY};
 use crate::ledger::record::{Record, StreamKey};
 
-/// Most bytes of records journaled but not yet in sled, in bytes; past it
-/// the writer waits for the indexer (a bigger round is let in alone). It
-/// bounds the backlog's memory beyond the recent records' own bound.
+/// Most bytes of records journaled but not yet in sled; past it the writer
+/// waits (a bigger round is let in alone): the backlog's memory bound.
 pub const MAX_UNINDEXED_BYTES: usize = 32 * 1024 * 1024;
 
-/// Longest the indexer waits for a commit to sync the rounds it holds,
-/// in milliseconds, before it syncs the journal itself: a round of
-/// buffered appends only is made durable by the next commit of anyone's,
-/// or by the indexer this long after (one sync for all of them).
+/// Longest the indexer waits for a commit to sync its rounds, in milliseconds,
+/// before it syncs the journal itself (one sync for all buffered rounds).
 pub const MAX_SYNC_WAIT_MS: u64 = 50;
 
 /// One round the writer journaled: its records, by stream, in global order.
@@ -46,15 +38,14 @@ pub(crate) struct Round {
     pub written: Vec<(StreamKey, Vec<Record>)>,
     /// Where each run of `written` lies in the journal, in order.
     pub extents: Vec<Extent>,
-    /// Where the round's journal entry ends, and the global position after
-    /// the round.
+    /// Where its journal entry ends (and the global position after it).
     pub end: JournalEnd,
     pub bytes: usize,
-    /// Records the recent records let go as this round came in, freed
-    /// with it on the indexer's thread rather than on the commit path.
+    /// Records the recent records let go, freed on the indexer's thread
+    /// rather than on the commit path.
     pub retired: Vec<Record>,
-    /// A durable append or flush of the round waits for a commit, which
-    /// wakes the indexer once it synced the round (its push does not).
+    /// A durable append or flush of it waits for a commit, which wakes the
+    /// indexer (its push does not).
     pub awaits_commit: bool,
 }
 
@@ -62,8 +53,8 @@ pub(crate) struct Round {
 #[derive(Default)]
 pub(crate) struct IndexQueue {
     state: Mutex<QueueState>,
-    /// The indexer waits here for rounds or a sync (signalled only while
-    /// it waits: a busy indexer costs a pushing writer no system call).
+    /// The indexer waits here for rounds or a sync (signalled only while it
+    /// waits: a busy indexer costs a writer no system call).
     work: Condvar,
     /// Writers waiting for room, and callers of `wait_until_applied`.
     progress: Condvar,
@@ -77,8 +68,7 @@ struct QueueState {
     /// Rounds ever queued, and ever applied (or skipped once poisoned).
     queued: u64,
     applied: u64,
-    /// Every round ending at or below this global position is in the
-    /// journal on stable storage.
+    /// Every round ending at or below this global position is synced.
     durable: u64,
     /// The writer queues no more rounds.
     closed: bool,
@@ -124,8 +114,7 @@ impl IndexQueue {
     }
 
     /// Queues a round, first waiting while the backlog is over
-    /// [`MAX_UNINDEXED_BYTES`]. Once the indexer is gone (the ledger is
-    /// poisoned or closing) nothing is queued.
+    /// [`MAX_UNINDEXED_BYTES`]; nothing once the indexer is gone.
     pub(crate) fn push(&self, round: Round) {
         let mut state = self.lock();
         while !state.gone
@@ -158,18 +147,16 @@ impl IndexQueue {
         }
     }
 
-    /// The ledger is poisoned: an indexer waiting for a sync stops
-    /// waiting (nothing more is applied).
+    /// The ledger is poisoned: an indexer waiting for a sync stops waiting.
     pub(crate) fn interrupt(&self) {
         let mut state = self.lock();
         state.interrupted = true;
         self.wake_indexer(&state);
     }
 
-    /// Blocks until the journal holds every round below `end` on stable
-    /// storage, or the ledger is poisoned: waits for a commit to sync it
-    /// for at most [`MAX_SYNC_WAIT_MS`] (not at all once the writer is
-    /// closed), then syncs with `sync`.
+    /// Blocks until every round below `end` is synced (or the ledger is
+    /// poisoned): a commit has [`MAX_SYNC_WAIT_MS`] to sync it (none once the
+    /// writer is closed), then `sync` does.
     fn wait_until_durable(&self, end: u64, sync: impl FnOnce()) {
         let deadline = Instant::now() + Duration::from_millis(MAX_SYNC_WAIT_MS);
         let mut state = self.lock();
@@ -195,8 +182,7 @@ impl IndexQueue {
     }
 
     /// Blocks until every round queued before the call is in sled (or the
-    /// indexer is gone): up to [`MAX_SYNC_WAIT_MS`] longer for a round no
-    /// commit syncs.
+    /// indexer is gone).
     pub(crate) fn wait_until_applied(&self) {
         let mut state = self.lock();
         let target = state.queued;
@@ -249,9 +235,8 @@ impl IndexQueue {
     }
 }
 
-/// Marks the indexer gone when its thread ends, however it ends, so a
-/// writer waiting for room never waits for a thread that is gone; an end
-/// by panic also poisons the ledger (nothing would reach sled any more).
+/// Marks the indexer gone when its thread ends, so no writer waits for room
+/// from it; a panic also poisons the ledger (nothing would reach sled).
 struct GoneOnExit<'a>(&'a Shared);
 
 impl Drop for GoneOnExit<'_> {
@@ -292,15 +277,11 @@ pub(crate) fn run_indexer(shared: std::sync::Arc<Shared>) {
     }
 }
 
-/// The rounds taken together, every run of a stream joined in round
-/// order before they are cut into entries: a stream appended to in
-/// several rounds of a batch costs one insert per entry, not per round
-/// (sled's cost per record halves from one record an insert to four, and
-/// 64 writers' rounds interleave their streams). A stable sort on the
-/// stream joins them when the batch is applied; neighbours are joined as
-/// rounds arrive. A batch is applied and published whole, so every entry
-/// lies wholly below or past the end sled recovers, and a replay from
-/// that end overwrites whatever sled held past it.
+/// The rounds taken together, each stream's runs joined in round order (a
+/// stable sort) before they are cut into entries: one insert per entry, not
+/// per round (sled's cost a record halves from one record an insert to four).
+/// A batch is applied and published whole, so every entry lies wholly below or
+/// past the end sled recovers, and a replay from there overwrites the rest.
 #[derive(Default)]
 struct Batch {
     runs: Vec<Run>,
@@ -354,8 +335,14 @@ impl Batch {
     /// publishes their end (nothing once the ledger is poisoned).
     fn apply_and_publish(&mut self, shared: &Shared) {
         if let Some(end) = self.end.take() {
+            // A round no commit synced: the indexer syncs (unless poisoned).
             shared.index_queue.wait_until_durable(end.next_global, || {
-                let _ = shared.sync_journal();
+                if shared.poisoned().is_none() {
+                    shared.stats.index_syncs.fetch_add(1, Ordering::Relaxed);
+                    if let Err(error) = shared.make_durable() {
+                        shared.poison(format!("flush failed: {error}"));
+                    }
+                }
             });
             if shared.poisoned().is_none() {
                 self.join_streams();
@@ -370,10 +357,9 @@ impl Batch {
     }
 }
 
-/// Stores `m/next_global` after the records (sled recovers a prefix of
-/// its log, so the stored end never covers a record it lost), then where
-/// their journal entries end (an open reads the journal from there), then
-/// publishes `applied_next_global` to sled's readers.
+/// Stores `m/next_global` after the records (sled recovers a prefix of its
+/// log: the end never covers a record it lost), then the journal end (where
+/// an open reads on), then publishes `applied_next_global` to readers.
 fn publish(shared: &Shared, end: JournalEnd) {
     if shared.poisoned().is_some() {
         return;
@@ -391,13 +377,11 @@ fn publish(shared: &Shared, end: JournalEnd) {
         .store(end.next_global, Ordering::Release);
 }
 
-/// Inserts the runs, one insert per entry (`ledger::entry`). Not one
-/// `apply_batch`: sled 0.34 writes its I/O buffer out twice for every
-/// batch, which cost more than the inserts, and its first batch makes
-/// every sled call take a reader-writer lock from then on. Nothing needs
-/// the atomicity: the journal holds the round on stable storage (an open
-/// replays it over whatever part sled kept), and readers see nothing at
-/// or past the published end.
+/// Inserts the runs, one insert per entry. Not one `apply_batch`: sled 0.34
+/// writes its I/O buffer out twice a batch (more than the inserts cost), and
+/// after its first batch every call takes a reader-writer lock. Nothing needs
+/// the atomicity: the journal holds the round synced (an open replays it), and
+/// readers see nothing past the published end.
 fn insert_records(shared: &Shared, runs: &[Run]) -> sled::Result<()> {
     let mut inserted = 0;
     for entry in entry::cut(runs) {

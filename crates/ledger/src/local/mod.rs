@@ -1,21 +1,16 @@
-//! The local store: the ledger in one directory, made durable by a
-//! group-committed journal (the truth) and indexed in sled (derived). The
-//! default of `serve`; one process at a time holds a directory.
-//! `log-format/LOG-FORMAT.md` ("The local store") and `docs/local-store.md`
-//! describe it.
+//! The local store, `serve`'s default: the ledger in one directory held by one
+//! process, made durable by a group-committed journal (the truth) and indexed
+//! in sled (derived). LOG-FORMAT.md and `docs/local-store.md` describe it.
 //!
-//! Owns: the data directory, appending (optimistic concurrency, durable or
-//! buffered, group commit), the open (replaying or rebuilding the index),
-//! reading and watching streams, the integrity scan, the snapshots tree. Must
-//! never: hand out a record whose checksum or position does not check,
-//! acknowledge a durable append before its journal entry is synced, let two
-//! appends extend one position, or let a sled or I/O error out unworded
-//! (`error`).
+//! Owns: the data directory, appending, the open (replaying or rebuilding the
+//! index), reading and watching streams, the integrity scan, the snapshots
+//! tree. Must never: hand out a record whose checksum or position does not
+//! check, acknowledge a durable append before its entry is synced, let two
+//! appends extend one position, or let a sled or I/O error out unworded.
 
-/// Stops the process when something the store decided, and relies on before it
-/// writes or after it reads, does not hold (TigerBeetle's rule): a wrong
-/// record must never reach the journal. Never for damage found on disk, which
-/// is reported.
+/// Stops the process when something the store decided and relies on does not
+/// hold (TigerBeetle's rule): a wrong record must never reach the journal.
+/// Never for damage found on disk, which is reported.
 macro_rules! invariant {
     ($holds:expr, $($why:tt)+) => {
         if !$holds {
@@ -84,8 +79,7 @@ pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<crate::l
 pub(crate) use index::stored_next_global;
 use writer::{AppendRequest, Command, Reply, WritePath};
 
-/// Streams watched past which a new watch first drops the senders of tails
-/// that ended.
+/// Streams watched past which a watch first drops the ended tails' senders.
 pub const WATCHERS_PRUNE_AT: usize = 4096;
 
 /// Appends waiting for the writer before callers are made to wait (backpressure).
@@ -116,8 +110,7 @@ pub(crate) struct Shared {
     /// Set when the last handle goes: the scrubber stops early.
     stopping: AtomicBool,
     stats: Counters,
-    /// The global position after the last round the indexer applied to sled
-    /// (sled's readers stop there).
+    /// Where the rounds the indexer applied end (sled's readers stop there).
     applied_next_global: AtomicU64,
     /// Rounds journaled, on their way into sled.
     index_queue: indexer::IndexQueue,
@@ -179,18 +172,6 @@ impl Shared {
         file.sync()?;
         self.index_queue.note_durable(journaled);
         Ok(())
-    }
-
-    /// [`Shared::make_durable`] for the indexer (a round no commit synced); a
-    /// failure poisons the ledger.
-    fn sync_journal(&self) -> Result<()> {
-        if let Some(reason) = self.poisoned() {
-            return Err(LedgerError::Poisoned { reason }.into());
-        }
-        self.stats.index_syncs.fetch_add(1, Ordering::Relaxed);
-        self.make_durable().inspect_err(|error| {
-            self.poison(format!("flush failed: {error}"));
-        })
     }
 
     fn poison(&self, reason: String) {
@@ -262,8 +243,7 @@ impl Default for Watchers {
 }
 
 impl Watchers {
-    /// A tail that ended leaves its sender behind until the stream's next
-    /// append, which may never come.
+    /// An ended tail's sender stays until the stream's next append, if any.
     fn prune_if_due(&mut self) {
         if self.senders.len() < self.prune_at {
             return;
@@ -273,8 +253,7 @@ impl Watchers {
     }
 }
 
-/// Stops the store's threads when the last handle goes, so its lock is
-/// released when `drop` returns.
+/// Stops the threads when the last handle goes: the lock is free after it.
 struct Threads {
     shared: Arc<Shared>,
     commands: Option<mpsc::Sender<Command>>,
@@ -294,9 +273,8 @@ impl Drop for Threads {
                 let _ = handle.join();
             }
         }
-        // A clean close: the writer synced the journal and wrote the watermark
-        // as it stopped; sled's writes are handed to the file system (no sync:
-        // it is derived), so the next open usually replays nothing.
+        // The writer synced the journal as it stopped; sled's writes go to the
+        // file system (unsynced: derived), so the next open replays little.
         if self.shared.poisoned().is_none()
             && let Err(error) = self.shared.db.flush()
         {
@@ -305,8 +283,7 @@ impl Drop for Threads {
     }
 }
 
-/// An open local store. Cheap to clone; the store closes when the last
-/// clone is dropped.
+/// An open local store; it closes when the last clone is dropped.
 #[derive(Clone)]
 pub struct LocalStore {
     shared: Arc<Shared>,
@@ -328,9 +305,8 @@ impl LocalStore {
         Self::open_checked(path.as_ref(), OpenMode::MustExist, Some(why))
     }
 
-    /// Opens the store and checks every record through the index; records
-    /// failing their checks while the journal is intact mean the index is
-    /// damaged: it is rebuilt and checked again.
+    /// Opens the store and checks every record; records failing through an
+    /// intact journal mean a damaged index: rebuilt and checked again.
     fn open_checked(
         path: &Path,
         mode: OpenMode,
@@ -379,11 +355,9 @@ impl LocalStore {
         Ok((store, report))
     }
 
-    /// Opens the store with the integrity scan on a background thread (the
-    /// scrubber) while it serves: an open costs sled's recovery, not a read of
-    /// every record. Reads check every record they return, and a stream the
-    /// scrubber finds corrupt is refused from then on. A damaged index is
-    /// rebuilt before this returns.
+    /// Opens the store with the integrity scan in the background while it
+    /// serves (the scrubber): an open costs sled's recovery, not a read of
+    /// every record; a stream found corrupt is refused from then on.
     pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let opened = index::open(&path, mode, None)?;
@@ -471,8 +445,7 @@ impl LocalStore {
             .clone()
     }
 
-    /// Why the ledger refuses writes, if a write or sync failed (only a
-    /// restart clears it).
+    /// Why the ledger refuses writes after a failed write or sync, if it does.
     pub fn poisoned(&self) -> Option<String> {
         self.shared.poisoned()
     }
@@ -521,8 +494,7 @@ impl LocalStore {
         })
     }
 
-    /// Sends the writer the command `command` builds around its reply, and
-    /// waits for the reply.
+    /// Sends the writer `command` built around a reply; waits for the reply.
     pub(super) async fn call<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
         let (reply, receiver) = oneshot::channel();
         let sent = self.commands()?.send(command(reply)).await;
@@ -538,8 +510,7 @@ impl LocalStore {
         receiver.blocking_recv().map_err(|_| LedgerError::Closed)?
     }
 
-    /// [`LogStore::append`](crate::ledger::LogStore::append) for threads outside an async
-    /// runtime.
+    /// `LogStore::append` for threads outside an async runtime.
     pub fn append_blocking(
         &self,
         stream: &StreamKey,
@@ -551,57 +522,33 @@ impl LocalStore {
         self.call_blocking(command)
     }
 
-    /// [`LogStore::flush`](crate::ledger::LogStore::flush) for threads outside an async
-    /// runtime.
+    /// `LogStore::flush` for threads outside an async runtime.
     pub fn flush_blocking(&self) -> Result<()> {
         self.call_blocking(Command::Flush)
     }
 
-    /// The stream's next position, read on the calling thread (not a runtime's
-    /// worker: it may read sled).
+    /// The stream's next position, read on this thread (it may read sled).
     pub fn head_blocking(&self, stream: &StreamKey) -> Result<u64> {
         self.shared.check_not_corrupt(stream)?;
         self.shared.read_head(stream)
     }
 
-    /// Reads `stream` from `from` on the calling thread (not a runtime's
-    /// worker); every record is checked.
+    /// Reads `stream` from `from` on the calling thread, every record checked.
     pub fn read_blocking(&self, stream: &StreamKey, from: u64) -> Result<StreamReader> {
         self.shared.check_not_corrupt(stream)?;
-        Ok(self.reader(stream, from))
-    }
-
-    fn reader(&self, stream: &StreamKey, from: u64) -> StreamReader {
-        match self.shared.recent.read(stream, from, usize::MAX) {
+        Ok(match self.shared.recent.read(stream, from, usize::MAX) {
             Some(records) => StreamReader::held(records),
             None => StreamReader::sled(self.shared.clone(), stream.clone(), from),
-        }
+        })
     }
 
-    /// A receiver of the stream's next position after each append to it.
-    fn watch_head(&self, stream: &StreamKey) -> watch::Receiver<u64> {
-        let mut watchers = self
-            .shared
-            .watchers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        watchers.prune_if_due();
-        watchers
-            .senders
-            .entry(stream.clone())
-            .or_insert_with(|| watch::channel(0).0)
-            .subscribe()
-    }
-
-    /// Blocks until every record appended before the call is in sled (a
-    /// benchmark charging the indexer's work to the appends that caused it;
-    /// reads never need it).
+    /// Blocks until every record appended before the call is in sled (a bench
+    /// charging the indexer's work to its appends; reads never need it).
     pub fn wait_until_indexed(&self) {
         self.shared.index_queue.wait_until_applied();
     }
 
-    /// Every stream key in key order after `after` (every stream appended to
-    /// before the call among them). Blocks.
+    /// Every stream key after `after`, in key order. Blocks.
     pub fn streams_blocking(
         &self,
         after: Option<&StreamKey>,
@@ -610,8 +557,7 @@ impl LocalStore {
         scan::stream_keys(self.shared.log.clone(), after)
     }
 
-    /// Streams refused because a record of theirs failed its checks, with
-    /// the first bad position.
+    /// Streams refused for a record failing its checks, and its position.
     pub fn corrupt_streams(&self) -> Vec<(String, u64)> {
         let corrupt = self
             .shared
@@ -636,8 +582,7 @@ fn corrupt_error(stream: impl ToString, position: u64, corruption: Corruption) -
     .into()
 }
 
-/// Logs why an invariant failed ([`invariant!`]) and aborts before anything
-/// more is written.
+/// Logs why an invariant failed and aborts before anything more is written.
 #[cold]
 pub(crate) fn stop(why: std::fmt::Arguments) -> ! {
     tracing::error!(%why, "an invariant of the local store failed: stopping before anything more is written");
@@ -645,13 +590,11 @@ pub(crate) fn stop(why: std::fmt::Arguments) -> ! {
     std::process::abort()
 }
 
-/// The scrubber's CPU priority (`nice`): the lowest. A full scan of a large
-/// store takes a core for seconds beside `serve`'s first requests; it gets
-/// only the CPU they leave (raising a nice value needs no privilege).
+/// The scrubber's CPU priority (`nice`), the lowest: a full scan takes a core
+/// for seconds beside `serve`'s first requests, and gets what they leave.
 pub const SCRUBBER_NICE: libc::c_int = 19;
 
-/// Lowers the calling thread's CPU priority to [`SCRUBBER_NICE`] (Linux
-/// threads have their own); best effort.
+/// Lowers this thread's priority to [`SCRUBBER_NICE`]; best effort.
 fn lower_this_threads_priority() {
     // SAFETY: plain system calls on the calling thread's own id.
     let result = unsafe {

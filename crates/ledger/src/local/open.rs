@@ -1,9 +1,6 @@
-//! Opening a data directory: the LEDGERWIRE marker, format checks and the
-//! sled lock. Must never write into a directory it has not recognised as a
-//! store (or created itself, empty).
-//!
-//! Owns: the marker file, the store format number and waiting for the
-//! lock of a store closed a moment ago.
+//! Opening a data directory. Owns: the LEDGERWIRE marker, the store format,
+//! sled's lock (waited for after a close). Must never: write into a directory
+//! not recognised as a store (or created empty by itself).
 
 use std::fs;
 use std::io::Write;
@@ -11,10 +8,9 @@ use std::path::{Path, PathBuf};
 
 use crate::ledger::local::error::{Damage, LocalError, Result, StoreProblem, is_damage};
 
-/// Version of the store as a whole (marker, tree names, key layout, the
-/// journal), bumped only when old code would misread a new store
-/// (LOG-FORMAT.md says what each format added). Opening an older store
-/// upgrades its marker: its entries holding records read as they are.
+/// Version of the whole store, bumped only when old code would misread a new
+/// one (LOG-FORMAT.md lists them). An older store's marker is upgraded on
+/// open: its entries holding records read as they are.
 pub const STORE_FORMAT: u32 = 4;
 
 /// Name of the marker file at the root of every store.
@@ -36,13 +32,11 @@ fn problem(path: &Path, problem: StoreProblem) -> LocalError {
     }
 }
 
-/// How long opening waits for the store's lock, in milliseconds: a store
-/// closed a moment ago (a restart) can hold it while sled's I/O threads finish
-/// (like SQLite's busy timeout).
+/// How long opening waits for the lock, in milliseconds: a store just closed
+/// holds it while sled's I/O threads finish (like SQLite's busy timeout).
 pub const LOCK_WAIT_MS: u64 = 2_000;
 
-/// sled's page cache, in bytes (its default is 1 GiB): hot records are read
-/// from the recent records and the fold caches, so it serves cold reads only.
+/// sled's page cache, in bytes (1 GiB by default): it serves cold reads only.
 pub const SLED_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// How sled is opened: its cache bounded, no flusher of its own (the journal
@@ -57,14 +51,12 @@ fn sled_config(path: &Path) -> sled::Config {
 /// Pause between two attempts to take the lock, in milliseconds.
 const LOCK_RETRY_MS: u64 = 20;
 
-/// Opens sled in a store directory already checked, waiting out a lock a store
-/// just closed still holds. Damage sled meets (an error, or a panic while it
-/// recovers) is [`LocalError::Damaged`].
+/// Opens sled in a checked store directory, waiting out a just-closed store's
+/// lock. Damage (an error, or a panic while recovering) is `Damaged`.
 pub(super) fn open_sled_in(path: &Path) -> Result<sled::Db> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(LOCK_WAIT_MS);
     loop {
-        // sled panics on some damage it meets while recovering: damage, not a
-        // bug to crash on.
+        // sled panics on some damage while recovering: not a bug to crash on.
         let opened =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sled_config(path).open()));
         match opened {

@@ -1,12 +1,11 @@
-//! Reading one stream in position order: from the records this process
-//! appended lately when they cover the read, else from sled, and from sled on
-//! to the recent records for what the indexer has not applied yet.
+//! Reading one stream in position order: from the recent records when they
+//! cover the read, else from sled and on into the recent records.
 //!
-//! Owns: `StreamReader` and the head lookup (`Shared::read_head`), both
-//! reading sled only below the end of the rounds wholly applied. Must never:
-//! hand out a record whose checksum, key or position does not check, go on
-//! past a bad record, hand out part of a round being applied, or end before a
-//! record appended before the read began.
+//! Owns: `StreamReader` and `Shared::read_head`, both reading sled only below
+//! the end of the rounds wholly applied. Must never: hand out a record whose
+//! checksum, key or position does not check, go on past a bad record, hand out
+//! part of a round being applied, or end before a record appended before the
+//! read began.
 
 use std::sync::Arc;
 
@@ -86,9 +85,8 @@ impl StreamReader {
 fn stream_range(log: &sled::Tree, stream: &StreamKey, from: u64) -> sled::Iter {
     let prefix = stream_prefix(stream);
     let at = keys::record_key(stream, from);
-    // The entry holding `from` has the greatest key up to `from`'s; if sled
-    // cannot read there, the read starts at `from` and names what it cannot
-    // reach as a gap.
+    // The entry holding `from` has the greatest key up to `from`'s (if sled
+    // cannot read it, the read starts at `from` and finds a gap).
     let holding = match from {
         0 => None,
         _ => log.range(prefix.clone()..=at.clone()).next_back(),
@@ -168,10 +166,8 @@ impl Shared {
 
 impl SledReader {
     /// Passes over sled, each to the end applied when it began, then the
-    /// recent records. This ends before no record appended before the read
-    /// began: the recent records drop no record sled lacks, so at a pass's end
-    /// the next record is held, or in sled below the end the next pass reads
-    /// to. A pass handing out nothing ends the read.
+    /// recent records, which drop no record sled lacks: after a pass the next
+    /// record is held or below the next pass's end. An empty pass ends it.
     fn next(&mut self) -> Option<Result<Record>> {
         loop {
             if let Some(held) = &mut self.held {

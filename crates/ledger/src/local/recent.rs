@@ -2,21 +2,19 @@
 //! tail or a head right after an append reads them here, not through sled.
 //!
 //! Owns: the newest [`RECENT_RECORDS_PER_STREAM`] records (up to twice that
-//! between trims) of each stream the writer extended, within [`RECENT_BYTES`],
-//! and each such stream's head. Must never: free a record on the writer's path
-//! (what it lets go is handed back, to be freed elsewhere), answer for a
-//! position it does not hold, or let go of a record the indexer has not
-//! applied (until then only here do readers find it). Such records may take it
-//! past its bounds by at most the indexer's backlog.
+//! between trims) of each stream extended, within [`RECENT_BYTES`], and its
+//! head. Must never: free a record on the writer's path (it hands them back),
+//! answer for a position it does not hold, or let go of a record the indexer
+//! has not applied (only here do readers find it; past the bounds by at most
+//! the indexer's backlog).
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use crate::ledger::record::{Record, StreamKey, StreamMap};
 
-/// Records a trim leaves a stream: what a segment's folds and tails need
-/// between two of its appends, many times over. A stream holds up to twice
-/// this, then its older half goes in one step.
+/// Records a trim leaves a stream (what a segment's folds and tails need, many
+/// times over); it holds up to twice this, then the older half goes at once.
 pub const RECENT_RECORDS_PER_STREAM: usize = 64;
 
 /// Most bytes of records kept for all streams; past it the streams appended to
@@ -41,9 +39,8 @@ impl Tail {
     /// sled holds (below `indexed_below`) to `retired`; their bytes.
     fn trim(&mut self, indexed_below: u64, retired: &mut Vec<Record>) -> usize {
         let excess = self.records.len().saturating_sub(RECENT_RECORDS_PER_STREAM);
-        // The records sled holds are a prefix, found by bisection: a
-        // backlogged indexer must not make every append walk a long stream's
-        // older half.
+        // Found by bisection: a backlogged indexer must not make every append
+        // walk a long stream's older half.
         let held_by_sled = self
             .records
             .partition_point(|old| old.global_position() < indexed_below)
@@ -74,13 +71,10 @@ pub struct Recent {
 }
 
 impl Recent {
-    /// Adds the records a round appended (for each stream, in position order
-    /// from where it stood). Only records sled holds (below `indexed_below`)
-    /// may go to make room, moved to `retired`, not dropped. Trimmed in halves
-    /// and retired because reading each old record to decide and dropping it
-    /// were two cache misses per record appended, about a seventh of the
-    /// writer's time under 64 writers: the older half moves out in one copy,
-    /// dropped off the commit path.
+    /// Adds a round's records. Only records sled holds (below `indexed_below`)
+    /// make room, moved to `retired`. In halves, and not dropped here, because
+    /// judging and dropping each old record cost two cache misses a record, a
+    /// seventh of the writer's time under 64 writers.
     pub fn extend(
         &self,
         appended: &[(StreamKey, Vec<Record>)],
@@ -96,9 +90,8 @@ impl Recent {
             let touched = inner.clock;
             let added: usize = records.iter().map(Record::encoded_len).sum();
             let mut freed = 0;
-            // Looked up first, so that a held stream's key is not cloned and
-            // dropped (its count's cache line is shared with the tasks and the
-            // indexer).
+            // Looked up first: cloning a held key touches its count's cache
+            // line, shared with the tasks and the indexer.
             if !inner.streams.contains_key(stream) {
                 let fresh = Tail {
                     first,
@@ -161,8 +154,7 @@ impl Recent {
 
 impl Inner {
     /// Lets the streams extended longest ago go to `retired` while over
-    /// [`RECENT_BYTES`], stopping at the first holding a record sled lacks
-    /// (every stream extended after it holds a later one).
+    /// [`RECENT_BYTES`], up to the first holding a record sled lacks.
     fn evict(&mut self, indexed_below: u64, retired: &mut Vec<Record>) {
         while self.bytes > RECENT_BYTES {
             let Some((stream, touched)) = self.order.front().cloned() else {

@@ -1,9 +1,6 @@
-//! Integrity checking of a whole store through its index: every record's
-//! checksum and placement, each stream's continuity, the global order; and the
-//! global-order merge of the streams.
-//!
-//! Owns: the scan behind the tools' open, the scrubber and `log verify`. Must
-//! never: modify the store.
+//! Integrity checking of a whole store through its index (every record's
+//! checksum and placement, each stream's continuity, the global order), and
+//! the global-order merge of the streams. Must never: modify the store.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -40,15 +37,13 @@ pub fn verify(log: &sled::Tree, files: &JournalFiles) -> Result<VerifyReport> {
     Ok(scan(log, files, &never, None)?.unwrap_or_default())
 }
 
-/// Entries scanned between two looks at the stop flag: 16 entries read at most
-/// 1 MiB of records, so a closing ledger waits for its scrubber about a
-/// millisecond.
+/// Entries scanned between looks at the stop flag: at most 1 MiB of records,
+/// so a closing ledger waits for its scrubber about a millisecond.
 const STOP_CHECK_ENTRIES: u64 = 16;
 
-/// [`verify`] while appends go on (the scrubber), giving up (`None`) once
-/// `stop` is set. It judges only the records below the global position stored
-/// when it began (all visible: the indexer stores it after inserting them);
-/// records inserted meanwhile may be seen in part and would look like a hole.
+/// [`verify`] while appends go on (the scrubber; `None` once `stop` is set),
+/// of the records below the end stored when it began: ones inserted meanwhile
+/// may be seen in part and would look like a hole.
 pub fn verify_live(
     log: &sled::Tree,
     files: &JournalFiles,
@@ -215,10 +210,8 @@ impl Scan {
     fn finish(mut self, stored_next_global: u64) -> VerifyReport {
         let end = self.max_global.map_or(0, |g| g + 1);
         self.report.next_global = end.max(stored_next_global);
-        // Every global position below the end belongs to one record; a hole is
-        // a record vanished from a stream we cannot name. Only looked for when
-        // nothing else was found (a torn stream loses its later positions
-        // too), and below a live scan's horizon.
+        // A hole is a record vanished from a stream we cannot name; looked for
+        // only when nothing else was found, below a live scan's horizon.
         let end = self.horizon.unwrap_or(end);
         if self.report.problems.is_empty()
             && let Some(global) = (0..end).find(|&g| !self.globals.contains(g as usize))
@@ -267,9 +260,8 @@ fn past_stream(stream: &StreamKey) -> Vec<u8> {
     bound
 }
 
-/// Every record from global position `from` below the indexer's applied end
-/// when the call began, in global order: a lazy k-way merge of the streams,
-/// each read a page at a time. Blocks.
+/// Every record from global position `from` below the applied end, in global
+/// order: a lazy k-way merge of the streams, a page at a time. Blocks.
 pub(crate) fn global_order(
     store: &LocalStore,
     from: u64,

@@ -1,8 +1,5 @@
-//! The write path's counters: what the writer and the indexer count as
-//! they go, reported in the contract's neutral shape.
-//!
-//! Owns: the counters and their meaning. Must never: hold state anything
-//! decides on (they are for reports: the bench, `/healthz`, the audit).
+//! The write path's counters, reported in the contract's neutral shape. Must
+//! never: hold state anything decides on (they are for the bench, `/healthz`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -14,24 +11,20 @@ pub(crate) struct Counters {
     /// Writer rounds: each is one journal entry.
     pub rounds: AtomicU64,
     pub records: AtomicU64,
-    /// Group commits (one `fdatasync` of the journal each), the durable
-    /// appends and flushes they acknowledged, and their time in µs.
+    /// Group commits (one `fdatasync` each), their waiters and time in µs.
     pub flushes: AtomicU64,
     pub flushed_waiters: AtomicU64,
     pub sync_micros: AtomicU64,
-    /// Batches of rounds the indexer applied, the journal syncs it made
-    /// itself (for rounds no commit synced) and its sled inserts.
+    /// The indexer's batches, its own journal syncs and its sled inserts.
     pub index_batches: AtomicU64,
     pub index_syncs: AtomicU64,
     pub index_entries: AtomicU64,
-    /// Calls of the contract answered on a read thread: each costs two
-    /// thread hand-offs, which the recent records spare the rest.
+    /// Contract calls answered on a read thread (two thread hand-offs each).
     pub read_thread_jobs: AtomicU64,
 }
 
 impl Counters {
-    /// The counters now; `unindexed`: records journaled the indexer has
-    /// not applied yet (its backlog, read from the recent records).
+    /// The counters now; `unindexed`: the indexer's backlog, in records.
     pub fn report(&self, unindexed: u64) -> StoreStats {
         let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         let engine = [

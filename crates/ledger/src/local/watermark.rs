@@ -1,17 +1,12 @@
-//! The journal's watermark: a global position below which every record
-//! was in the journal on stable storage, in a small file of its own. The
-//! journal's own checks cannot see a newest file cut short at an entry's
-//! end or gone whole; a journal that opens with fewer records than the
-//! watermark names has lost acknowledged records, and says how many. A
-//! journal damage message says how many of the damaged records lie below
-//! it.
+//! The journal's watermark: a global position below which every record was
+//! synced, in a file of its own. The journal's checks cannot see a newest file
+//! cut short at an entry's end or gone; a journal opening with fewer records
+//! has lost acknowledged ones, and says how many (damage messages too).
 //!
-//! Owns: the `DURABLE` file (its format, reading it, writing it after a
-//! sync, at most once per [`WATERMARK_INTERVAL_MS`] while the writer
-//! commits). Must never: claim a position that was not durable when
-//! written (it is written only after the sync that made it so), or delay
-//! an acknowledgement (a watermark that cannot be written only weakens
-//! the check).
+//! Owns: the `DURABLE` file (its format, reading it, writing it after a sync,
+//! at most once per [`WATERMARK_INTERVAL_MS`]). Must never: claim a position
+//! not durable when written, or delay an acknowledgement (one that cannot be
+//! written only weakens the check).
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -23,8 +18,7 @@ use super::error::{Damage, LocalError};
 /// The watermark's file, in the store directory.
 pub const WATERMARK_FILE: &str = "DURABLE";
 
-/// Least time between two writes of the watermark while the store is busy,
-/// in milliseconds (one small write and sync per interval).
+/// Least time between two writes of the watermark, in milliseconds.
 pub const WATERMARK_INTERVAL_MS: u64 = 1_000;
 
 fn line(position: u64) -> String {
@@ -64,8 +58,7 @@ pub struct Watermark {
 }
 
 impl Watermark {
-    /// Opens (or creates) the watermark file in `dir`; without it, the
-    /// store runs with the check weakened.
+    /// Opens (or creates) the file in `dir`; without it, the check weakens.
     pub fn open(dir: &Path) -> Self {
         let file = OpenOptions::new()
             .read(true)

@@ -1,13 +1,11 @@
-//! The single writer.
+//! The single writer: every append passes through its thread, so the head
+//! check and the write are one step and two appends never extend one position.
 //!
-//! Owns: assigning positions, the optimistic-concurrency check, writing each
-//! round of appends to the journal as one entry, handing it to the recent
-//! records and the indexer, and syncing for each group of durable appends
-//! (`group_commit`). Every append passes through this one thread, so the head
-//! check and the write are one step: two appends never extend one position.
-//! Must never: acknowledge a durable append before the sync covering its entry
-//! returned, or accept a write after a write or sync failed (only a restart
-//! clears it).
+//! Owns: assigning positions, the optimistic-concurrency check, journaling
+//! each round as one entry, handing it to the recent records and the indexer,
+//! syncing for each group of durable appends (`group_commit`). Must never:
+//! acknowledge a durable append before the sync covering it returned, or
+//! accept a write after a write or sync failed (only a restart clears it).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -110,10 +108,8 @@ impl WritePath {
     }
 }
 
-/// The writer thread: takes every command waiting, journals the accepted
-/// appends as one entry, hands it to the indexer, then syncs the durable ones
-/// or holds them; while holding a group it goes on with what waits, up to the
-/// group's linger.
+/// The writer thread: journals every command waiting as one round, then syncs
+/// the durable ones or holds them, going on with what waits up to the linger.
 pub(crate) fn run_writer(
     shared: Arc<Shared>,
     mut commands: mpsc::Receiver<Command>,

@@ -1,9 +1,8 @@
 //! The journal: the store's durability point and, since format 4, where
-//! records live. Every writer round is one checksummed entry here before the
-//! indexer applies it to sled; a durable append is acknowledged once the file
-//! is synced (one `fdatasync` for a group). sled's entries point at records'
-//! bytes in journal files (`entry`); an open applies to sled every entry it
-//! lacks (replay).
+//! records live. Each writer round is one checksummed entry here before sled
+//! gets it; a durable append is acknowledged once the file is synced (one
+//! `fdatasync` a group). sled points into the files (`entry`); an open replays
+//! what sled lacks.
 //!
 //! Owns: `journal/`, its file and entry layout (LOG-FORMAT.md), writing,
 //! syncing and rotating files, reading them back, replaying them into sled.
@@ -26,9 +25,8 @@ use crate::ledger::record::{self, Record};
 /// The journal's directory, inside the store directory.
 pub const JOURNAL_DIR: &str = "journal";
 
-/// Size past which the writer starts a new file, in bytes (an allocated file
-/// gives way earlier, once a spare is ready): it bounds the journal's growth
-/// per file and what an open may replay.
+/// Size past which the writer starts a new file, in bytes (an allocated one
+/// gives way to a ready spare earlier): it bounds what an open may replay.
 pub const JOURNAL_FILE_BYTES: u64 = 32 * 1024 * 1024;
 
 /// Bytes allocated past the rotation size: the last round before a rotation
@@ -46,8 +44,7 @@ pub const FILE_HEADER_BYTES: usize = 24;
 const ENTRY_HEADER_BYTES: usize = 8;
 
 /// Bytes of an entry body before its records: first and next global position,
-/// the offset known synced when it was written (u64 each), the record count
-/// (u32).
+/// the offset known synced when written (u64 each), the record count (u32).
 const BODY_HEADER_BYTES: usize = 28;
 
 /// Where the first record of the entry at `entry_offset` starts (its length
@@ -175,10 +172,8 @@ pub struct JournalWriter {
 }
 
 impl JournalWriter {
-    /// Starts a new, empty journal file based at `base` with its blocks
-    /// allocated for `file_bytes`: the spare if one is there, else a file
-    /// allocated ahead. The file, its header, size and directory entry are
-    /// stable when this returns.
+    /// Starts a new, empty journal file based at `base` (the spare if there,
+    /// else one allocated for `file_bytes`), stable with its directory entry.
     pub fn create(store: &Path, base: u64, file_bytes: u64) -> io::Result<Self> {
         let dir = store.join(JOURNAL_DIR);
         let fresh_dir = !dir.exists();
@@ -211,9 +206,8 @@ impl JournalWriter {
         Ok(Self::writing(store, &tail, file, file_bytes, Spare::Absent))
     }
 
-    /// Goes on with the newest file after a replay settled it ([`Tail`]). An
-    /// allocated file (no [`WRITTEN_AHEAD`]) gives way to a spare once one is
-    /// ready; one the last process left is ready at once.
+    /// Goes on with the newest file a replay settled; an allocated one gives
+    /// way to a ready spare (one the last process left is ready at once).
     pub fn resume(store: &Path, tail: &Tail, file_bytes: u64) -> io::Result<Self> {
         let file = OpenOptions::new().read(true).write(true).open(&tail.path)?;
         let spare = Spare::found(&store.join(JOURNAL_DIR), allocated_len(file_bytes));
@@ -281,9 +275,8 @@ impl JournalWriter {
         self.base
     }
 
-    /// Writes one round (global positions `first..next`) as one entry with one
-    /// `write`, not synced; returns its offset. A failed write leaves the file
-    /// unknown: the caller poisons the ledger.
+    /// Writes one round (global positions `first..next`) as one entry, one
+    /// `write`, not synced; its offset. A failure poisons the ledger (caller).
     pub fn append<'a>(
         &mut self,
         first: u64,
@@ -340,9 +333,8 @@ impl JournalWriter {
         Ok(start)
     }
 
-    /// The first write into a file the writer did not fill itself (resumed
-    /// after an open, a spare, a new file) must land on unwritten bytes, as
-    /// the open decided: an entry over another would overwrite a record that
+    /// The first write into a file the writer did not fill must land on
+    /// unwritten bytes, as the open decided: it would overwrite a record that
     /// may have been acknowledged.
     fn check_clear(&mut self, at: u64) -> io::Result<()> {
         let mut found = [0u8; ENTRY_HEADER_BYTES];
@@ -390,11 +382,9 @@ fn create_allocated(path: &Path, base: u64, file_bytes: u64) -> io::Result<File>
     Ok(file)
 }
 
-/// Gives `file` its blocks and size up to `len` ahead of the writes
-/// (`fallocate`; unwritten blocks read as zeros, which a reader takes for the
-/// file's end): an `fdatasync` after a write that grows a file also persists
-/// its size, measured a quarter slower here. A file system that cannot
-/// preallocate grows the file instead.
+/// Gives `file` its blocks and size up to `len` ahead (`fallocate`; unwritten
+/// blocks read as zeros, the file's end to a reader): a sync that also
+/// persists a grown size was a quarter slower here. Without it, files grow.
 fn preallocate(file: &File, len: u64) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let len = libc::off_t::try_from(len).map_err(io::Error::other)?;

@@ -1,10 +1,6 @@
-//! Reading records where they live: ranges of journal files that sled's
-//! entries point at (`entry::Extent`), by `pread` on files kept open.
-//!
-//! Owns: the open journal files readers share (at most
-//! [`MAX_OPEN_JOURNAL_FILES`]) and reading one range of one file whole.
-//! Must never: write to a journal file, or hand out fewer bytes than a
-//! range asks for (a short file is an error, never a short read).
+//! Reading the ranges of journal files sled's entries point at, by `pread` on
+//! files kept open (at most [`MAX_OPEN_JOURNAL_FILES`]). Must never: write to
+//! a journal file, or read fewer bytes than a range asks for (an error).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -15,8 +11,7 @@ use std::sync::{Arc, Mutex};
 use super::{JOURNAL_DIR, file_name};
 use crate::ledger::local::storage;
 
-/// Most journal files kept open for readers; past it every handle is
-/// closed and files are opened again as reads need them.
+/// Most journal files kept open; past it all are closed and opened again.
 pub const MAX_OPEN_JOURNAL_FILES: usize = 64;
 
 /// The journal files of one store, opened for reading as they are needed.

@@ -160,9 +160,8 @@ fn entry_at(bytes: &[u8], at: usize) -> std::result::Result<(Entry, usize), NotA
     Ok((entry, ENTRY_HEADER_BYTES + body_len))
 }
 
-/// The first offset after `from` where an entry that checks starts at global
-/// position `expected` or past: where reading picks up after bad bytes. The
-/// cheap checks come before the checksum.
+/// The first entry after `from` that checks and starts at global position
+/// `expected` or past: where reading picks up after bad bytes.
 fn resync(bytes: &[u8], from: usize, expected: u64) -> Option<(Entry, usize)> {
     let window = expected..expected.saturating_add(RESYNC_WINDOW_RECORDS);
     (from..bytes.len()).find_map(|at| {
@@ -177,16 +176,14 @@ fn resync(bytes: &[u8], from: usize, expected: u64) -> Option<(Entry, usize)> {
     })
 }
 
-/// Reads a journal file, from the header or from `from` (an entry's offset
-/// and its global position); `last`: it is the newest, the only one a crash
-/// can leave torn (every older one was synced whole before the next was
-/// created).
+/// Reads a journal file, from the header or from `from` (an entry's offset and
+/// global position); `last`: it is the newest, the only one a crash can leave
+/// torn (each older one was synced whole before the next was created).
 ///
-/// Bytes that do not check at offset X are damage if an entry that checks
-/// follows and says its file was synced past X; otherwise they are the torn
-/// end of a crash (pages reach the disk in any order): the file ends at X, and
-/// nothing there was acknowledged. Zeros to the end are the file's
-/// preallocated space: a clean end.
+/// Bytes that do not check at offset X are damage if a later entry that checks
+/// says its file was synced past X; otherwise they are a crash's torn end
+/// (pages reach the disk in any order), where nothing was acknowledged. Zeros
+/// to the end are preallocated space: a clean end.
 pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::Result<FileScan> {
     let (bytes, used) =
         storage::read_file(path, FILE_HEADER_BYTES, from.map(|(offset, _)| offset))?;
@@ -307,10 +304,9 @@ pub fn scan(store: &Path) -> io::Result<Vec<FileScan>> {
     scan_from(store, 0, None)
 }
 
-/// Where the rounds the index holds end in the journal: the offset after the
-/// last round's entry in the file based at `file`, and the global position
-/// after it. Stored with each indexer batch (`JOURNAL_END_KEY`), so an open
-/// reads the journal from there.
+/// Where the rounds the index holds end in the journal (the file's base, the
+/// offset and global position after the last entry); stored with each indexer
+/// batch (`JOURNAL_END_KEY`), so an open reads the journal from there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JournalEnd {
     pub file: u64,
@@ -349,9 +345,8 @@ impl JournalEnd {
     }
 }
 
-/// [`scan`] of the files that can hold global position `from` or later (the
-/// last starting at or below it, and those after); with `known`, that file
-/// from where the index's rounds end.
+/// [`scan`] of the files that can hold global position `from` or later; with
+/// `known`, its file from where the index's rounds end.
 pub fn scan_from(store: &Path, from: u64, known: Option<JournalEnd>) -> io::Result<Vec<FileScan>> {
     let mut files = files(store)?;
     let known = known
@@ -407,14 +402,6 @@ pub fn scan_from(store: &Path, from: u64, known: Option<JournalEnd>) -> io::Resu
     Ok(scans)
 }
 
-/// Every damage in a journal scan, oldest first.
-pub fn damage_of(scans: &[FileScan]) -> Vec<JournalDamage> {
-    scans
-        .iter()
-        .flat_map(|s| s.damage.iter().cloned())
-        .collect()
-}
-
 /// What a replay did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Replayed {
@@ -445,9 +432,8 @@ pub struct Tail {
     pub written_ahead: bool,
 }
 
-/// An entry's records as the writer grouped them (runs of one stream, each
-/// with its extent), so a replay usually stores the entries the indexer did;
-/// it need not, as it removes the other keys its entries cover.
+/// An entry's records in runs of one stream, as the writer grouped them (a
+/// replay removes the other keys its entries cover, so it need not).
 fn runs_of(file: u64, entry: &Entry) -> Result<Vec<Run>> {
     let mut written: Vec<(record::StreamKey, Vec<Record>)> = Vec::new();
     for record in &entry.records {
@@ -471,12 +457,11 @@ fn runs_of(file: u64, entry: &Entry) -> Result<Vec<Run>> {
         .collect())
 }
 
-/// Makes the newest file end at its last entry that checks, on stable storage,
-/// before sled points into it: a torn tail is cut off (the file allocated
-/// again) and what a killed process left unsynced is synced. A file whose
-/// header never made it is removed. Bad bytes holding rounds sled already has
-/// are damage, not a tear (the indexer applies only synced rounds): they are
-/// left for the integrity scan, and the writer starts a new file.
+/// Makes the newest file end, synced, at its last entry that checks before
+/// sled points into it: a torn tail is cut off, what a killed process left
+/// unsynced is synced, a file whose header never made it is removed. Bad bytes
+/// holding rounds sled has are damage, not a tear (the indexer applies only
+/// synced rounds): left for the integrity scan; the writer starts a new file.
 fn settle_tail(newest: &FileScan, sled_next_global: u64) -> io::Result<Option<Tail>> {
     let Some(base) = newest.base else {
         fs::remove_file(&newest.path)?;
@@ -510,25 +495,21 @@ fn settle_tail(newest: &FileScan, sled_next_global: u64) -> io::Result<Option<Ta
     }))
 }
 
-/// Applies to `log` every journal round at or past `next_global` (where sled
-/// stands), in order, as entries pointing into the journal; rounds sled holds
-/// are skipped, so an interrupted replay run again applies each once. The
-/// newest file is settled first ([`settle_tail`]). Damage sled's entries
-/// already point past is left to the integrity scan; otherwise (a gap, or
-/// damage nothing checks after) records are lost, and the damage is reported.
+/// Applies to `log`, in order, every journal round at or past `next_global`
+/// (where sled stands; a replay run again applies each once), after settling
+/// the newest file. Damage sled already points past is left to the integrity
+/// scan; otherwise (a gap, or nothing checks after it) it is reported.
 pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replayed> {
     let scans = scan_from(store, next_global, JournalEnd::stored(log))?;
     replay_scans(store, &scans, log, next_global, true)
 }
 
-/// Journal rounds a replay applies in one sled batch (a batch costs sled two
-/// buffer writebacks whatever it holds). Each batch stores where its rounds
-/// end, so a replay cut short leaves sled at a round's end.
+/// Journal rounds a replay applies in one sled batch (a batch costs two buffer
+/// writebacks whatever it holds); each stores where its rounds end.
 pub const REPLAY_ROUNDS_PER_BATCH: usize = 1024;
 
-/// [`replay`] of files already read; the newest is settled only if `scans` end
-/// with it (a rebuild replays one file at a time, holding one file's records
-/// in memory).
+/// [`replay`] of files already read (a rebuild's, one at a time); the newest
+/// is settled only if `scans` end with it.
 pub fn replay_scans(
     store: &Path,
     scans: &[FileScan],
@@ -536,7 +517,7 @@ pub fn replay_scans(
     next_global: u64,
     holds_the_newest: bool,
 ) -> Result<Replayed> {
-    let damage = damage_of(scans);
+    let damage: Vec<_> = scans.iter().flat_map(|s| s.damage.clone()).collect();
     let refuse = |expected: u64, found: u64| {
         LocalError::Damaged(match damage.first() {
             Some(culprit) => journal_damage(culprit.clone(), store),
@@ -574,9 +555,7 @@ pub fn replay_scans(
             }
             let runs = runs_of(file, entry)?;
             for stored in cut(&runs) {
-                // An earlier application may have cut these records otherwise
-                // (one entry each, by a format-2 build): the entry replaces
-                // what overlaps it.
+                // The entry replaces any cut otherwise before (format 2).
                 for covered in stored.covered_keys() {
                     batch.remove(covered);
                 }

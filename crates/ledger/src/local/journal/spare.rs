@@ -1,16 +1,13 @@
-//! The spare: the next journal file, written full of zeros and synced ahead of
-//! need, off the commit path. File systems keep `fallocate`d blocks
-//! "unwritten" until a write reaches them, and converting them is a metadata
-//! commit the next `fdatasync` pays (200–240 µs against 120–140 µs for 20 KB
-//! here); a file written and synced whole before its first entry syncs data
-//! only. Before its zeros, the thread drops the page cache of the file
-//! finished two rotations back ([`release_cached_pages`]).
+//! The spare: the next journal file, zeros written and synced ahead of need,
+//! off the commit path. `fallocate`d blocks stay "unwritten" until written,
+//! and converting them is a metadata commit the next `fdatasync` pays (200–240
+//! µs against 120–140 µs for 20 KB here); a file synced whole syncs data only.
+//! The thread first drops the cached pages of the file two rotations back.
 //!
-//! Owns: `journal/spare` (complete, synced, zeros only),
-//! `journal/spare.partial` (being written), the thread preparing it, handing
-//! it over as a new journal file. Must never: name `spare` a file not all
-//! zeros and synced, hand it over before it is finished, or block the writer
-//! while it is prepared.
+//! Owns: `journal/spare` (complete, synced, zeros), `journal/spare.partial`,
+//! the thread preparing it, handing it over as a journal file. Must never: name
+//! `spare` a file not all zeros and synced, hand it over unfinished, or block
+//! the writer while it is prepared.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -26,9 +23,8 @@ pub const SPARE_FILE: &str = "spare";
 /// The spare while it is written; renamed to [`SPARE_FILE`] once synced.
 const PARTIAL_FILE: &str = "spare.partial";
 
-/// Bytes a journal file holds before the next spare is prepared: early enough
-/// to be ready before a rotation, late enough that a store written briefly (a
-/// test, a one-off command) never writes one.
+/// Bytes a journal file holds before the next spare is prepared: ready before
+/// a rotation, yet never written for a store written briefly.
 pub const SPARE_AFTER_BYTES: u64 = 1024 * 1024;
 
 /// Zeros written per `write`, each chunk synced before the next ([`prepare`]).
@@ -117,12 +113,10 @@ fn failed(error: &io::Error) -> Spare {
     Spare::Failed
 }
 
-/// Drops the page-cache copy of the finished (synced, clean) journal file at
-/// `path`. Journal files are never deleted, so the cache would grow by every
-/// byte written, and each page the spare fills must be found free: a page the
-/// guest never used cost about ten times the CPU to fill here (33 MiB: 9 ms
-/// recycled, 94–103 ms fresh). Dropping the file two rotations back keeps
-/// about three files cached. An error only leaves the pages cached.
+/// Drops the cached pages of the finished journal file at `path` (best effort).
+/// Journal files are never deleted, so the cache would grow by every byte
+/// written, and a fresh page costs the spare about ten times a recycled one to
+/// fill (33 MiB: 94–103 ms against 9 ms here). About three files stay cached.
 fn release_cached_pages(path: &Path) {
     use std::os::fd::AsRawFd;
     let file = match File::open(path) {
@@ -167,11 +161,9 @@ fn prepare(dir: &Path, len: u64) -> io::Result<()> {
     sync_dir(dir)
 }
 
-/// Takes the spare in `dir` as the journal file `path` if it is exactly `len`
-/// bytes: `header` written and synced, then renamed (the caller syncs the
-/// directory). A crash before the rename leaves a spare the next taker writes
-/// the header of again. A spare of another length (another rotation size) is
-/// deleted.
+/// Takes the spare in `dir` as the journal file `path` if it is `len` bytes:
+/// `header` written and synced, then renamed (a crash before leaves a spare;
+/// the caller syncs the directory). One of another length is deleted.
 pub fn take(dir: &Path, len: u64, header: &[u8], path: &Path) -> io::Result<Option<File>> {
     let spare = dir.join(SPARE_FILE);
     let found = match fs::metadata(&spare) {

@@ -1,10 +1,7 @@
-//! The file-system calls the journal's durability and its reads rest on:
-//! reading a journal file, reading and writing at an offset, `fdatasync`,
-//! and the size a journal file rotates at. This is the one seam tests
-//! reach the engine through: in a build with the `test-hooks` feature
-//! each call first asks `testing` for the faults a test set on the
-//! store (a power-loss trace of the syncs, a held read or sync, a stale
-//! read); a release build has only the calls themselves.
+//! The file-system calls the journal's durability and reads rest on (reading
+//! a file, reading and writing at an offset, `fdatasync`, the rotation size):
+//! the one seam tests reach the engine through. A `test-hooks` build first
+//! applies the faults a test set (`faults`); a release build has the calls.
 //!
 //! Owns: those calls. Must never: hold state, or change what a call does
 //! in a build without `test-hooks`.
@@ -19,10 +16,9 @@ pub mod faults;
 #[cfg(feature = "test-hooks")]
 use faults::faults_for;
 
-/// The bytes of the journal file at `path`: all of them, or with `from`
-/// (past its `head` header bytes and within the file) the header and the
-/// bytes from `from` on, the others left zero (never touched, so never
-/// paged in). Also whether `from` was used.
+/// The bytes of the journal file at `path`, all or (`from` within the file,
+/// past its `head` bytes) the head and the bytes from `from`, the rest zeros
+/// never paged in; and whether `from` was used.
 pub fn read_file(path: &Path, head: usize, from: Option<u64>) -> io::Result<(Vec<u8>, bool)> {
     #[cfg(feature = "test-hooks")]
     let faults = faults_for(path);
