@@ -27,8 +27,7 @@ pub const POINTER_TAG: u8 = 0xB7;
 /// reading one record of it may read. A larger record is an entry alone.
 pub const MAX_POINTED_BYTES: usize = 64 * 1024;
 
-/// Most extents one entry holds (bounds a pointer's size and a read's
-/// `pread`s).
+/// Most extents one entry holds (bounds a pointer's size and its `pread`s).
 pub const MAX_EXTENTS_PER_ENTRY: usize = 32;
 
 /// Bytes before each record in a journal entry: its length (u32).
@@ -71,8 +70,7 @@ impl Extent {
     }
 }
 
-/// A run of one stream's records at consecutive positions, and the extents
-/// holding them, in order.
+/// One stream's records at consecutive positions, and the extents holding them.
 pub(crate) struct Run {
     pub stream: StreamKey,
     pub records: Vec<Record>,
@@ -220,8 +218,7 @@ impl Pointer {
         value
     }
 
-    /// A stored pointer, checked; `None` if `value` is not one (an envelope: a
-    /// store from before format 4).
+    /// A stored pointer, checked; `None` for an envelope (before format 4).
     pub fn decode(value: &[u8]) -> Option<Result<Self, Corruption>> {
         if value.first() != Some(&POINTER_TAG) {
             return None;
@@ -270,8 +267,7 @@ impl Pointer {
         })())
     }
 
-    /// The bytes the extents hold, end to end: the records, each after its
-    /// length.
+    /// The bytes the extents hold, end to end (each record after its length).
     fn read(&self, files: &JournalFiles) -> Result<Vec<u8>, Corruption> {
         let mut raw = Vec::with_capacity(self.bytes() as usize);
         let mut span = Vec::new();
@@ -360,8 +356,7 @@ pub fn first_global(value: &sled::IVec) -> Result<u64, Corruption> {
     }
 }
 
-/// The envelopes of a stored value, in order: read from the journal for a
-/// pointer, cut from the value otherwise.
+/// The envelopes of a stored value: read from the journal, or cut from it.
 pub fn envelopes(value: sled::IVec, files: &JournalFiles) -> Envelopes {
     match Pointer::decode(&value) {
         None => inline_envelopes(Bytes::from_owner(value)),
@@ -397,8 +392,7 @@ pub struct Envelopes {
     done: bool,
     /// A pointer that could not be read: the one item.
     failed: Option<Corruption>,
-    /// Read through a pointer: each envelope follows its length word; this
-    /// many are still due.
+    /// Through a pointer: this many length-prefixed envelopes still due.
     prefixed: Option<u64>,
 }
 

@@ -116,8 +116,7 @@ pub enum Damage {
     Index { found: String, cause: Box<Damage> },
 }
 
-/// The sentence for damage in the journal: where, which global positions
-/// it held, and how many acknowledged records it can hold.
+/// Where the journal is damaged, what it held, how much was acknowledged.
 fn journal_text(damage: &JournalDamage, watermark: Option<u64>) -> String {
     let JournalDamage {
         file,
@@ -149,8 +148,7 @@ fn journal_text(damage: &JournalDamage, watermark: Option<u64>) -> String {
     text
 }
 
-/// Whether a sled error says its files are damaged (rather than that the
-/// disk or the process failed).
+/// Whether a sled error says its files are damaged (not the disk or process).
 pub fn is_damage(error: &sled::Error) -> bool {
     matches!(error, sled::Error::Corruption { .. })
 }

@@ -75,8 +75,8 @@ impl Group {
     }
 }
 
-/// One sync for everything journaled, then `waiters` resolved (all journaled
-/// before), and now and then the watermark advanced.
+/// One sync for all journaled, then `waiters` resolved; now and then the
+/// watermark advanced.
 pub(crate) fn commit(shared: &Shared, waiters: Vec<Waiter>, watermark: &mut Watermark) {
     let started = Instant::now();
     // Read before the sync, which covers every record below it.

@@ -37,8 +37,7 @@ pub(super) fn mark_damaged(path: &Path, found: &str) {
     }
 }
 
-/// Whether a record that failed its checks through the index tells of damage
-/// to the index rather than the journal.
+/// Whether a record failing its checks blames the index, not the journal.
 pub(super) fn blames_the_index(corruption: &crate::ledger::error::Corruption) -> bool {
     use crate::ledger::error::Corruption::*;
     matches!(
@@ -83,8 +82,7 @@ pub(super) struct Opened {
 enum Refused {
     /// It is damaged: rebuild it.
     Damaged(String),
-    /// Something else (locked, a disk failure, a damaged journal): opening
-    /// fails with it.
+    /// Anything else (locked, a disk failure): the open fails with it.
     Failed(LocalError),
 }
 
@@ -215,8 +213,7 @@ pub(super) fn announce_rebuild(found: &str) {
     );
 }
 
-/// Sets the index aside and builds it again from the journal `files`
-/// ([`derivable`]), one file at a time.
+/// Sets the index aside and rebuilds it from `files` ([`derivable`]).
 pub(super) fn rebuild_from(path: &Path, found: String, files: &[PathBuf]) -> Result<Opened> {
     let started = Instant::now();
     let set_aside = set_aside(path)?;
@@ -313,8 +310,7 @@ pub(crate) fn stored_next_global(log: &sled::Tree) -> Result<u64> {
     })
 }
 
-/// Moves sled's files (and its snapshot files) into
-/// `discarded/index-<unix ms>/`; where they went, if there were any.
+/// Moves sled's files into `discarded/index-<unix ms>/`; where, if any.
 fn set_aside(path: &Path) -> Result<Option<PathBuf>> {
     let mut names: Vec<std::ffi::OsString> = Vec::new();
     for entry in std::fs::read_dir(path)? {

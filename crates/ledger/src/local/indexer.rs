@@ -41,8 +41,7 @@ pub(crate) struct Round {
     /// Where its journal entry ends (and the global position after it).
     pub end: JournalEnd,
     pub bytes: usize,
-    /// Records the recent records let go, freed on the indexer's thread
-    /// rather than on the commit path.
+    /// Records the recent records let go, freed here, off the commit path.
     pub retired: Vec<Record>,
     /// A durable append or flush of it waits for a commit, which wakes the
     /// indexer (its push does not).
@@ -137,8 +136,7 @@ impl IndexQueue {
         }
     }
 
-    /// The journal holds every round ending at or below `end` on stable
-    /// storage (a commit's, a rotation's or the indexer's sync returned).
+    /// Every round ending at or below `end` is synced (by any sync).
     pub(crate) fn note_durable(&self, end: u64) {
         let mut state = self.lock();
         if end > state.durable {
@@ -181,8 +179,7 @@ impl IndexQueue {
         self.wake_indexer(&state);
     }
 
-    /// Blocks until every round queued before the call is in sled (or the
-    /// indexer is gone).
+    /// Blocks until every round queued before is in sled (or the indexer gone).
     pub(crate) fn wait_until_applied(&self) {
         let mut state = self.lock();
         let target = state.queued;
@@ -248,14 +245,12 @@ impl Drop for GoneOnExit<'_> {
     }
 }
 
-/// The indexer thread: takes everything queued, applies the rounds in
-/// order, then publishes their end.
+/// The indexer thread: applies everything queued, then publishes its end.
 pub(crate) fn run_indexer(shared: std::sync::Arc<Shared>) {
     let queue = &shared.index_queue;
     let _gone = GoneOnExit(&shared);
     let mut batch = Batch::default();
-    // Where the next round must start: sled's entries follow the
-    // journal's rounds with no gap and no overlap.
+    // Where the next round must start: no gap, no overlap.
     let mut due = shared.applied_next_global();
     while let Some(items) = queue.take() {
         let (mut rounds, mut bytes) = (0, 0);
@@ -313,8 +308,7 @@ impl Batch {
         self.end = Some(round.end);
     }
 
-    /// Joins every run of a stream into its first: a stable sort keeps
-    /// each stream's runs in round order, so positions stay consecutive.
+    /// Joins each stream's runs into its first (a stable sort: in order).
     fn join_streams(&mut self) {
         if self.runs.len() < 3 {
             return;
@@ -331,8 +325,7 @@ impl Batch {
         });
     }
 
-    /// Once the journal holds the runs on stable storage, inserts them and
-    /// publishes their end (nothing once the ledger is poisoned).
+    /// Once the runs are synced, inserts and publishes them (unless poisoned).
     fn apply_and_publish(&mut self, shared: &Shared) {
         if let Some(end) = self.end.take() {
             // A round no commit synced: the indexer syncs (unless poisoned).

@@ -61,8 +61,7 @@ pub use error::{LocalError, Result, StoreProblem};
 pub use open::OpenMode;
 pub use reader::StreamReader;
 
-/// Opens (or creates) the local store in `path` with every record checked
-/// first, as a [`Ledger`](crate::ledger::Ledger) (tools and tests).
+/// [`LocalStore::open`] as a [`Ledger`](crate::ledger::Ledger) (tools, tests).
 pub fn open(
     path: impl AsRef<Path>,
     mode: OpenMode,
@@ -71,8 +70,7 @@ pub fn open(
     Ok((store.ledger(), report))
 }
 
-/// Opens the local store in `path` with its integrity scan in the background
-/// (`serve`), as a [`Ledger`](crate::ledger::Ledger).
+/// [`LocalStore::open_scrubbing`] as a [`Ledger`](crate::ledger::Ledger).
 pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<crate::ledger::Ledger> {
     Ok(LocalStore::open_scrubbing(path, mode)?.ledger())
 }
@@ -228,8 +226,7 @@ impl Shared {
 /// The senders tails listen to, per stream.
 struct Watchers {
     senders: StreamMap<watch::Sender<u64>>,
-    /// Size at which the next watch drops the senders of ended tails (twice
-    /// what survives, so pruning costs O(1) a watch).
+    /// Size of the next prune (twice what survives: O(1) a watch).
     prune_at: usize,
 }
 
@@ -265,8 +262,7 @@ impl Drop for Threads {
         self.shared.stopping.store(true, Ordering::Relaxed);
         self.commands.take();
         self.shared.read_threads.close();
-        // The last clone may be dropped by a read thread's job, which cannot
-        // join itself.
+        // A read thread's job may drop the last clone: it cannot join itself.
         let current = std::thread::current().id();
         for handle in self.handles.drain(..) {
             if handle.thread().id() != current {
@@ -298,8 +294,7 @@ impl LocalStore {
         Self::open_checked(path.as_ref(), mode, None)
     }
 
-    /// Sets the index of the store in `path` aside and rebuilds it from the
-    /// journal, then checks every record (`log repair`).
+    /// Opens with the index rebuilt from the journal (`log repair`).
     pub fn repair(path: impl AsRef<Path>) -> Result<(Self, VerifyReport)> {
         let why = "a rebuild was asked for (`log repair`)";
         Self::open_checked(path.as_ref(), OpenMode::MustExist, Some(why))
@@ -339,8 +334,7 @@ impl LocalStore {
         watermark::check(&path, report.next_global.max(opened.next_global))?;
         let mut journal = opened.journal;
         if report.next_global != opened.next_global {
-            // Records past the stored counter (damage): appends go on after
-            // them, in a file starting there.
+            // Records past the stored counter (damage): go on after them.
             let file_bytes = storage::journal_file_bytes(&path, journal::JOURNAL_FILE_BYTES);
             journal = journal::JournalWriter::create(&path, report.next_global, file_bytes)?;
         }

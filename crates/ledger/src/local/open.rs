@@ -161,8 +161,7 @@ fn check_marker(path: &Path, marker: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Rewrites the marker with this build's format, atomically (a new file
-/// renamed over the old, both synced).
+/// Rewrites the marker with this format: a synced new file renamed over it.
 fn upgrade_marker(path: &Path) -> Result<()> {
     let fail = io_problem(path, "upgrade the marker file");
     let staged = path.join(format!("{MARKER_FILE}.new"));

@@ -18,8 +18,7 @@ use crate::ledger::local::keys::{self, stream_prefix};
 use crate::ledger::local::{Shared, corrupt_error};
 use crate::ledger::record::{Record, StreamKey};
 
-/// An iterator over one stream's records in position order; it stops at the
-/// first bad record ([`LedgerError::Corrupt`]).
+/// One stream's records in position order, up to the first bad one.
 pub struct StreamReader {
     source: Source,
 }
@@ -27,8 +26,7 @@ pub struct StreamReader {
 // One reader per fold or tail, never stored in bulk: its size is moot.
 #[allow(clippy::large_enum_variant)]
 enum Source {
-    /// Records this process appended lately, from memory (checked when
-    /// they were encoded).
+    /// The recent records (checked when they were encoded).
     Held(std::vec::IntoIter<Record>),
     Sled(SledReader),
 }
@@ -40,8 +38,7 @@ struct SledReader {
     iter: sled::Iter,
     /// The entry being read: its envelopes and the position of the next.
     entry: Option<(entry::Envelopes, u64)>,
-    /// No entry of the pass was read yet (the first may hold the record read
-    /// from).
+    /// No entry of the pass read yet (the first may start before the read).
     first_of_pass: bool,
     /// Records at or past the end published when this pass began belong to a
     /// round not wholly applied, and end the pass.
@@ -249,8 +246,7 @@ impl SledReader {
         let (key, value) = match self.iter.next()? {
             Ok(entry) => entry,
             Err(error) if is_damage(&error) => {
-                // sled cannot read the rest of the stream: refused whole,
-                // named where it stops.
+                // sled cannot read on: the stream is refused from here.
                 let detail = error.to_string();
                 return Some(Err(self.corrupt(Corruption::Storage { detail })));
             }

@@ -17,8 +17,7 @@ use crate::ledger::record::{Record, StreamKey, StreamMap};
 /// times over); it holds up to twice this, then the older half goes at once.
 pub const RECENT_RECORDS_PER_STREAM: usize = 64;
 
-/// Most bytes of records kept for all streams; past it the streams appended to
-/// longest ago go (their reads go to sled).
+/// Most bytes of records kept; past it the streams extended longest ago go.
 pub const RECENT_BYTES: usize = 16 * 1024 * 1024;
 
 struct Tail {
@@ -57,8 +56,7 @@ impl Tail {
 #[derive(Default)]
 struct Inner {
     streams: StreamMap<Tail>,
-    /// (stream, touched) in the order streams were extended; an entry
-    /// whose `touched` is no longer the stream's is stale.
+    /// (stream, touched) in order of extension; stale once `touched` moved.
     order: VecDeque<(StreamKey, u64)>,
     bytes: usize,
     clock: u64,
@@ -105,8 +103,7 @@ impl Recent {
                 continue;
             };
             if tail.next() != first {
-                // Not contiguous with what is held (not expected): start again
-                // from these records.
+                // Not contiguous (not expected): start again from these.
                 freed += tail.bytes;
                 retired.extend(tail.records.drain(..));
                 tail.bytes = 0;

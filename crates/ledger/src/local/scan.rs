@@ -26,8 +26,7 @@ struct StreamScan {
     last_global: Option<u64>,
     /// Set once a problem is found: later records are not judged again.
     broken: bool,
-    /// Set at the first record appended after a live scan began: it and the
-    /// stream's later records are not judged.
+    /// Past a live scan's horizon: the stream's later records go unjudged.
     beyond_horizon: bool,
 }
 
@@ -53,8 +52,7 @@ pub fn verify_live(
     scan(log, files, stop, Some(horizon))
 }
 
-/// The scan: every record, or with a `horizon` every record whose global
-/// position is below it.
+/// The scan of every record (below `horizon`, if given).
 fn scan(
     log: &sled::Tree,
     files: &JournalFiles,
@@ -117,8 +115,7 @@ struct Scan {
 }
 
 impl Scan {
-    /// An entry of `stream` comes next: a new stream unless it is the one
-    /// being scanned.
+    /// An entry of `stream` comes next (a new stream unless the current).
     fn enter(&mut self, stream: &str) {
         if self.current.as_ref().is_none_or(|scan| scan.name != stream) {
             self.report.streams += 1;
@@ -130,8 +127,7 @@ impl Scan {
         }
     }
 
-    /// One record of the stream being scanned, found at `position`
-    /// (`len` bytes stored).
+    /// One record of the current stream at `position` (`len` bytes stored).
     fn judge(
         &mut self,
         stream: &str,

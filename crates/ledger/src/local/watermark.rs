@@ -38,8 +38,7 @@ pub fn read(dir: &Path) -> Option<u64> {
     (line(position).trim_end() == format!("{digits} {crc}")).then_some(position)
 }
 
-/// Refuses a store whose journal holds fewer records than its watermark
-/// says were durable: they are lost.
+/// Refuses a journal with fewer records than the watermark: they are lost.
 pub(super) fn check(path: &Path, next_global: u64) -> Result<(), LocalError> {
     match read(path) {
         Some(durable) if durable > next_global => Err(LocalError::Damaged(Damage::LostRecords {
@@ -83,8 +82,7 @@ impl Watermark {
         }
     }
 
-    /// Records that every record below `position` is durable, if that is
-    /// news; the caller has just made them so.
+    /// Records that every record below `position` is durable (just made so).
     pub fn advance(&mut self, position: u64) {
         let Some(file) = self.file.as_mut().filter(|_| position > self.written) else {
             return;

@@ -49,14 +49,12 @@ pub(crate) struct AppendRequest {
     pub expected: ExpectedPosition,
     pub records: Vec<NewRecord>,
     pub durability: Durability,
-    /// The records' timestamp when not the write's (`log copy` keeps the
-    /// copied records').
+    /// The records' timestamp if not now (`log copy` keeps the originals').
     pub timestamp_ms: Option<u64>,
     pub reply: Reply<AppendOutcome>,
 }
 
-/// Most bytes of records in one round (a round ends at the command that passes
-/// it).
+/// Most bytes of records in one round (it ends at the command passing it).
 pub const MAX_ROUND_BYTES: usize = 64 * 1024 * 1024;
 
 /// The writer's state and the durable waiters it holds, on the writer thread.
@@ -98,8 +96,7 @@ impl WritePath {
         }
     }
 
-    /// The writer stops: what is held is synced, then the whole journal, and
-    /// the watermark written at its end (unless poisoned).
+    /// Syncs what is held and the journal, then writes the watermark.
     fn close(&mut self, shared: &Shared) {
         self.release_held(shared);
         if shared.poisoned().is_none() && shared.make_durable().is_ok() {
@@ -190,8 +187,7 @@ impl std::task::Wake for ThreadWaker {
     }
 }
 
-/// The next command, waiting until `deadline` at most (the channel wakes
-/// `waker`, this thread).
+/// The next command, by `deadline` at most (the channel wakes this thread).
 fn recv_until(
     commands: &mut mpsc::Receiver<Command>,
     waker: &std::task::Waker,
@@ -218,14 +214,12 @@ struct Writer {
     heads: StreamMap<u64>,
     next_global: u64,
     journal: JournalWriter,
-    /// Where each record is encoded before its shared buffer is copied from it
-    /// (encoding allocates nothing).
+    /// Where each record is encoded before it is copied (no allocation).
     scratch: Vec<u8>,
 }
 
 impl Writer {
-    /// Starts a new journal file once the current one is full (or a spare can
-    /// replace an allocated one).
+    /// Starts a new journal file when [`JournalWriter::wants_rotation`].
     fn maybe_rotate(&mut self, shared: &Shared) {
         if !self.journal.wants_rotation() || shared.poisoned().is_some() {
             return;
@@ -385,8 +379,7 @@ impl Writer {
         shared
             .journaled_next_global
             .store(next_global, Ordering::Release);
-        // Readers find the round among the recent records until the indexer
-        // applied it.
+        // Readers find the round here until the indexer applied it.
         let mut retired = Vec::new();
         shared
             .recent

@@ -29,8 +29,7 @@ pub const JOURNAL_DIR: &str = "journal";
 /// gives way to a ready spare earlier): it bounds what an open may replay.
 pub const JOURNAL_FILE_BYTES: u64 = 32 * 1024 * 1024;
 
-/// Bytes allocated past the rotation size: the last round before a rotation
-/// ends a little past it.
+/// Bytes allocated past the rotation size (the last round ends past it).
 const PREALLOCATION_SLACK_BYTES: u64 = 1024 * 1024;
 
 /// The first bytes of every journal file.
@@ -47,8 +46,7 @@ const ENTRY_HEADER_BYTES: usize = 8;
 /// the offset known synced when written (u64 each), the record count (u32).
 const BODY_HEADER_BYTES: usize = 28;
 
-/// Where the first record of the entry at `entry_offset` starts (its length
-/// prefix).
+/// Where the first record (its length) of the entry at `entry_offset` starts.
 pub fn records_offset(entry_offset: u64) -> u64 {
     entry_offset + (ENTRY_HEADER_BYTES + BODY_HEADER_BYTES) as u64
 }
@@ -60,8 +58,7 @@ pub const MAX_ENTRY_BYTES: usize = 1 << 31;
 /// Largest entry buffer the writer keeps between rounds, in bytes.
 const RETAINED_BUFFER_BYTES: usize = 4 * 1024 * 1024;
 
-/// How far past the global position due a resynchronising reader looks for the
-/// next entry, in records.
+/// How far past the position due a resynchronising reader looks, in records.
 const RESYNC_WINDOW_RECORDS: u64 = 1 << 32;
 
 fn file_name(base: u64) -> String {
@@ -117,15 +114,13 @@ pub fn files(store: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
     Ok(found)
 }
 
-/// One journal file being written: the writer appends to it, a commit or the
-/// indexer syncs it.
+/// The journal file being written: the writer appends, a commit syncs.
 pub struct JournalFile {
     path: PathBuf,
     file: File,
     /// Bytes written (header included).
     written: AtomicU64,
-    /// Bytes known on stable storage: a sync that began after they were
-    /// written returned.
+    /// Bytes a sync that began after they were written made stable.
     synced: AtomicU64,
 }
 
@@ -166,8 +161,7 @@ pub struct JournalWriter {
     buf: Vec<u8>,
     /// The global position the next entry starts at.
     next_global: u64,
-    /// Whether the first write into the current file was checked to land on
-    /// unwritten bytes.
+    /// Whether the file's first write was checked to land on unwritten bytes.
     clear_checked: bool,
 }
 
@@ -242,8 +236,7 @@ impl JournalWriter {
         self.len() >= self.file_bytes || (!self.zeroed && !self.is_empty() && self.spare.is_ready())
     }
 
-    /// Starts the next file's spare once this one holds
-    /// `spare::SPARE_AFTER_BYTES` (or half a small rotation size).
+    /// Starts the next spare once this file holds `SPARE_AFTER_BYTES`.
     fn maybe_prepare_spare(&mut self) {
         if matches!(self.spare, Spare::Absent)
             && self.len() >= SPARE_AFTER_BYTES.min(self.file_bytes / 2)
@@ -349,8 +342,7 @@ impl JournalWriter {
         Ok(())
     }
 
-    /// Syncs the current file and starts the next at `base`: only the newest
-    /// file can ever end torn.
+    /// Syncs the file and starts the next at `base`: only the newest can tear.
     pub fn rotate(&mut self, base: u64) -> io::Result<()> {
         self.current.sync()?;
         self.spare.wait();
@@ -367,8 +359,7 @@ fn allocated_len(file_bytes: u64) -> u64 {
     file_bytes.saturating_add(PREALLOCATION_SLACK_BYTES.min(file_bytes))
 }
 
-/// A new file at `path` with its header and its blocks allocated for
-/// `file_bytes`, all synced (when no spare is ready).
+/// A new file at `path`: its header, its blocks allocated, all synced.
 fn create_allocated(path: &Path, base: u64, file_bytes: u64) -> io::Result<File> {
     let mut file = OpenOptions::new()
         .read(true)

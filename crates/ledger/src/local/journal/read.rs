@@ -43,8 +43,7 @@ impl JournalFiles {
         Ok(file)
     }
 
-    /// The `len` bytes at `offset` of the journal file starting at global
-    /// position `base`, appended to `out`.
+    /// Appends to `out` `len` bytes at `offset` of the file based at `base`.
     pub fn read_into(
         &self,
         base: u64,

@@ -19,8 +19,7 @@ pub struct Entry {
     pub records: Vec<Record>,
 }
 
-/// Damage in a journal file: bytes that were synced (or a whole file that was)
-/// and no longer check.
+/// Damage in a journal file: synced bytes (or a file) that no longer check.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JournalDamage {
     pub file: PathBuf,
@@ -56,8 +55,7 @@ pub fn journal_damage(damage: JournalDamage, store: &Path) -> Damage {
 #[derive(Default)]
 pub struct FileScan {
     pub path: PathBuf,
-    /// The base its header names (`None`: the file was being created when the
-    /// process stopped).
+    /// The base its header names (`None`: stopped while being created).
     pub base: Option<u64>,
     /// Its header says it was written ahead (`WRITTEN_AHEAD`).
     pub written_ahead: bool,
@@ -87,8 +85,7 @@ fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
 
 /// Why the bytes at an offset are not an entry.
 enum NotAnEntry {
-    /// Not a whole entry header and plausible length: the end of what was
-    /// written, or damage.
+    /// No whole header and plausible length: the end written, or damage.
     Short,
     /// The length fits but the checksum or the contents do not.
     Bad(&'static str),
@@ -219,8 +216,7 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
             None => (FILE_HEADER_BYTES, base),
         }
     } else {
-        // A header that does not check is the torn end of the file's creation,
-        // unless an entry follows it.
+        // A bad header is a torn creation, unless entries follow it.
         let Some((entry, _)) = resync(&bytes, 0, named.unwrap_or(0)) else {
             if last {
                 scan.torn_at = Some(0);
@@ -288,8 +284,7 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
                         later.offset
                     ),
                 ));
-                // The entries after damage still count: sled may hold what the
-                // damaged bytes held.
+                // The entries after still count: sled may hold what it held.
                 at = later.offset as usize;
                 expected = later.first;
             }
@@ -298,8 +293,7 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
     Ok(scan)
 }
 
-/// Reads every journal file of `store`, oldest first, naming the damage
-/// between them too (a file whose base is not where the one before ended).
+/// Reads every journal file of `store`, oldest first, with damage between.
 pub fn scan(store: &Path) -> io::Result<Vec<FileScan>> {
     scan_from(store, 0, None)
 }
@@ -324,8 +318,7 @@ impl JournalEnd {
         bytes
     }
 
-    /// A stored value; `None` if it is not one (only a hint: the open then
-    /// reads the whole file).
+    /// A stored value; `None` if not one (a hint: the file is read whole).
     pub fn decode(bytes: &[u8]) -> Option<Self> {
         let word = |at: usize| Some(u64::from_be_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
         (bytes.len() == 24).then_some(())?;
@@ -383,8 +376,7 @@ pub fn scan_from(store: &Path, from: u64, known: Option<JournalEnd>) -> io::Resu
         }
         scans.push(file);
     }
-    // Where reading resumed after each damage: the next entry past it, or the
-    // next file.
+    // Where reading resumed after each damage: the next entry, or file.
     for i in 0..scans.len() {
         let next_base = scans
             .get(i + 1)
@@ -413,8 +405,7 @@ pub struct Replayed {
     /// Damage whose records sled held before the replay: the integrity scan
     /// names the streams that lost records there.
     pub covered_damage: Vec<JournalDamage>,
-    /// The newest journal file, where the writer may go on (`None` if it
-    /// cannot).
+    /// The newest journal file, if the writer may go on in it.
     pub tail: Option<Tail>,
 }
 

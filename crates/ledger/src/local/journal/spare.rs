@@ -16,8 +16,7 @@ use std::thread::JoinHandle;
 
 use super::sync_dir;
 
-/// The spare's name in the journal directory (not `<base>.wal`: nothing reads
-/// it as a journal file).
+/// The spare's name (not `<base>.wal`: nothing reads it as a journal file).
 pub const SPARE_FILE: &str = "spare";
 
 /// The spare while it is written; renamed to [`SPARE_FILE`] once synced.
@@ -40,14 +39,12 @@ pub enum Spare {
     Preparing(Option<JoinHandle<io::Result<()>>>),
     /// `journal/spare` is complete and synced.
     Ready,
-    /// Preparing it failed (logged): this rotation allocates a file, the next
-    /// tries again.
+    /// Failed (logged): this rotation allocates a file, the next tries again.
     Failed,
 }
 
 impl Spare {
-    /// Starts preparing a spare of `len` bytes in `dir`, once per file, first
-    /// dropping the cached pages of `release` if given.
+    /// Starts preparing a spare of `len` bytes in `dir`, once per file.
     pub fn start(&mut self, dir: &Path, len: u64, release: Option<PathBuf>) {
         if !matches!(self, Spare::Absent) {
             return;
@@ -85,8 +82,7 @@ impl Spare {
         matches!(self, Spare::Ready)
     }
 
-    /// Waits for a preparation under way (a rotation never passes a
-    /// half-written spare over for a slower file).
+    /// Waits for a preparation under way (never passed over for a slow file).
     pub fn wait(&mut self) {
         if let Spare::Preparing(handle) = self
             && let Some(handle) = handle.take()
@@ -100,8 +96,7 @@ impl Spare {
     }
 }
 
-/// A closing writer waits for its spare: a thread still renaming it could race
-/// the next open.
+/// A closing writer waits: a thread still renaming could race the next open.
 impl Drop for Spare {
     fn drop(&mut self) {
         self.wait();
@@ -136,8 +131,7 @@ fn release_cached_pages(path: &Path) {
     }
 }
 
-/// Writes `dir/spare`: `len` zeros, synced, renamed into place, the directory
-/// synced: a spare that exists is whole.
+/// Writes `dir/spare`: `len` zeros synced, then renamed (so it is whole).
 fn prepare(dir: &Path, len: u64) -> io::Result<()> {
     let partial = dir.join(PARTIAL_FILE);
     let mut file = OpenOptions::new()

@@ -182,8 +182,7 @@ fn registry() -> &'static Registry {
     REGISTRY.get_or_init(Registry::default)
 }
 
-/// Sets `faults` on every store under `dir` (before it opens); returns
-/// them, to hold syncs with later.
+/// Sets `faults` on every store under `dir` (before it opens).
 pub fn install(dir: &Path, faults: Faults) -> Arc<Faults> {
     let faults = Arc::new(faults);
     let mut installed = registry().lock().unwrap_or_else(|p| p.into_inner());
@@ -192,8 +191,7 @@ pub fn install(dir: &Path, faults: Faults) -> Arc<Faults> {
     faults
 }
 
-/// The faults set on the store `path` lies in: those installed for a
-/// directory holding it, else the environment's.
+/// The faults installed for a directory holding `path`, else the environment's.
 pub(super) fn faults_for(path: &Path) -> Option<Arc<Faults>> {
     static FROM_ENV: OnceLock<Option<Arc<Faults>>> = OnceLock::new();
     let installed = registry().lock().unwrap_or_else(|p| p.into_inner());

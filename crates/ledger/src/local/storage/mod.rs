@@ -60,8 +60,7 @@ pub fn write_at(file: &File, bytes: &[u8], offset: u64) -> io::Result<()> {
     file.write_all_at(bytes, offset)
 }
 
-/// `fdatasync` of the journal file `file` (at `path`), which holds `len`
-/// bytes written: they are on stable storage when this returns.
+/// `fdatasync` of the journal file `file` (at `path`, `len` bytes written).
 pub fn sync(file: &File, path: &Path, len: u64) -> io::Result<()> {
     #[cfg(feature = "test-hooks")]
     let faults = faults_for(path);
@@ -79,8 +78,7 @@ pub fn sync(file: &File, path: &Path, len: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// The size past which the journal of the store in `store` rotates, in
-/// bytes: `default`, unless a test set another.
+/// The journal's rotation size in `store`: `default`, unless a test set one.
 pub fn journal_file_bytes(store: &Path, default: u64) -> u64 {
     #[cfg(feature = "test-hooks")]
     if let Some(bytes) = faults_for(store).and_then(|faults| faults.journal_file_bytes) {
