@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{LocalStore, Result as LocalResult, Shared, scan};
+use super::{LocalStore, Result as LocalResult, Shared, lock, scan};
 use crate::ledger::contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
 use crate::ledger::error::{LedgerError, Result};
 use crate::ledger::record::{NewRecord, Record, StreamKey};
@@ -113,11 +113,7 @@ impl LogStore for LocalStore {
     }
 
     fn watch(&self, stream: &StreamKey) -> watch::Receiver<u64> {
-        let mut watchers = self
-            .shared
-            .watchers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut watchers = lock(&self.shared.watchers);
         watchers.prune_if_due();
         let sender = watchers.senders.entry(stream.clone());
         sender.or_insert_with(|| watch::channel(0).0).subscribe()

@@ -152,7 +152,7 @@ impl Shared {
             }
         }
         let (records, problems) = (report.records, report.problems.len());
-        *self.scrub.lock().unwrap_or_else(|p| p.into_inner()) = Some(report);
+        *lock(&self.scrub) = Some(report);
         self.scrub_done.notify_all();
         tracing::info!(
             records,
@@ -166,7 +166,7 @@ impl Shared {
     /// journal file (the ones before were synced when the writer left them).
     fn make_durable(&self) -> Result<()> {
         let journaled = self.journaled_next_global.load(Ordering::Acquire);
-        let file = Arc::clone(&self.journal_file.lock().unwrap_or_else(|p| p.into_inner()));
+        let file = Arc::clone(&lock(&self.journal_file));
         file.sync()?;
         self.index_queue.note_durable(journaled);
         Ok(())
@@ -174,18 +174,12 @@ impl Shared {
 
     fn poison(&self, reason: String) {
         tracing::error!(%reason, "ledger refuses further writes");
-        self.poisoned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert(reason);
+        lock(&self.poisoned).get_or_insert(reason);
         self.index_queue.interrupt();
     }
 
     fn poisoned(&self) -> Option<String> {
-        self.poisoned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.poisoned).clone()
     }
 
     fn check_not_corrupt(&self, stream: &StreamKey) -> Result<()> {
@@ -206,7 +200,7 @@ impl Shared {
     }
 
     fn notify_watchers(&self, heads: &StreamMap<u64>) {
-        let mut guard = self.watchers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = lock(&self.watchers);
         let watchers = &mut guard.senders;
         if watchers.is_empty() {
             return;
@@ -432,11 +426,7 @@ impl LocalStore {
 
     /// The integrity report, once the scan has finished.
     pub fn scrub_report(&self) -> Option<VerifyReport> {
-        self.shared
-            .scrub
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.shared.scrub).clone()
     }
 
     /// Why the ledger refuses writes after a failed write or sync, if it does.
@@ -446,7 +436,7 @@ impl LocalStore {
 
     /// Blocks until the integrity scan has finished and returns its report.
     pub fn wait_for_scrub(&self) -> VerifyReport {
-        let scrub = self.shared.scrub.lock().unwrap_or_else(|p| p.into_inner());
+        let scrub = lock(&self.shared.scrub);
         let done = self.shared.scrub_done.wait_while(scrub, |s| s.is_none());
         let report = done.unwrap_or_else(|p| p.into_inner()).clone();
         report.unwrap_or_default()
@@ -574,6 +564,12 @@ fn corrupt_error(stream: impl ToString, position: u64, corruption: Corruption) -
         corruption,
     }
     .into()
+}
+
+/// A lock's guard even if a holder panicked: what the store relies on is
+/// checked where it is decided (`invariant!`), not by a lock's poison.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Logs why an invariant failed and aborts before anything more is written.

@@ -11,6 +11,8 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
+use crate::ledger::local::lock;
+
 use crate::ledger::record::{Record, StreamKey, StreamMap};
 
 /// Records a trim leaves a stream (what a segment's folds and tails need, many
@@ -79,7 +81,7 @@ impl Recent {
         indexed_below: u64,
         retired: &mut Vec<Record>,
     ) {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut inner = lock(&self.inner);
         for (stream, records) in appended {
             let Some(first) = records.first().map(Record::position) else {
                 continue;
@@ -124,7 +126,7 @@ impl Recent {
     /// The records of `stream` from `from` to its end (at most
     /// `max_records`), if held; `None`: read sled.
     pub fn read(&self, stream: &StreamKey, from: u64, max_records: usize) -> Option<Vec<Record>> {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let inner = lock(&self.inner);
         let tail = inner.streams.get(stream)?;
         let skip = from
             .checked_sub(tail.first)
@@ -135,13 +137,13 @@ impl Recent {
 
     /// The stream's next position, if this process appended to it lately.
     pub fn head(&self, stream: &StreamKey) -> Option<u64> {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let inner = lock(&self.inner);
         inner.streams.get(stream).map(Tail::next)
     }
 
     /// Forgets a stream (it was found corrupt).
     pub fn forget(&self, stream: &str) {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut inner = lock(&self.inner);
         let key = inner.streams.keys().find(|k| k.as_str() == stream).cloned();
         if let Some(tail) = key.and_then(|key| inner.streams.remove(&key)) {
             inner.bytes -= tail.bytes;

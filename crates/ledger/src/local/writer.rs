@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ledger::error::LedgerError;
-use crate::ledger::local::Shared;
 use crate::ledger::local::entry::Extent;
 use crate::ledger::local::error::{LocalError, Result};
 use crate::ledger::local::group_commit::{self, GROUP_LINGER_US, Group, Waiter};
 use crate::ledger::local::indexer::Round;
 use crate::ledger::local::journal::{self, JournalWriter};
 use crate::ledger::local::watermark::Watermark;
+use crate::ledger::local::{Shared, lock};
 use crate::ledger::record::{
     self, FORMAT_VERSION, Header, NewRecord, Record, StreamKey, StreamMap,
 };
@@ -226,10 +226,7 @@ impl Writer {
         }
         match self.journal.rotate(self.next_global) {
             Ok(()) => {
-                *shared
-                    .journal_file
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner()) = self.journal.file();
+                *lock(&shared.journal_file) = self.journal.file();
                 // The rotation synced the file the writer left.
                 shared.index_queue.note_durable(self.next_global);
             }

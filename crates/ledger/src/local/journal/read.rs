@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::{JOURNAL_DIR, file_name};
-use crate::ledger::local::storage;
+use crate::ledger::local::{lock, storage};
 
 /// Most journal files kept open; past it all are closed and opened again.
 pub const MAX_OPEN_JOURNAL_FILES: usize = 64;
@@ -31,7 +31,7 @@ impl JournalFiles {
 
     /// The journal file starting at global position `base`, opened once.
     fn file(&self, base: u64) -> io::Result<Arc<File>> {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = lock(&self.open);
         if let Some(file) = open.get(&base) {
             return Ok(Arc::clone(file));
         }
