@@ -197,8 +197,7 @@ impl SnapshotStore for LocalSnapshots {
     }
 
     async fn put(&self, key: &[u8], value: Vec<u8>) -> Result<()> {
-        // Not flushed: a snapshot is derivable, and sled persists writes in
-        // order, so one on disk never outruns the records it was taken after.
+        // Not flushed: derivable, and sled persists writes in order.
         let tree = self.shared.snapshots.clone();
         let key = key.to_vec();
         on_read_thread(&self.shared, move || {

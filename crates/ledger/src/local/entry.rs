@@ -23,8 +23,7 @@ use crate::ledger::record::{self, Record, StreamKey};
 /// The first byte of a pointer value (an envelope's is its format version, 1).
 pub const POINTER_TAG: u8 = 0xB7;
 
-/// Most bytes of records (length prefixes included) one entry points at: what
-/// reading one record of it may read. A larger record is an entry alone.
+/// Most bytes (prefixes included) one entry points at: what a read may read.
 pub const MAX_POINTED_BYTES: usize = 64 * 1024;
 
 /// Most extents one entry holds (bounds a pointer's size and its `pread`s).
@@ -49,8 +48,7 @@ impl Extent {
         self.offset.saturating_add(self.bytes)
     }
 
-    /// The extents of `runs`, one each, written one after the other in the
-    /// journal entry at `entry_offset` of the file based at `file`.
+    /// The extents of `runs`, in order, in the entry at `entry_offset`.
     pub fn of_runs(file: u64, entry_offset: u64, runs: &[(StreamKey, Vec<Record>)]) -> Vec<Self> {
         let mut offset = journal::records_offset(entry_offset);
         let prefixed = |record: &Record| RECORD_PREFIX_BYTES + record.encoded_len() as u64;
@@ -77,8 +75,7 @@ pub(crate) struct Run {
     pub extents: Vec<Extent>,
 }
 
-/// One entry to store, and the keys of the positions it covers past its first
-/// (a replay removes them: no entry stored before overlaps it).
+/// One entry to store, and the other keys it covers (a replay removes them).
 pub(crate) struct Cut<'a> {
     pub key: Vec<u8>,
     pub value: Vec<u8>,
@@ -93,8 +90,7 @@ impl Cut<'_> {
     }
 }
 
-/// The entries of `runs`, cut where one would pass [`MAX_POINTED_BYTES`] or
-/// [`MAX_EXTENTS_PER_ENTRY`] (touching extents joined).
+/// The entries of `runs`, cut at the bounds (touching extents joined).
 pub(crate) fn cut(runs: &[Run]) -> Vec<Cut<'_>> {
     let mut cuts = Vec::new();
     for run in runs {
@@ -301,8 +297,7 @@ impl Pointer {
         Ok(raw)
     }
 
-    /// The extents in runs one read covers: one file, in order, at most
-    /// [`MAX_SPAN_READ_BYTES`] from the first's start to the last's end.
+    /// The extents in groups one read covers (one file, in order, bounded).
     fn spans(&self) -> impl Iterator<Item = &[Extent]> {
         let mut rest = self.extents.as_slice();
         std::iter::from_fn(move || {
@@ -327,16 +322,14 @@ impl Pointer {
 /// Most bytes one read of a pointer's extents covers, gaps included.
 const MAX_SPAN_READ_BYTES: u64 = 128 * 1024;
 
-/// Most bytes a pointer at a record alone may cover: the largest envelope
-/// after its length word.
+/// Most bytes a pointer at a record alone covers: the largest, prefixed.
 const MAX_LONE_RECORD_BYTES: usize = RECORD_PREFIX_BYTES as usize
     + record::HEADER_BYTES
     + record::MAX_STREAM_KEY_BYTES
     + record::MAX_PAYLOAD_BYTES
     + record::CRC_BYTES;
 
-/// How many positions a stored value covers: a pointer's count (one if it does
-/// not check), or the envelopes of a value of records (a torn one counts).
+/// Positions a stored value covers (a bad pointer one, a torn envelope too).
 pub fn span(value: &sled::IVec) -> u64 {
     match Pointer::decode(value) {
         Some(Ok(pointer)) => pointer.count,
@@ -373,8 +366,7 @@ pub fn envelopes(value: sled::IVec, files: &JournalFiles) -> Envelopes {
     }
 }
 
-/// The envelopes of a value of records, each cut at the length its header
-/// states; a torn one yields `Truncated` and ends.
+/// The envelopes of a value of records; a torn one yields `Truncated`.
 fn inline_envelopes(value: Bytes) -> Envelopes {
     Envelopes {
         value,
@@ -397,8 +389,7 @@ pub struct Envelopes {
 }
 
 impl Envelopes {
-    /// The next of `due` length-prefixed envelopes: the word must be the
-    /// header's length, and the bytes must end with the last one.
+    /// The next of `due` envelopes; its prefix must be its header's length.
     fn next_prefixed(&mut self, due: u64) -> Option<Result<Bytes, Corruption>> {
         let rest = self.value.len() - self.offset;
         if due == 0 {

@@ -36,8 +36,7 @@ pub enum LocalError {
 }
 
 impl From<LocalError> for LedgerError {
-    /// The ledger's own errors as they are, anything else as the store being
-    /// unavailable, with the engine's sentence.
+    /// The ledger's errors as they are, the rest as the store unavailable.
     fn from(error: LocalError) -> Self {
         match error {
             LocalError::Ledger(error) => error,

@@ -18,8 +18,7 @@ use crate::ledger::local::Shared;
 use crate::ledger::local::error::{LocalError, Result};
 use crate::ledger::local::watermark::Watermark;
 
-/// Longest a group is held for the rest of its writers, in microseconds: a
-/// sync costs 100–300 µs here, and a fraction of that turns two into one.
+/// Longest a group is held for its writers, in µs (a sync costs 100–300 µs).
 pub const GROUP_LINGER_US: u64 = 250;
 
 /// Someone waiting for a journaled round to be durable.
@@ -50,9 +49,8 @@ pub(crate) struct Group {
 }
 
 impl Group {
-    /// Adds a round's durable `waiters`; whether to sync now: when nothing
-    /// waits and the group is at least half the last (writers acknowledged
-    /// together come back together). Else they wait for the queue or linger.
+    /// Adds a round's `waiters`; whether to sync now: nothing waits, and the
+    /// group is half the last or more (writers acknowledged together return).
     pub(crate) fn settle(&mut self, waiters: Vec<Waiter>, nothing_waiting: bool) -> bool {
         if self.held.is_empty() {
             // Moved, not copied: a lone writer's group allocates nothing.
@@ -81,8 +79,7 @@ pub(crate) fn commit(shared: &Shared, waiters: Vec<Waiter>, watermark: &mut Wate
     let started = Instant::now();
     // Read before the sync, which covers every record below it.
     let covered = shared.journaled_next_global.load(Ordering::Acquire);
-    // After a failed write or sync, a later sync may succeed without the pages
-    // the kernel dropped: nothing is acknowledged once poisoned.
+    // A later sync may succeed without the pages a failed one dropped.
     let result = match shared.poisoned() {
         Some(reason) => Err(LedgerError::Poisoned { reason }.into()),
         None => shared.make_durable(),

@@ -127,8 +127,7 @@ fn use_as_found(path: &Path) -> Result<Opened, Refused> {
     let log = db.open_tree("log").map_err(|e| damaged(&e))?;
     let stored = stored_next_global(&log).map_err(|e| damaged(&e))?;
     match recover(path, &log, stored) {
-        // Not read whole: a bad pointer or entry is met by a read or the
-        // integrity scan, and the next open rebuilds.
+        // Not read whole: damage a read meets has the next open rebuild.
         Ok((next_global, journal)) => Ok(Opened {
             index: Index {
                 db,
@@ -138,14 +137,12 @@ fn use_as_found(path: &Path) -> Result<Opened, Refused> {
             next_global,
             journal,
         }),
-        // sled failed, or does not follow on from the journal: a rebuild tells
-        // whose fault (it refuses a damaged journal).
+        // sled failed or does not follow the journal: a rebuild tells who.
         Err(error) => Err(refused(error)),
     }
 }
 
-/// sled failing or damaged (or the journal damaged) asks for a rebuild;
-/// anything else fails the open.
+/// Damage or a sled failure asks for a rebuild; the rest fails the open.
 fn refused(error: LocalError) -> Refused {
     match error {
         LocalError::Damaged(damage) => Refused::Damaged(damage.to_string()),
@@ -258,8 +255,7 @@ pub(super) fn rebuild_from(path: &Path, found: String, files: &[PathBuf]) -> Res
     })
 }
 
-/// Brings sled up to the journal and opens the journal for the writer: the
-/// newest file where it ends, or a new file where the records end.
+/// Brings sled up to the journal and opens the journal for the writer.
 fn recover(
     path: &Path,
     log: &sled::Tree,

@@ -25,8 +25,7 @@ use crate::ledger::local::journal::JournalEnd;
 use crate::ledger::local::keys::{JOURNAL_END_KEY, NEXT_GLOBAL_KEY};
 use crate::ledger::record::{Record, StreamKey};
 
-/// Most bytes of records journaled but not yet in sled; past it the writer
-/// waits (a bigger round is let in alone): the backlog's memory bound.
+/// Most bytes journaled not yet in sled (memory); past it the writer waits.
 pub const MAX_UNINDEXED_BYTES: usize = 32 * 1024 * 1024;
 
 /// Longest the indexer waits for a commit to sync its rounds, in milliseconds,
@@ -43,8 +42,7 @@ pub(crate) struct Round {
     pub bytes: usize,
     /// Records the recent records let go, freed here, off the commit path.
     pub retired: Vec<Record>,
-    /// A durable append or flush of it waits for a commit, which wakes the
-    /// indexer (its push does not).
+    /// A durable append waits for a commit, which wakes the indexer (not this).
     pub awaits_commit: bool,
 }
 
@@ -52,8 +50,7 @@ pub(crate) struct Round {
 #[derive(Default)]
 pub(crate) struct IndexQueue {
     state: Mutex<QueueState>,
-    /// The indexer waits here for rounds or a sync (signalled only while it
-    /// waits: a busy indexer costs a writer no system call).
+    /// The indexer waits here (signalled only then: no system call if busy).
     work: Condvar,
     /// Writers waiting for room, and callers of `wait_until_applied`.
     progress: Condvar,
@@ -112,8 +109,7 @@ impl IndexQueue {
         }
     }
 
-    /// Queues a round, first waiting while the backlog is over
-    /// [`MAX_UNINDEXED_BYTES`]; nothing once the indexer is gone.
+    /// Queues a round once the backlog has room (not once the indexer is gone).
     pub(crate) fn push(&self, round: Round) {
         let mut state = self.lock();
         while !state.gone
@@ -127,8 +123,7 @@ impl IndexQueue {
         }
         state.bytes += round.bytes;
         state.queued += 1;
-        // A round a commit will sync wakes the indexer at that commit,
-        // unless a sync that began after it was journaled already did.
+        // A round a commit will sync wakes the indexer then, unless synced.
         let wake = !round.awaits_commit || state.durable >= round.end.next_global;
         state.items.push_back(round);
         if wake {
@@ -232,8 +227,7 @@ impl IndexQueue {
     }
 }
 
-/// Marks the indexer gone when its thread ends, so no writer waits for room
-/// from it; a panic also poisons the ledger (nothing would reach sled).
+/// Marks the indexer gone as its thread ends; a panic poisons the ledger.
 struct GoneOnExit<'a>(&'a Shared);
 
 impl Drop for GoneOnExit<'_> {

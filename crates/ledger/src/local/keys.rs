@@ -12,8 +12,8 @@ pub const NEXT_GLOBAL_KEY: &[u8] = b"m/next_global";
 /// Key holding where sled's rounds end in the journal (`JournalEnd`).
 pub const JOURNAL_END_KEY: &[u8] = b"m/journal_end";
 
-/// Every record key's prefix in `stream`: `'s' | key length (u16 BE) | key
-/// bytes`; the length first, so no stream's prefix is another's.
+/// `stream`'s key prefix: `'s' | length (u16 BE) | key`, the length first so no
+/// stream's prefix is another's.
 pub fn stream_prefix(stream: &StreamKey) -> Vec<u8> {
     let key = stream.as_str().as_bytes();
     let mut prefix = Vec::with_capacity(3 + key.len() + 8);

@@ -112,8 +112,7 @@ pub(crate) struct Shared {
     applied_next_global: AtomicU64,
     /// Rounds journaled, on their way into sled.
     index_queue: indexer::IndexQueue,
-    /// The global position after the last round journaled (a sync that starts
-    /// after reading it covers every round below).
+    /// Where the rounds journaled end (a sync begun after covers them).
     journaled_next_global: AtomicU64,
     /// What the open found wrong with the index, if it rebuilt it.
     rebuilt: Option<index::Rebuilt>,
@@ -162,8 +161,7 @@ impl Shared {
         );
     }
 
-    /// Makes every journaled round durable: one `fdatasync` of the current
-    /// journal file (the ones before were synced when the writer left them).
+    /// Makes every journaled round durable (older files were synced already).
     fn make_durable(&self) -> Result<()> {
         let journaled = self.journaled_next_global.load(Ordering::Acquire);
         let file = Arc::clone(&lock(&self.journal_file));
@@ -282,8 +280,7 @@ pub struct LocalStore {
 }
 
 impl LocalStore {
-    /// Opens (or creates) the store in `path`, checks every record, and starts
-    /// the writer; corrupt streams are in the report and refused from then on.
+    /// Opens (or creates) the store in `path`; corrupt streams are reported.
     pub fn open(path: impl AsRef<Path>, mode: OpenMode) -> Result<(Self, VerifyReport)> {
         Self::open_checked(path.as_ref(), mode, None)
     }
@@ -358,8 +355,7 @@ impl LocalStore {
         self.shared.rebuilt.as_ref()
     }
 
-    /// Starts the store: the writer, the indexer, the read threads and,
-    /// without the `report` of a scan at open, the scrubber.
+    /// Starts the threads (the scrubber if no scan at open gave a `report`).
     fn start(
         path: PathBuf,
         index: index::Index,

@@ -39,8 +39,7 @@ pub const LOCK_WAIT_MS: u64 = 2_000;
 /// sled's page cache, in bytes (1 GiB by default): it serves cold reads only.
 pub const SLED_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// How sled is opened: its cache bounded, no flusher of its own (the journal
-/// makes records durable; sled is flushed at a clean close).
+/// sled with its cache bounded and no flusher (the journal is durability).
 fn sled_config(path: &Path) -> sled::Config {
     sled::Config::new()
         .path(path)

@@ -15,8 +15,7 @@ use tokio::sync::oneshot;
 
 use crate::ledger::error::{LedgerError, Result};
 
-/// Threads reading for async callers: one per core of the small hosts
-/// this runs on; a read that waits for the disk holds one, not all.
+/// Threads reading for async callers: one per core of the small hosts.
 pub const READ_THREADS: usize = 2;
 
 type Job = Box<dyn FnOnce() + Send>;

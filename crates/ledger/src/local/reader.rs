@@ -40,8 +40,7 @@ struct SledReader {
     entry: Option<(entry::Envelopes, u64)>,
     /// No entry of the pass read yet (the first may start before the read).
     first_of_pass: bool,
-    /// Records at or past the end published when this pass began belong to a
-    /// round not wholly applied, and end the pass.
+    /// The end published as the pass began: records past it end the pass.
     visible_below: u64,
     /// The pass handed out a record (or is the first pass).
     progressed: bool,
@@ -132,8 +131,7 @@ impl Shared {
         self.applied_next_global.load(Ordering::Acquire)
     }
 
-    /// The stream's next position: the recent records' head, or the end of its
-    /// last entry of a round wholly applied.
+    /// The stream's next position (recent records, else sled's applied end).
     pub(crate) fn read_head(&self, stream: &StreamKey) -> Result<u64> {
         if let Some(head) = self.recent.head(stream) {
             return Ok(head);

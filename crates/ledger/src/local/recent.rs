@@ -36,8 +36,7 @@ impl Tail {
         self.first + self.records.len() as u64
     }
 
-    /// Moves the records past the newest [`RECENT_RECORDS_PER_STREAM`] that
-    /// sled holds (below `indexed_below`) to `retired`; their bytes.
+    /// Moves the older records sled holds to `retired`; their bytes.
     fn trim(&mut self, indexed_below: u64, retired: &mut Vec<Record>) -> usize {
         let excess = self.records.len().saturating_sub(RECENT_RECORDS_PER_STREAM);
         // Found by bisection: a backlogged indexer must not make every append
@@ -123,8 +122,7 @@ impl Recent {
         inner.evict(indexed_below, retired);
     }
 
-    /// The records of `stream` from `from` to its end (at most
-    /// `max_records`), if held; `None`: read sled.
+    /// Up to `max_records` of `stream` from `from`, if held (`None`: sled).
     pub fn read(&self, stream: &StreamKey, from: u64, max_records: usize) -> Option<Vec<Record>> {
         let inner = lock(&self.inner);
         let tail = inner.streams.get(stream)?;

@@ -219,8 +219,7 @@ impl Scan {
     }
 }
 
-/// Every distinct stream key after `after`, in key order, found by
-/// seeking past each stream's records; it ends at the first error.
+/// Every stream key after `after`, in order, seeking past each; ends at errors.
 pub(crate) fn stream_keys(
     log: sled::Tree,
     after: Option<&StreamKey>,
@@ -287,8 +286,8 @@ pub(crate) fn global_order(
     )
 }
 
-/// One stream read a page at a time, holding no sled iterator between pages (a
-/// merge over thousands of streams must not pin thousands of tree nodes).
+/// One stream a page at a time, no sled iterator held between (not to pin
+/// thousands of tree nodes in a merge of thousands of streams).
 struct StreamPages {
     store: LocalStore,
     stream: StreamKey,

@@ -1,10 +1,7 @@
-//! TEST-ONLY, in a build with the `test-hooks` feature (the test
-//! suite's; never a release build): the faults a test sets on a store at
-//! its one seam to the file system (`storage`), and the names the crash,
-//! damage and golden-log tests reach inside the store's files.
-//!
-//! Owns: nothing but names. Must never: be compiled into a shipped
-//! binary.
+//! TEST-ONLY (a `test-hooks` build): the faults a test sets at the store's
+//! seam to the file system (`storage`), and the names the crash, damage and
+//! golden-log tests reach inside its files. Owns: nothing but names. Must
+//! never: be compiled into a shipped binary.
 
 pub use super::entry::{Pointer, RECORD_PREFIX_BYTES, envelopes};
 pub use super::journal::{JOURNAL_DIR, JournalFiles, SPARE_FILE, files, scan};

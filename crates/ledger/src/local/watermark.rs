@@ -26,8 +26,7 @@ fn line(position: u64) -> String {
     format!("{digits} {:08x}\n", crc32c::crc32c(digits.as_bytes()))
 }
 
-/// The watermark stored in `dir`; `None` without one or when it does not
-/// read back whole (a torn write only costs the check).
+/// The watermark in `dir`; `None` if absent or torn (only the check is lost).
 pub fn read(dir: &Path) -> Option<u64> {
     let mut text = String::new();
     File::open(dir.join(WATERMARK_FILE))

@@ -78,8 +78,7 @@ impl WritePath {
         }
     }
 
-    /// Writes one round and syncs its durable appends with those held, or
-    /// holds them ([`Group::settle`]); whether it holds waiters.
+    /// Writes a round and syncs or holds its durable appends; whether it holds.
     fn write_round(&mut self, shared: &Shared, round: Vec<Command>, nothing_waiting: bool) -> bool {
         let waiters = self.writer.apply_round(shared, round);
         if self.group.settle(waiters, nothing_waiting) {
@@ -336,8 +335,7 @@ impl Writer {
             // Only flush requests (or refused appends): nothing to write.
             return accepted.into_iter().map(|(waiter, _)| waiter).collect();
         }
-        // The journal first: it makes the round durable, and an open applies
-        // it to sled again if sled lost it.
+        // The journal first: it is the durability, replayed into sled at open.
         let mut envelopes: Vec<&[u8]> =
             Vec::with_capacity((next_global - self.next_global) as usize);
         envelopes.extend(

@@ -25,8 +25,7 @@ use crate::ledger::record::{self, Record};
 /// The journal's directory, inside the store directory.
 pub const JOURNAL_DIR: &str = "journal";
 
-/// Size past which the writer starts a new file, in bytes (an allocated one
-/// gives way to a ready spare earlier): it bounds what an open may replay.
+/// Size past which the writer starts a new file: what an open may replay.
 pub const JOURNAL_FILE_BYTES: u64 = 32 * 1024 * 1024;
 
 /// Bytes allocated past the rotation size (the last round ends past it).
@@ -35,8 +34,7 @@ const PREALLOCATION_SLACK_BYTES: u64 = 1024 * 1024;
 /// The first bytes of every journal file.
 const MAGIC: &[u8; 8] = b"LWJRNL01";
 
-/// Bytes of a file's header: magic, base global position (u64), flags (u32),
-/// CRC-32C of the 20 bytes before.
+/// Bytes of a file's header: magic, base (u64), flags (u32), CRC-32C of them.
 pub const FILE_HEADER_BYTES: usize = 24;
 
 /// Bytes before an entry's body: its length and CRC-32C (u32 each).
@@ -51,8 +49,7 @@ pub fn records_offset(entry_offset: u64) -> u64 {
     entry_offset + (ENTRY_HEADER_BYTES + BODY_HEADER_BYTES) as u64
 }
 
-/// Largest entry body a reader accepts: a round's bytes
-/// (`writer::MAX_ROUND_BYTES`, 64 MiB) plus one append (up to 1 GiB).
+/// Largest entry body a reader accepts: a round's bytes plus one append.
 pub const MAX_ENTRY_BYTES: usize = 1 << 31;
 
 /// Largest entry buffer the writer keeps between rounds, in bytes.
@@ -72,8 +69,7 @@ fn parse_name(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// Header flag: the file was the spare, every block written (zeros) and synced
-/// before its first entry, so a sync after an entry flushes data only.
+/// Header flag: the file was the spare (its syncs flush data only).
 pub const WRITTEN_AHEAD: u32 = 1;
 
 fn header(base: u64, flags: u32) -> [u8; FILE_HEADER_BYTES] {
@@ -125,8 +121,7 @@ pub struct JournalFile {
 }
 
 impl JournalFile {
-    /// Makes every byte written so far stable: one `fdatasync` (data, a grown
-    /// size, the device's write cache), unless a sync already covered them.
+    /// Makes every byte written stable: one `fdatasync`, unless one covered it.
     pub fn sync(&self) -> io::Result<()> {
         let written = self.written.load(Ordering::Acquire);
         if self.synced.load(Ordering::Acquire) >= written {
@@ -154,8 +149,7 @@ pub struct JournalWriter {
     zeroed: bool,
     /// The next file, prepared ahead (`spare`).
     spare: Spare,
-    /// The file finished before the current one, kept in the page cache, and
-    /// the one before that, whose pages the next spare's thread drops.
+    /// The last file finished (kept cached), and the one before (dropped).
     previous: Option<PathBuf>,
     to_release: Option<PathBuf>,
     buf: Vec<u8>,
@@ -230,8 +224,7 @@ impl JournalWriter {
         }
     }
 
-    /// Whether to start the next file now: this one is full, or it is an
-    /// allocated file (slower to sync) with entries and a spare is ready.
+    /// Whether to rotate: full, or allocated (slow to sync) and a spare ready.
     pub fn wants_rotation(&mut self) -> bool {
         self.len() >= self.file_bytes || (!self.zeroed && !self.is_empty() && self.spare.is_ready())
     }
@@ -281,8 +274,7 @@ impl JournalWriter {
         self.buf.extend_from_slice(&[0u8; ENTRY_HEADER_BYTES]);
         self.buf.extend_from_slice(&first.to_le_bytes());
         self.buf.extend_from_slice(&next.to_le_bytes());
-        // Every byte below this offset was synced before this entry was
-        // written: how a reader tells damage from a torn tail.
+        // Synced below here: how a reader tells damage from a torn tail.
         self.buf
             .extend_from_slice(&self.current.synced_len().to_le_bytes());
         self.buf

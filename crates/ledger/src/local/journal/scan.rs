@@ -27,8 +27,7 @@ pub struct JournalDamage {
     pub detail: String,
     /// The global position due where the damaged bytes begin, if known.
     pub from_global: Option<u64>,
-    /// Where reading picked up again after it (the next entry that checks, or
-    /// the next file's base); `None` if nothing follows.
+    /// Where reading picked up again after it, if anything follows.
     pub resumes_at: Option<u64>,
 }
 
@@ -59,14 +58,12 @@ pub struct FileScan {
     pub base: Option<u64>,
     /// Its header says it was written ahead (`WRITTEN_AHEAD`).
     pub written_ahead: bool,
-    /// Where reading began (after the header, or where the index ends,
-    /// [`JournalEnd`]), and the global position due there.
+    /// Where reading began (the header's or the index's end), and its position.
     pub start: u64,
     pub start_global: Option<u64>,
     /// The entries that check, in order.
     pub entries: Vec<Entry>,
-    /// Where the torn end of a crash begins: bytes written after the last sync
-    /// that did not all reach the disk (nothing acknowledged).
+    /// Where a crash's torn end begins (unsynced bytes: none acknowledged).
     pub torn_at: Option<u64>,
     pub damage: Vec<JournalDamage>,
 }
@@ -157,8 +154,7 @@ fn entry_at(bytes: &[u8], at: usize) -> std::result::Result<(Entry, usize), NotA
     Ok((entry, ENTRY_HEADER_BYTES + body_len))
 }
 
-/// The first entry after `from` that checks and starts at global position
-/// `expected` or past: where reading picks up after bad bytes.
+/// The first entry after `from` that checks, at `expected` or past it.
 fn resync(bytes: &[u8], from: usize, expected: u64) -> Option<(Entry, usize)> {
     let window = expected..expected.saturating_add(RESYNC_WINDOW_RECORDS);
     (from..bytes.len()).find_map(|at| {
@@ -402,15 +398,13 @@ pub struct Replayed {
     /// Rounds applied to sled (those it did not hold yet).
     pub rounds: u64,
     pub records: u64,
-    /// Damage whose records sled held before the replay: the integrity scan
-    /// names the streams that lost records there.
+    /// Damage whose records sled held (the integrity scan names their streams).
     pub covered_damage: Vec<JournalDamage>,
     /// The newest journal file, if the writer may go on in it.
     pub tail: Option<Tail>,
 }
 
-/// The newest journal file after a replay: every entry checks and is synced,
-/// nothing but zeros after the last.
+/// The newest journal file after a replay: entries synced, then zeros.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tail {
     pub path: PathBuf,

@@ -64,8 +64,7 @@ impl Spare {
         };
     }
 
-    /// `Ready` if a whole spare of `len` bytes is in `dir` (a process left it:
-    /// `spare` exists only once written and synced), else `Absent`.
+    /// `Ready` if a spare of `len` bytes was left in `dir`, else `Absent`.
     pub fn found(dir: &Path, len: u64) -> Spare {
         match fs::metadata(dir.join(SPARE_FILE)) {
             Ok(meta) if meta.len() == len => Spare::Ready,

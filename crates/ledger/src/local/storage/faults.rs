@@ -1,16 +1,10 @@
-//! TEST-ONLY (a `test-hooks` build): the faults a test sets on a store,
-//! which the storage calls apply first. They come from the environment
-//! for every store of the process (the real binary under a test:
-//! [`TRACE_ENV`] and the others below) or from [`install`] for the stores
-//! under one directory (a test in process):
-//! - the power-loss trace: after each `fdatasync` of a journal file and
-//!   before any append it covers is acknowledged, a line `<file name>
-//!   <length>` in `<dir>/synced` (what a power loss would keep; the
-//!   power-loss test rolls a killed store back by it);
-//! - a journal rotation size other than `JOURNAL_FILE_BYTES`;
-//! - the first read of a journal file held until a FIFO is written to;
-//! - syncs held at a gate;
-//! - a stale read: one journal file read back with zeros from an offset.
+//! TEST-ONLY (a `test-hooks` build): the faults the storage calls apply, set
+//! by the environment (the real binary under a test: [`TRACE_ENV`] and below)
+//! or by [`install`] for the stores under a directory: the power-loss trace
+//! (after each journal `fdatasync`, before an append it covers is acknowledged,
+//! `<file name> <length>` in `<dir>/synced`: what a power loss would keep),
+//! another rotation size, the first journal read held until a FIFO is written
+//! to, syncs held at a gate, a file read back with zeros from an offset.
 //!
 //! Owns: the faults and their registry. Must never: change what the store
 //! writes or when it acknowledges, but as a fault a test asked for.
@@ -21,6 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
+
+use crate::ledger::local::lock;
 
 /// The directory the power-loss trace is written into.
 pub const TRACE_ENV: &str = "LEDGERWIRE_TEST_POWER_LOSS_TRACE";
@@ -101,13 +97,13 @@ impl Faults {
 
     /// Holds every sync of the store at the gate, or lets them go.
     pub fn hold_syncs(&self, held: bool) {
-        self.lock_gate().held = held;
+        lock(&self.gate).held = held;
         self.gate_changed.notify_all();
     }
 
     /// Waits (up to 10 s) until a sync waits at the gate; whether one did.
     pub fn wait_until_a_sync_waits(&self) -> bool {
-        let gate = self.lock_gate();
+        let gate = lock(&self.gate);
         let ten_seconds = Duration::from_secs(10);
         let (gate, _) = self
             .gate_changed
@@ -116,12 +112,8 @@ impl Faults {
         gate.waiting > 0
     }
 
-    fn lock_gate(&self) -> std::sync::MutexGuard<'_, SyncGate> {
-        self.gate.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     pub(super) fn before_sync(&self) {
-        let mut gate = self.lock_gate();
+        let mut gate = lock(&self.gate);
         gate.waiting += 1;
         self.gate_changed.notify_all();
         let mut gate = self
@@ -135,7 +127,7 @@ impl Faults {
     pub(super) fn synced(&self, path: &Path, len: u64) {
         let Some(trace) = &self.trace else { return };
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("?");
-        let mut file = trace.lock().unwrap_or_else(|p| p.into_inner());
+        let mut file = lock(trace);
         // One write of a short line to an append-only file: a kill never
         // leaves half of it.
         if let Err(error) = file.write_all(format!("{name} {len}\n").as_bytes()) {
@@ -185,7 +177,7 @@ fn registry() -> &'static Registry {
 /// Sets `faults` on every store under `dir` (before it opens).
 pub fn install(dir: &Path, faults: Faults) -> Arc<Faults> {
     let faults = Arc::new(faults);
-    let mut installed = registry().lock().unwrap_or_else(|p| p.into_inner());
+    let mut installed = lock(registry());
     installed.retain(|(at, _)| at != dir);
     installed.push((dir.to_path_buf(), faults.clone()));
     faults
@@ -194,7 +186,7 @@ pub fn install(dir: &Path, faults: Faults) -> Arc<Faults> {
 /// The faults installed for a directory holding `path`, else the environment's.
 pub(super) fn faults_for(path: &Path) -> Option<Arc<Faults>> {
     static FROM_ENV: OnceLock<Option<Arc<Faults>>> = OnceLock::new();
-    let installed = registry().lock().unwrap_or_else(|p| p.into_inner());
+    let installed = lock(registry());
     let found = installed.iter().find(|(dir, _)| path.starts_with(dir));
     match found {
         Some((_, faults)) => Some(faults.clone()),
