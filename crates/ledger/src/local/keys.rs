@@ -1,5 +1,5 @@
-//! The sled keys of the `log` tree (records' entries, the store's counters).
-//! Pure. Must never: let one stream's key prefix be a prefix of another's.
+//! Owns: the sled keys of the `log` tree (records' entries, counters); pure.
+//! Must never: let one stream's key prefix be a prefix of another's.
 
 use crate::ledger::record::StreamKey;
 

@@ -1,4 +1,4 @@
-//! Integrity checking of a whole store through its index (every record's
+//! Owns: integrity checking of a whole store through its index (each record's
 //! checksum and placement, each stream's continuity, the global order), and
 //! the global-order merge of the streams. Must never: modify the store.
 
@@ -41,8 +41,7 @@ pub fn verify(log: &sled::Tree, files: &JournalFiles) -> Result<VerifyReport> {
 const STOP_CHECK_ENTRIES: u64 = 16;
 
 /// [`verify`] while appends go on (the scrubber; `None` once `stop` is set),
-/// of the records below the end stored when it began: ones inserted meanwhile
-/// may be seen in part and would look like a hole.
+/// below the end stored as it began (later ones could look like a hole).
 pub fn verify_live(
     log: &sled::Tree,
     files: &JournalFiles,

@@ -1,5 +1,5 @@
-//! The write path's counters, reported in the contract's neutral shape. Must
-//! never: hold state anything decides on (they are for the bench, `/healthz`).
+//! Owns: the write path's counters, reported in the contract's neutral shape.
+//! Must never: hold state anything decides on (they are for reports only).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

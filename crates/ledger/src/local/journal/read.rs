@@ -1,6 +1,6 @@
-//! Reading the ranges of journal files sled's entries point at, by `pread` on
-//! files kept open (at most [`MAX_OPEN_JOURNAL_FILES`]). Must never: write to
-//! a journal file, or read fewer bytes than a range asks for (an error).
+//! Reading the ranges of journal files sled's entries point at, by `pread`.
+//! Owns: the files kept open (at most [`MAX_OPEN_JOURNAL_FILES`]). Must never:
+//! write to a journal file, or read fewer bytes than a range asks for.
 
 use std::collections::HashMap;
 use std::fs::File;

@@ -294,9 +294,8 @@ pub fn scan(store: &Path) -> io::Result<Vec<FileScan>> {
     scan_from(store, 0, None)
 }
 
-/// Where the rounds the index holds end in the journal (the file's base, the
-/// offset and global position after the last entry); stored with each indexer
-/// batch (`JOURNAL_END_KEY`), so an open reads the journal from there.
+/// Where the index's rounds end in the journal (file, offset, global position),
+/// stored with each indexer batch: an open reads the journal on from there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JournalEnd {
     pub file: u64,

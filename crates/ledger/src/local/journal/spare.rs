@@ -154,9 +154,8 @@ fn prepare(dir: &Path, len: u64) -> io::Result<()> {
     sync_dir(dir)
 }
 
-/// Takes the spare in `dir` as the journal file `path` if it is `len` bytes:
-/// `header` written and synced, then renamed (a crash before leaves a spare;
-/// the caller syncs the directory). One of another length is deleted.
+/// Takes a spare of `len` bytes in `dir` as `path`: `header` synced, renamed
+/// (the caller syncs the directory); one of another length is deleted.
 pub fn take(dir: &Path, len: u64, header: &[u8], path: &Path) -> io::Result<Option<File>> {
     let spare = dir.join(SPARE_FILE);
     let found = match fs::metadata(&spare) {

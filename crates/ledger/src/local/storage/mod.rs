@@ -16,9 +16,8 @@ pub mod faults;
 #[cfg(feature = "test-hooks")]
 use faults::faults_for;
 
-/// The bytes of the journal file at `path`, all or (`from` within the file,
-/// past its `head` bytes) the head and the bytes from `from`, the rest zeros
-/// never paged in; and whether `from` was used.
+/// The journal file at `path`: all, or (`from` in it, past `head`) the head and
+/// the bytes from `from` (the rest zeros, never paged in); whether `from` was.
 pub fn read_file(path: &Path, head: usize, from: Option<u64>) -> io::Result<(Vec<u8>, bool)> {
     #[cfg(feature = "test-hooks")]
     let faults = faults_for(path);
