@@ -168,20 +168,21 @@ fn durable_many_writers(c: &mut Criterion) {
         // The envelope and its length in the journal entry.
         envelope_bytes("bench/w00".len()) + 4,
     );
-    let stats = ledger.local_stats();
+    let stats = LogStore::stats(&ledger);
+    let engine = |name: &str| stats.engine.get(name).copied().unwrap_or(0);
     eprintln!(
         "64 writers: {} durable appends in {} flushes, {} writer rounds and {} index batches: \
          {:.1} appends per flush, {:.1} per round, {:.1} rounds per index batch, \
          {:.1} records per sled insert; a sync took {:.0} us on average",
-        stats.flushed_waiters,
-        stats.flushes,
-        stats.rounds,
-        stats.index_batches,
-        stats.flushed_waiters as f64 / stats.flushes.max(1) as f64,
-        stats.flushed_waiters as f64 / stats.rounds.max(1) as f64,
-        stats.rounds as f64 / stats.index_batches.max(1) as f64,
-        stats.records_appended as f64 / stats.index_entries.max(1) as f64,
-        stats.sync_micros as f64 / stats.flushes.max(1) as f64,
+        stats.synced_appends,
+        stats.syncs,
+        engine("rounds"),
+        engine("index_batches"),
+        stats.synced_appends as f64 / stats.syncs.max(1) as f64,
+        stats.synced_appends as f64 / engine("rounds").max(1) as f64,
+        engine("rounds") as f64 / engine("index_batches").max(1) as f64,
+        stats.records_appended as f64 / engine("index_entries").max(1) as f64,
+        stats.sync_micros as f64 / stats.syncs.max(1) as f64,
     );
 }
 

@@ -354,7 +354,7 @@ impl BoundServer {
         // upgraded away from it): wait for the drain to see them end.
         let _ = drain.await;
         if let Some(error) = failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            return Err(error);
+            return Err(error.into());
         }
         self.ledger.flush().await?;
         Ok(())

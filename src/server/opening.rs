@@ -20,11 +20,10 @@ use tokio::sync::watch;
 
 use crate::ledger::contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
 use crate::ledger::error::{LedgerError, Result};
+use crate::ledger::local::LocalError;
 use crate::ledger::record::{NewRecord, Record, StreamKey};
 use crate::ledger::{AppendOutcome, Durability, ExpectedPosition, Ledger};
 use crate::store::{OpenError, Opening, StoreChoice};
-
-use super::error::ServeError;
 
 /// The task opening the store `serve` already serves (refusing every call
 /// until it is done).
@@ -56,13 +55,12 @@ pub(super) async fn announce(
     opening: Option<OpenTask>,
     ready: impl FnOnce(),
     stop: tokio::sync::oneshot::Sender<()>,
-    failed: Arc<std::sync::Mutex<Option<ServeError>>>,
+    failed: Arc<std::sync::Mutex<Option<OpenError>>>,
 ) {
     let outcome = match opening {
-        Some(task) => match task.await {
-            Ok(opened) => opened.map_err(ServeError::from),
-            Err(error) => Err(std::io::Error::other(error).into()),
-        },
+        Some(task) => task
+            .await
+            .unwrap_or_else(|error| Err(LocalError::Io(std::io::Error::other(error)).into())),
         None => Ok(()),
     };
     let _stop = match outcome {

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ledgerwire::ledger::local::testing::{TestHooks, open_with};
+use ledgerwire::ledger::local::testing::{Faults, install};
 use ledgerwire::ledger::local::{LocalError, LocalStore, OpenMode};
 use ledgerwire::ledger::probe::Probe;
 use ledgerwire::ledger::{Durability, ExpectedPosition, LedgerError, Payload};
@@ -52,12 +52,9 @@ fn seen(record: &ledgerwire::ledger::Record) -> Seen {
 /// the real routes, then four threads appending to streams of their own,
 /// durable and buffered, closed and opened again between rounds.
 fn written_store(dir: &Path) {
-    let hooks = || TestHooks {
-        journal_file_bytes: CAMPAIGN_JOURNAL_FILE_BYTES,
-        ..TestHooks::default()
-    };
+    install(dir, Faults::journal_file_bytes(CAMPAIGN_JOURNAL_FILE_BYTES));
     {
-        let (store, _) = open_with(dir, hooks()).expect("open");
+        let (store, _) = LocalStore::open(dir, OpenMode::CreateIfMissing).expect("open");
         let runtime = tokio::runtime::Runtime::new().expect("a runtime");
         runtime.block_on(async {
             let (addr, server) = start_stoppable_studio(store.ledger(), quick_studio()).await;
@@ -71,7 +68,7 @@ fn written_store(dir: &Path) {
         });
     }
     for round in 0..3u64 {
-        let (store, _) = open_with(dir, hooks()).expect("open");
+        let (store, _) = LocalStore::open(dir, OpenMode::MustExist).expect("open");
         std::thread::scope(|scope| {
             for writer in 0..4u32 {
                 let store = store.clone();

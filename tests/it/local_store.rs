@@ -10,7 +10,7 @@ use ledgerwire::ledger::local::testing::{parse_record_key, record_key, stream_pr
 use ledgerwire::ledger::local::{LocalError, LocalStore, OpenMode, StoreProblem};
 use ledgerwire::ledger::probe::{Probe, ProbeFold};
 use ledgerwire::ledger::{
-    Corruption, Durability, ExpectedPosition, FoldCache, LedgerError, Payload,
+    Corruption, Durability, ExpectedPosition, FoldCache, LedgerError, LogStore, Payload,
 };
 
 use crate::support::{binary, open_local as open, scratch, stream, tear_record};
@@ -544,17 +544,17 @@ fn group_commit_shares_flushes_between_concurrent_durable_writers() {
             });
         }
     });
-    let stats = ledger.local_stats();
+    let stats = LogStore::stats(&ledger);
     assert_eq!(stats.records_appended, u64::from(WRITERS) * APPENDS);
-    assert_eq!(stats.flushed_waiters, u64::from(WRITERS) * APPENDS);
+    assert_eq!(stats.synced_appends, u64::from(WRITERS) * APPENDS);
     // One flush per append would be 320 flushes; shared flushes are fewer.
-    assert!(stats.flushes < stats.flushed_waiters, "{stats:?}");
+    assert!(stats.syncs < stats.synced_appends, "{stats:?}");
     assert!(
-        stats.records_unindexed <= stats.records_appended,
+        stats.engine["records_unindexed"] <= stats.records_appended,
         "{stats:?}"
     );
     ledger.wait_until_indexed();
-    assert_eq!(ledger.local_stats().records_unindexed, 0);
+    assert_eq!(LogStore::stats(&ledger).engine["records_unindexed"], 0);
 }
 
 /// Copies of `CountedState` made so far (by `Clone`).
@@ -622,7 +622,8 @@ fn a_cached_state_is_folded_further_in_place_unless_a_caller_holds_it() {
 
 /// `serve` listens while the index is rebuilt at open: `/readyz` is 503
 /// with its sentence and the Studio refuses as retryable until the store
-/// is open (the test holds the rebuild at its test-only gate, a FIFO);
+/// is open (the test holds the rebuild at its first read of the journal,
+/// a test-only gate: a FIFO);
 /// then, once the integrity scan after it is done, `/readyz` is 200, and
 /// every record is served.
 #[test]
@@ -632,7 +633,7 @@ fn serve_answers_503_while_the_index_is_rebuilt_then_serves_every_record() {
     use std::sync::mpsc;
     use std::time::Duration;
 
-    use ledgerwire::ledger::local::testing::REBUILD_GATE_ENV;
+    use ledgerwire::ledger::local::testing::READ_GATE_ENV;
     use serde_json::{Value, json};
 
     use crate::support::{StudioClient, quick_studio, start_stoppable_studio};
@@ -670,7 +671,7 @@ fn serve_answers_503_while_the_index_is_rebuilt_then_serves_every_record() {
         .arg(&data)
         .env("RUST_LOG", "info")
         .env("LEDGERWIRE_ADMIN_TOKEN", TOKEN)
-        .env(REBUILD_GATE_ENV, &gate)
+        .env(READ_GATE_ENV, &gate)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -706,18 +707,20 @@ fn serve_answers_503_while_the_index_is_rebuilt_then_serves_every_record() {
         }
     };
     let message = |entry: &Value| entry["fields"]["message"].as_str().unwrap_or("").to_owned();
-    // The address comes before the store opens; then the rebuild says it
-    // starts (and waits at the gate).
-    let (listening, _) =
-        await_line(&|is_log, entry, _| is_log && message(entry).starts_with("listening"));
-    let addr: std::net::SocketAddr = listening["fields"]["addr"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    await_line(&|is_log, entry, _| {
-        is_log && message(entry).contains("rebuilding it from the journal")
-    });
+    // The address, and the rebuild saying it starts (then waiting at the
+    // gate), in either order: the store opens while the server binds.
+    let (mut addr, mut rebuilding): (Option<std::net::SocketAddr>, bool) = (None, false);
+    while addr.is_none() || !rebuilding {
+        let (entry, _) = await_line(&|is_log, entry, _| {
+            let said = message(entry);
+            is_log && (said.starts_with("listening") || said.contains("rebuilding it from"))
+        });
+        match entry["fields"]["addr"].as_str() {
+            Some(bound) => addr = bound.parse().ok(),
+            None => rebuilding = true,
+        }
+    }
+    let addr = addr.expect("the address");
     let get = |route: &str| {
         let url = format!("http://{addr}{route}");
         block_on(async move {
@@ -767,4 +770,60 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// A state the store decided on that does not hold when it is about to
+/// write stops the process rather than writing (`local::invariant!`).
+/// Through the test seam the open reads the newest journal file stale
+/// (its last entry as zeros) while the index and the watermark are gone,
+/// so it would go on writing where that entry lies; the first write
+/// checks the bytes it would land on, finds them written, and aborts.
+/// The journal is untouched, and an open without the fault serves every
+/// record.
+#[test]
+fn a_failed_invariant_stops_the_process_before_it_writes() {
+    use std::os::unix::process::ExitStatusExt;
+
+    use ledgerwire::ledger::local::testing::{self, STALE_READ_ENV};
+
+    let dir = scratch();
+    crate::support::ledgerwire_ok(&["log", "probe", "--count", "5"], dir.path());
+    let scans = testing::scan(dir.path()).unwrap();
+    let newest = scans.last().unwrap();
+    let last = newest.entries.last().unwrap().offset;
+    let name = newest
+        .path
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    for derived in ["db", "conf", "DURABLE"] {
+        std::fs::remove_file(dir.path().join(derived)).unwrap();
+    }
+    let journal = || -> Vec<Vec<u8>> {
+        testing::files(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|(_, path)| std::fs::read(path).unwrap())
+            .collect()
+    };
+    let before = journal();
+    let output = binary()
+        .args(["log", "probe", "--count", "1", "--data"])
+        .arg(dir.path())
+        .env(STALE_READ_ENV, format!("{name}:{last}"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.signal(), Some(libc::SIGABRT), "{stderr}");
+    assert!(
+        stderr.contains("an invariant of the local store failed"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("would overwrite"), "{stderr}");
+    assert!(journal() == before, "the journal was written to");
+    let (ledger, report) = open(dir.path());
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(ledger.head_blocking(&stream("probe/0")).unwrap(), 5);
 }

@@ -40,10 +40,6 @@ const LONG_FILES: &[(&str, &str)] = &[
         "the built-in agent's flow from question to frames, one pipeline read top to bottom",
     ),
     (
-        "crates/ledger/src/local/mod.rs",
-        "the local store's handle, its shared state and its threads' start and stop",
-    ),
-    (
         "crates/ledger/src/local/journal/mod.rs",
         "the journal's entry layout, writer and replay, and their tests",
     ),

@@ -328,7 +328,7 @@ fn read_u64(bytes: &[u8], at: usize) -> u64 {
 }
 
 /// Checks an envelope's length, checksum and version and parses its header.
-fn check_envelope(bytes: &[u8]) -> Result<Header, Corruption> {
+pub(crate) fn check_envelope(bytes: &[u8]) -> Result<Header, Corruption> {
     if bytes.len() < HEADER_BYTES + CRC_BYTES {
         return Err(Corruption::Truncated { len: bytes.len() });
     }

@@ -1,12 +1,10 @@
-//! The local store behind the log contract: each call of the trait
-//! answered from memory when the recent records cover it, and otherwise
-//! on the store's read threads (a global scan, which runs long, on a
-//! blocking thread of its own), so that sled and the journal files are
-//! never read on a runtime's worker.
+//! The local store behind the log contract: a call answered from the recent
+//! records when they cover it, else on the read threads (a global scan on a
+//! blocking thread of its own).
 //!
-//! Owns: the mapping of the contract onto [`LocalStore`]'s own calls, its
-//! snapshots tree as a [`SnapshotStore`], its counters in the neutral
-//! shape. Must never: read sled or a file on the calling task.
+//! Owns: the contract onto [`LocalStore`], its snapshots tree as a
+//! [`SnapshotStore`], its counters. Must never: read sled or a file on the
+//! calling task (a runtime's worker).
 
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
@@ -15,15 +13,13 @@ use tokio::sync::watch;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{LocalStore, Result as LocalResult, Shared, recent, scan};
+use super::{LocalStore, Result as LocalResult, Shared, lock, scan};
 use crate::ledger::contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
 use crate::ledger::error::{LedgerError, Result};
 use crate::ledger::record::{NewRecord, Record, StreamKey};
 use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
 
-/// Records a global-order scan keeps ahead of its reader, per stream
-/// merged and in the channel to the reader: its memory grows with the
-/// number of streams, never with the number of records.
+/// Records a global-order scan keeps ahead, per stream and in the channel.
 pub const SCAN_PAGE_RECORDS: usize = 16;
 
 /// Runs `work` on the store's read threads and returns its result.
@@ -54,20 +50,40 @@ impl LogStore for LocalStore {
         records: Vec<NewRecord>,
         durability: Durability,
     ) -> Result<AppendOutcome> {
-        Ok(LocalStore::append(self, stream, expected, records, durability).await?)
+        let command = Self::append_command(stream, expected, records, durability, None)?;
+        Ok(self.call(command).await?)
     }
 
+    /// One buffered append per run of equal timestamps, kept.
     async fn append_copies(
         &self,
         stream: &StreamKey,
-        at: u64,
+        mut at: u64,
         records: &[Record],
     ) -> Result<AppendOutcome> {
-        Ok(LocalStore::append_copies(self, stream, at, records).await?)
+        let mut outcome = None;
+        for run in records.chunk_by(|a, b| a.timestamp_ms() == b.timestamp_ms()) {
+            let copies = run
+                .iter()
+                .map(|record| NewRecord {
+                    kind: record.kind(),
+                    payload: record.payload().to_vec(),
+                })
+                .collect();
+            let (expected, timestamp_ms) =
+                (ExpectedPosition::Exactly(at), Some(run[0].timestamp_ms()));
+            let buffered = Durability::Buffered;
+            let command = Self::append_command(stream, expected, copies, buffered, timestamp_ms)?;
+            let appended = self.call(command).await?;
+            at = appended.next_position;
+            outcome.get_or_insert(appended).next_position = at;
+        }
+        let max = crate::ledger::MAX_RECORDS_PER_APPEND;
+        outcome.ok_or(LedgerError::BatchSize { len: 0, max })
     }
 
     async fn flush(&self) -> Result<()> {
-        Ok(LocalStore::flush(self).await?)
+        Ok(self.call(super::writer::Command::Flush).await?)
     }
 
     async fn head(&self, stream: &StreamKey) -> Result<u64> {
@@ -82,7 +98,7 @@ impl LogStore for LocalStore {
 
     async fn read(&self, stream: &StreamKey, from: u64, max_records: usize) -> Result<Vec<Record>> {
         self.shared.check_not_corrupt(stream)?;
-        if let recent::Lookup::Held(records) = self.shared.recent.read(stream, from, max_records) {
+        if let Some(records) = self.shared.recent.read(stream, from, max_records) {
             return Ok(records);
         }
         let store = self.clone();
@@ -97,7 +113,10 @@ impl LogStore for LocalStore {
     }
 
     fn watch(&self, stream: &StreamKey) -> watch::Receiver<u64> {
-        self.watch_head(stream)
+        let mut watchers = lock(&self.shared.watchers);
+        watchers.prune_if_due();
+        let sender = watchers.senders.entry(stream.clone());
+        sender.or_insert_with(|| watch::channel(0).0).subscribe()
     }
 
     fn scan_global(&self, from: u64) -> BoxStream<'static, Result<Record>> {
@@ -153,26 +172,10 @@ impl LogStore for LocalStore {
     }
 
     fn stats(&self) -> StoreStats {
-        let local = self.local_stats();
-        let read_thread_jobs = self.shared.stats.read_thread_jobs.load(Ordering::Relaxed);
-        let engine = [
-            ("read_thread_jobs", read_thread_jobs),
-            ("rounds", local.rounds),
-            ("index_batches", local.index_batches),
-            ("index_syncs", local.index_syncs),
-            ("index_entries", local.index_entries),
-            ("records_unindexed", local.records_unindexed),
-        ]
-        .into_iter()
-        .map(|(name, count)| (name.to_owned(), count))
-        .collect();
-        StoreStats {
-            records_appended: local.records_appended,
-            syncs: local.flushes,
-            synced_appends: local.flushed_waiters,
-            sync_micros: local.sync_micros,
-            engine,
-        }
+        let shared = &self.shared;
+        let journaled = shared.journaled_next_global.load(Ordering::Acquire);
+        let unindexed = journaled.saturating_sub(shared.applied_next_global());
+        shared.stats.report(unindexed)
     }
 }
 
@@ -194,9 +197,7 @@ impl SnapshotStore for LocalSnapshots {
     }
 
     async fn put(&self, key: &[u8], value: Vec<u8>) -> Result<()> {
-        // Not flushed on purpose: a snapshot is derivable, and sled
-        // persists writes in order, so a snapshot on disk never outruns
-        // the records it was taken after.
+        // Not flushed: derivable, and sled persists writes in order.
         let tree = self.shared.snapshots.clone();
         let key = key.to_vec();
         on_read_thread(&self.shared, move || {

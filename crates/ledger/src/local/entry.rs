@@ -1,61 +1,39 @@
-//! Entries of the log tree: a sled value for one or more records of one
-//! stream at consecutive positions, under the key of the first of them.
-//! Since store format 4 the value points at the records where they live,
-//! the journal files: a list of extents (a journal file, a byte range in
-//! it, how many records the range holds), the first record's global
-//! position and the record count. Stores written before hold the records'
-//! envelopes end to end in the value (formats 2 and 3), and still read.
+//! Values of the index's log tree: one value for records of one stream at
+//! consecutive positions, under the first one's key. Since format 4 it points
+//! into the journal (extents, the first global position, the count); older
+//! stores hold the envelopes in the value, and still read. Pointers because
+//! sled writes each value about four times over while the journal already
+//! holds the records: a pointer is tens of bytes a run.
 //!
 //! Owns: the value layouts and telling them apart (a pointer starts with
-//! [`POINTER_TAG`], which no envelope does: an envelope starts with its
-//! format version, 1), cutting runs of records into entries ([`cut`]:
-//! the indexer cuts the runs of the rounds it applies together, the
-//! journal's replay those of one round; the replay also removes the other
-//! keys its entries cover), and reading a value back into envelopes.
-//! Must never: join records of two streams, point at more than
-//! [`MAX_POINTED_BYTES`] or [`MAX_EXTENTS_PER_ENTRY`] (a record larger
-//! than that is an entry alone), or hand out an envelope it has not cut
-//! at the length the envelope's own header states. (That an entry never
-//! spans a published end is the indexer's rule: it joins only the rounds
-//! of one batch.)
-//!
-//! Why pointers: sled 0.34 writes every value it holds several times
-//! over (each insert logs it, every tenth insert into a leaf logs the
-//! whole leaf again, segment cleaning moves it), about four bytes for
-//! every byte of record; the journal already holds every record on stable
-//! storage before the indexer applies it. A pointer is tens of bytes for
-//! a run of records, so sled's writes are a small fraction of the
-//! journal's. The price is a `pread` per extent for a record no cache
-//! holds.
+//! [`POINTER_TAG`], an envelope with its format version, 1), cutting runs into
+//! entries ([`cut`]), reading a value back into envelopes. Must never: join
+//! two streams' records, point at more than [`MAX_POINTED_BYTES`] or
+//! [`MAX_EXTENTS_PER_ENTRY`] (a larger record is an entry alone), or cut an
+//! envelope at another length than its header states.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::ledger::error::Corruption;
-use crate::ledger::local::journal::JournalFiles;
+use crate::ledger::local::journal::{self, JournalFiles};
 use crate::ledger::local::keys;
 use crate::ledger::record::{self, Record, StreamKey};
 
-/// The first byte of a pointer value (an envelope's first byte is its
-/// format version, 1).
+/// The first byte of a pointer value (an envelope's is its format version, 1).
 pub const POINTER_TAG: u8 = 0xB7;
 
-/// Most bytes of records (their journal length prefixes included) one
-/// entry points at, in bytes: what a read of one record of the entry may
-/// have to read. A record larger than that is an entry alone.
+/// Most bytes (prefixes included) one entry points at: what a read may read.
 pub const MAX_POINTED_BYTES: usize = 64 * 1024;
 
-/// Most extents one entry holds: it bounds a pointer's size (each extent
-/// is a few bytes) and the `pread`s of reading the entry.
+/// Most extents one entry holds (bounds a pointer's size and its `pread`s).
 pub const MAX_EXTENTS_PER_ENTRY: usize = 32;
 
 /// Bytes before each record in a journal entry: its length (u32).
 pub const RECORD_PREFIX_BYTES: u64 = 4;
 
-/// Where records of one stream lie in the journal: `bytes` bytes at
-/// `offset` of the journal file starting at global position `file`,
-/// holding `records` records at consecutive positions, each after its
-/// length prefix ([`RECORD_PREFIX_BYTES`]).
+/// `bytes` bytes at `offset` of the journal file based at `file`: `records`
+/// consecutive records of one stream, each after its length prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Extent {
     pub file: u64,
@@ -70,48 +48,34 @@ impl Extent {
         self.offset.saturating_add(self.bytes)
     }
 
-    /// The extents of runs of records written one after the other from
-    /// `offset` of journal file `file`, one extent per run (of `counts`
-    /// records each, `lens` giving every record's envelope length in
-    /// order).
-    pub fn of_runs(
-        file: u64,
-        mut offset: u64,
-        counts: impl Iterator<Item = usize>,
-        mut lens: impl Iterator<Item = usize>,
-    ) -> Vec<Extent> {
-        counts
-            .map(|count| {
-                let bytes: u64 = (&mut lens)
-                    .take(count)
-                    .map(|len| RECORD_PREFIX_BYTES + len as u64)
-                    .sum();
-                let extent = Extent {
-                    file,
-                    offset,
-                    bytes,
-                    records: count as u64,
-                };
+    /// The extents of `runs`, in order, in the entry at `entry_offset`.
+    pub fn of_runs(file: u64, entry_offset: u64, runs: &[(StreamKey, Vec<Record>)]) -> Vec<Self> {
+        let mut offset = journal::records_offset(entry_offset);
+        let prefixed = |record: &Record| RECORD_PREFIX_BYTES + record.encoded_len() as u64;
+        runs.iter()
+            .map(|(_, records)| {
+                let bytes = records.iter().map(prefixed).sum();
+                let records = records.len() as u64;
                 offset += bytes;
-                extent
+                Extent {
+                    file,
+                    offset: offset - bytes,
+                    bytes,
+                    records,
+                }
             })
             .collect()
     }
 }
 
-/// A run of one stream's records at consecutive positions, and the
-/// extents holding them in the journal, in order (their record counts
-/// sum to the run's).
+/// One stream's records at consecutive positions, and the extents holding them.
 pub(crate) struct Run {
     pub stream: StreamKey,
     pub records: Vec<Record>,
     pub extents: Vec<Extent>,
 }
 
-/// One entry to store: its key, its value, and the keys of the positions
-/// it covers beyond its first (a replay removes them, so that no entry an
-/// earlier application stored, one per record by a format-2 build or cut
-/// elsewhere, overlaps the replay's).
+/// One entry to store, and the other keys it covers (a replay removes them).
 pub(crate) struct Cut<'a> {
     pub key: Vec<u8>,
     pub value: Vec<u8>,
@@ -126,9 +90,7 @@ impl Cut<'_> {
     }
 }
 
-/// The entries of `runs`: each run cut where an entry would point at
-/// more than [`MAX_POINTED_BYTES`] or hold more than
-/// [`MAX_EXTENTS_PER_ENTRY`] extents (extents that touch are joined).
+/// The entries of `runs`, cut at the bounds (touching extents joined).
 pub(crate) fn cut(runs: &[Run]) -> Vec<Cut<'_>> {
     let mut cuts = Vec::new();
     for run in runs {
@@ -159,8 +121,6 @@ pub(crate) fn cut(runs: &[Run]) -> Vec<Cut<'_>> {
         if let Some(head) = first {
             cuts.push(building.finish(&run.stream, head));
         }
-        // The writer and the replay build a run's extents from its own
-        // records: a record no extent covers would never be indexed.
         debug_assert!(records.next().is_none(), "records past the extents");
     }
     cuts
@@ -174,10 +134,9 @@ pub struct Pointer {
     pub extents: Vec<Extent>,
 }
 
-/// A pointer as stored (after [`POINTER_TAG`], before its CRC-32C):
-/// postcard, so every number is a varint; each extent's file as the
-/// difference from the one before, and its offset from where the one
-/// before ended when both are in one file.
+/// A pointer as stored (between [`POINTER_TAG`] and its CRC-32C): postcard
+/// varints; each extent's file as the difference from the one before, its
+/// offset from where the one before ended in the same file.
 #[derive(Serialize, Deserialize)]
 struct StoredPointer {
     first_global: u64,
@@ -255,8 +214,7 @@ impl Pointer {
         value
     }
 
-    /// A stored pointer, checked; `None` if `value` is not one (an
-    /// envelope, or a value of a store written before format 4).
+    /// A stored pointer, checked; `None` for an envelope (before format 4).
     pub fn decode(value: &[u8]) -> Option<Result<Self, Corruption>> {
         if value.first() != Some(&POINTER_TAG) {
             return None;
@@ -305,8 +263,7 @@ impl Pointer {
         })())
     }
 
-    /// The bytes the pointer's extents hold, end to end: the records,
-    /// each after its length.
+    /// The bytes the extents hold, end to end (each record after its length).
     fn read(&self, files: &JournalFiles) -> Result<Vec<u8>, Corruption> {
         let mut raw = Vec::with_capacity(self.bytes() as usize);
         let mut span = Vec::new();
@@ -326,8 +283,7 @@ impl Pointer {
                     .map_err(failed)?;
                 continue;
             }
-            // Extents close together in one file: one read for all of
-            // them, the bytes between dropped.
+            // Close extents of one file: one read, the bytes between dropped.
             span.clear();
             let len = (last.end() - first.offset) as usize;
             files
@@ -341,9 +297,7 @@ impl Pointer {
         Ok(raw)
     }
 
-    /// The extents in runs that one read covers: in one file, in order,
-    /// and spanning at most [`MAX_SPAN_READ_BYTES`] from the first's start
-    /// to the last's end.
+    /// The extents in groups one read covers (one file, in order, bounded).
     fn spans(&self) -> impl Iterator<Item = &[Extent]> {
         let mut rest = self.extents.as_slice();
         std::iter::from_fn(move || {
@@ -365,25 +319,17 @@ impl Pointer {
     }
 }
 
-/// Most bytes one read of a pointer's extents covers, gaps included, in
-/// bytes: extents of one entry a few rounds apart in one file cost one
-/// `pread`, not one each.
+/// Most bytes one read of a pointer's extents covers, gaps included.
 const MAX_SPAN_READ_BYTES: u64 = 128 * 1024;
 
-/// Most bytes a pointer at one record alone may cover, in bytes: the
-/// largest envelope (header, longest stream key, largest payload, CRC)
-/// after its length word. Only a record over [`MAX_POINTED_BYTES`] is
-/// pointed at alone, so no pointer covers more than the larger of the two.
+/// Most bytes a pointer at a record alone covers: the largest, prefixed.
 const MAX_LONE_RECORD_BYTES: usize = RECORD_PREFIX_BYTES as usize
     + record::HEADER_BYTES
     + record::MAX_STREAM_KEY_BYTES
     + record::MAX_PAYLOAD_BYTES
     + record::CRC_BYTES;
 
-/// How many positions a stored value covers: a pointer's count, or as
-/// the envelopes' lengths cut a value of records (a value that ends
-/// inside an envelope counts that one). A pointer that does not check
-/// covers one.
+/// Positions a stored value covers (a bad pointer one, a torn envelope too).
 pub fn span(value: &sled::IVec) -> u64 {
     match Pointer::decode(value) {
         Some(Ok(pointer)) => pointer.count,
@@ -392,8 +338,7 @@ pub fn span(value: &sled::IVec) -> u64 {
     }
 }
 
-/// The global position of a stored value's first record: a pointer
-/// names it; a value of records is read for it.
+/// The global position of a stored value's first record.
 pub fn first_global(value: &sled::IVec) -> Result<u64, Corruption> {
     match Pointer::decode(value) {
         Some(pointer) => Ok(pointer?.first_global),
@@ -404,33 +349,24 @@ pub fn first_global(value: &sled::IVec) -> Result<u64, Corruption> {
     }
 }
 
-/// The envelopes of a stored value, in order: read from the journal for
-/// a pointer, cut from the value itself otherwise.
+/// The envelopes of a stored value: read from the journal, or cut from it.
 pub fn envelopes(value: sled::IVec, files: &JournalFiles) -> Envelopes {
     match Pointer::decode(&value) {
         None => inline_envelopes(Bytes::from_owner(value)),
         Some(pointer) => match pointer.and_then(|p| Ok((p.read(files)?, p.count))) {
             Ok((raw, count)) => Envelopes {
-                value: Bytes::from(raw),
-                offset: 0,
-                done: false,
-                failed: None,
                 prefixed: Some(count),
+                ..inline_envelopes(Bytes::from(raw))
             },
             Err(corruption) => Envelopes {
-                value: Bytes::new(),
-                offset: 0,
-                done: false,
                 failed: Some(corruption),
-                prefixed: None,
+                ..inline_envelopes(Bytes::new())
             },
         },
     }
 }
 
-/// The envelopes of a value of records, in order, each cut at the length
-/// its header states (checksums are checked when a record is decoded). A
-/// value that ends inside an envelope yields `Truncated` for it and ends.
+/// The envelopes of a value of records; a torn one yields `Truncated`.
 fn inline_envelopes(value: Bytes) -> Envelopes {
     Envelopes {
         value,
@@ -448,15 +384,12 @@ pub struct Envelopes {
     done: bool,
     /// A pointer that could not be read: the one item.
     failed: Option<Corruption>,
-    /// Read through a pointer: each envelope follows its length word (as
-    /// the journal lays records out), and this many are still due.
+    /// Through a pointer: this many length-prefixed envelopes still due.
     prefixed: Option<u64>,
 }
 
 impl Envelopes {
-    /// The next of `due` length-prefixed envelopes: its length word must
-    /// be the length its header states, and the bytes must end with the
-    /// last one.
+    /// The next of `due` envelopes; its prefix must be its header's length.
     fn next_prefixed(&mut self, due: u64) -> Option<Result<Bytes, Corruption>> {
         let rest = self.value.len() - self.offset;
         if due == 0 {
@@ -522,7 +455,7 @@ impl Iterator for Envelopes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::local::journal::{self, JournalWriter};
+    use crate::ledger::local::journal::JournalWriter;
     use crate::ledger::record::{FORMAT_VERSION, Header};
 
     fn record(stream: &StreamKey, position: u64, payload_len: usize) -> Record {
@@ -541,19 +474,15 @@ mod tests {
     /// gives back the run the indexer would hold for them.
     fn journaled(dir: &std::path::Path, stream: &StreamKey, records: Vec<Record>) -> Run {
         let base = records[0].global_position();
-        let mut writer = JournalWriter::create(dir, base, 1 << 20, None).expect("a journal");
+        let mut writer = JournalWriter::create(dir, base, 1 << 20).expect("a journal");
         let mut extents = Vec::new();
         for record in &records {
             let global = record.global_position();
             let start = writer
                 .append(global, global + 1, std::iter::once(&record.bytes()[..]))
                 .expect("append");
-            extents.extend(Extent::of_runs(
-                base,
-                journal::records_offset(start),
-                std::iter::once(1),
-                std::iter::once(record.encoded_len()),
-            ));
+            let run = [(stream.clone(), vec![record.clone()])];
+            extents.extend(Extent::of_runs(base, start, &run));
         }
         Run {
             stream: stream.clone(),

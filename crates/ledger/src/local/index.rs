@@ -1,31 +1,23 @@
-//! The index: sled's files, derived from the journal. Opening them, and
-//! when they are damaged (sled refuses to open, a counter or a pointer
-//! does not read, the records do not check through them) setting them
-//! aside and building the index again from the journal, the one truth.
+//! The index: sled's files, derived from the journal. Opening them, bringing
+//! them up to the journal, and when they cannot be used setting them aside and
+//! rebuilding them from the journal, the one truth.
 //!
-//! Owns: telling index damage from journal damage at open, setting
-//! sled's files aside (`discarded/index-<unix ms>/`), the rebuild and its
-//! one log line. Must never: delete the files it sets aside, or rebuild
-//! from a journal that is damaged or does not start at global position 0
-//! (a store written before format 4 keeps its older records in sled
-//! alone: there the index is truth, and its damage is reported).
+//! Owns: the replay at open, the stored next global position, telling index
+//! damage from journal damage, `discarded/index-<unix ms>/`, the rebuild and
+//! its log lines. Must never: delete what it sets aside, or rebuild from a
+//! journal that is damaged or does not start at global position 0 (before
+//! format 4, older records live in sled alone: there the index is truth).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::damage::{DISCARDED_DIR, Damage};
+use super::error::{DISCARDED_DIR, Damage};
 use super::error::{LocalError, Result, StoreProblem};
+use super::keys::NEXT_GLOBAL_KEY;
 use super::open::{self as opening, OpenMode};
-use super::{journal, powerloss, recovery};
+use super::{journal, storage};
 
-/// Journal rounds a rebuild applies to sled in one batch: a batch costs
-/// sled two writebacks of its buffer whatever it holds, so a rebuild
-/// applying rounds one by one would spend most of its time there.
-pub const REBUILD_ROUNDS_PER_BATCH: usize = 1024;
-
-/// A file a running store writes when a read finds the index damaged
-/// (a pointer or an entry that does not check while the records do):
-/// the next open rebuilds the index, whatever else it finds.
+/// Written when a read finds the index damaged: the next open rebuilds it.
 pub const INDEX_DAMAGED_FILE: &str = "INDEX-DAMAGED";
 
 /// Notes, for the next open, that a read found the index damaged.
@@ -45,9 +37,7 @@ pub(super) fn mark_damaged(path: &Path, found: &str) {
     }
 }
 
-/// Whether a record that failed its checks through the index tells of
-/// damage to the index rather than to the journal: the entry itself, or
-/// a record that checks but is not the one the entry names.
+/// Whether a record failing its checks blames the index, not the journal.
 pub(super) fn blames_the_index(corruption: &crate::ledger::error::Corruption) -> bool {
     use crate::ledger::error::Corruption::*;
     matches!(
@@ -92,68 +82,52 @@ pub(super) struct Opened {
 enum Refused {
     /// It is damaged: rebuild it.
     Damaged(String),
-    /// Something else (the store is locked, the disk failed, the journal
-    /// is damaged): opening fails with it.
+    /// Anything else (locked, a disk failure): the open fails with it.
     Failed(LocalError),
 }
 
-/// Opens the index of the store in `path` (creating the store if `mode`
-/// allows), rebuilding it from the journal when it is damaged, or always
-/// when `rebuild` gives a reason (`log repair`).
-pub(super) fn open(
-    path: &Path,
-    mode: OpenMode,
-    hooks: &powerloss::TestHooks,
-    rebuild: Option<&str>,
-) -> Result<Opened> {
+/// Opens the index of the store in `path` (created if `mode` allows), rebuilt
+/// when it cannot be used or `rebuild` gives a reason (`log repair`).
+pub(super) fn open(path: &Path, mode: OpenMode, rebuild: Option<&str>) -> Result<Opened> {
     opening::prepare_directory(path, mode)?;
     let marked = std::fs::read_to_string(path.join(INDEX_DAMAGED_FILE)).ok();
     let found = match (rebuild, marked) {
         (Some(reason), _) => reason.to_owned(),
         (None, Some(found)) => format!("a read found it damaged: {found}"),
-        (None, None) => match use_as_found(path, hooks) {
+        (None, None) => match use_as_found(path) {
             Ok(opened) => return Ok(opened),
             Err(Refused::Failed(error)) => return Err(error),
             Err(Refused::Damaged(found)) => found,
         },
     };
+    announce_rebuild(&found);
     match derivable(path, None)? {
         Ok(files) => {
-            let opened = rebuild_from(path, hooks, found, &files)?;
+            let opened = rebuild_from(path, found, &files)?;
             match std::fs::remove_file(path.join(INDEX_DAMAGED_FILE)) {
                 Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error.into()),
                 _ => Ok(opened),
             }
         }
-        Err(damage) => Err(LocalError::Damaged(damage.with_index_finding(&found))),
+        Err(damage) => {
+            let cause = Box::new(damage);
+            Err(LocalError::Damaged(Damage::Index { found, cause }))
+        }
     }
 }
 
 /// The index as sled recovers it, brought up to the journal's end.
-fn use_as_found(path: &Path, hooks: &powerloss::TestHooks) -> Result<Opened, Refused> {
+fn use_as_found(path: &Path) -> Result<Opened, Refused> {
     let damaged = |error: &dyn std::fmt::Display| Refused::Damaged(error.to_string());
     let journaled = journal::files(path).map_err(|e| Refused::Failed(e.into()))?;
     if !path.join("db").exists() && !journaled.is_empty() {
         return Err(damaged(&"sled's data file is missing"));
     }
-    let db = match opening::open_sled_in(path) {
-        Ok(db) => db,
-        Err(LocalError::Damaged(damage)) => return Err(damaged(&damage)),
-        Err(
-            error @ (LocalError::Sled(_)
-            | LocalError::Store {
-                problem: StoreProblem::Sled(_),
-                ..
-            }),
-        ) => return Err(damaged(&error)),
-        Err(error) => return Err(Refused::Failed(error)),
-    };
+    let db = opening::open_sled_in(path).map_err(refused)?;
     let log = db.open_tree("log").map_err(|e| damaged(&e))?;
-    let stored = recovery::stored_next_global(&log).map_err(|e| damaged(&e))?;
-    match recovery::recover(path, &log, stored, hooks) {
-        // Not read whole here: a pointer or an entry that fails its
-        // checks is found by the read that meets it, or by the integrity
-        // scan, and has the index rebuilt at the next open.
+    let stored = stored_next_global(&log).map_err(|e| damaged(&e))?;
+    match recover(path, &log, stored) {
+        // Not read whole: damage a read meets has the next open rebuild.
         Ok((next_global, journal)) => Ok(Opened {
             index: Index {
                 db,
@@ -163,21 +137,28 @@ fn use_as_found(path: &Path, hooks: &powerloss::TestHooks) -> Result<Opened, Ref
             next_global,
             journal,
         }),
-        // sled failed, or holds what the journal does not follow on from:
-        // a rebuild tells whose fault (it refuses a damaged journal).
-        Err(LocalError::Damaged(damage)) => Err(damaged(&damage)),
-        Err(error @ LocalError::Sled(_)) => Err(damaged(&error)),
-        Err(error) => Err(Refused::Failed(error)),
+        // sled failed or does not follow the journal: a rebuild tells who.
+        Err(error) => Err(refused(error)),
     }
 }
 
-/// The journal's files, if the index can be derived from them: they
-/// start at global position 0, each where the one before ended, hold no
-/// damage, and reach every record acknowledged (the watermark) and every
-/// record the index as found reached (`index_end`, when it could tell):
-/// a newest file ending in bytes that do not make an entry looks torn,
-/// and is damage if records past it were acknowledged. Otherwise the
-/// damage that stops a rebuild. Reads one file at a time.
+/// Damage or a sled failure asks for a rebuild; the rest fails the open.
+fn refused(error: LocalError) -> Refused {
+    match error {
+        LocalError::Damaged(damage) => Refused::Damaged(damage.to_string()),
+        LocalError::Sled(_)
+        | LocalError::Store {
+            problem: StoreProblem::Sled(_),
+            ..
+        } => Refused::Damaged(error.to_string()),
+        error => Refused::Failed(error),
+    }
+}
+
+/// The journal's files if the index can be derived from them: from global
+/// position 0, each where the one before ended, no damage, reaching the
+/// watermark and `index_end` (a torn end is damage if records past it were
+/// acknowledged). Otherwise the damage that stops a rebuild.
 pub(super) fn derivable(
     path: &Path,
     index_end: Option<u64>,
@@ -195,16 +176,11 @@ pub(super) fn derivable(
         let scan = journal::scan_file_from(file, newest, None)?;
         let mut damage = scan.damage.first().cloned();
         if damage.is_none() && scan.base != Some(end) {
-            damage = Some(journal::JournalDamage {
-                file: file.clone(),
-                offset: 0,
-                detail: format!(
-                    "the file begins at global position {:?}, but the one before it ends at {end}",
-                    scan.base
-                ),
-                from_global: Some(end),
-                resumes_at: None,
-            });
+            let detail = format!(
+                "the file begins at global position {:?}, but the one before it ends at {end}",
+                scan.base
+            );
+            damage = Some(journal::JournalDamage::new(file, 0, Some(end), detail));
         }
         if let Some(found) = damage {
             return Ok(Err(journal::journal_damage(found, path)));
@@ -217,34 +193,25 @@ pub(super) fn derivable(
             .unwrap_or(end);
         let reached = watermark.max(index_end).unwrap_or(0);
         if let Some(torn_at) = scan.torn_at.filter(|_| newest && reached > end) {
-            return Ok(Err(Damage::Journal {
-                file: file.clone(),
-                offset: torn_at,
-                detail:
-                    "the bytes there do not make an entry, and records past them were acknowledged"
-                        .into(),
-                from_global: Some(end),
-                resumes_at: None,
-                watermark,
-            }));
+            let detail =
+                "the bytes there do not make an entry, and records past them were acknowledged";
+            let damage = journal::JournalDamage::new(file, torn_at, Some(end), detail.into());
+            return Ok(Err(Damage::Journal { damage, watermark }));
         }
     }
     Ok(Ok(files.into_iter().map(|(_, file)| file).collect()))
 }
 
-/// Sets the index aside and builds it again from the journal `files`
-/// (checked by [`derivable`]), one file at a time.
-pub(super) fn rebuild_from(
-    path: &Path,
-    hooks: &powerloss::TestHooks,
-    found: String,
-    files: &[PathBuf],
-) -> Result<Opened> {
+/// Says, before the journal is read for it, that the index is rebuilt.
+pub(super) fn announce_rebuild(found: &str) {
     tracing::warn!(
         %found,
         "the index (sled's files) cannot be used: rebuilding it from the journal; the store serves once it is done"
     );
-    hooks.hold_at_rebuild();
+}
+
+/// Sets the index aside and rebuilds it from `files` ([`derivable`]).
+pub(super) fn rebuild_from(path: &Path, found: String, files: &[PathBuf]) -> Result<Opened> {
     let started = Instant::now();
     let set_aside = set_aside(path)?;
     let db = opening::open_sled_in(path)?;
@@ -255,12 +222,11 @@ pub(super) fn rebuild_from(
         let newest = i + 1 == files.len();
         let scan = journal::scan_file_from(file, newest, None)?;
         journal_bytes += scan.entries.last().map_or(0, |entry| entry.end);
-        let batch = REBUILD_ROUNDS_PER_BATCH;
-        replayed = journal::replay_scans(path, &[scan], &log, replayed.next_global, batch, newest)?;
+        replayed = journal::replay_scans(path, &[scan], &log, replayed.next_global, newest)?;
         rounds += replayed.rounds;
         records += replayed.records;
     }
-    let (next_global, journal) = recovery::finish_recovery(path, hooks, replayed)?;
+    let (next_global, journal) = finish_recovery(path, replayed)?;
     let rebuilt = Rebuilt {
         found,
         set_aside,
@@ -289,8 +255,58 @@ pub(super) fn rebuild_from(
     })
 }
 
-/// Moves sled's files (and its snapshot files) into
-/// `discarded/index-<unix ms>/`; where they went, if there were any.
+/// Brings sled up to the journal and opens the journal for the writer.
+fn recover(
+    path: &Path,
+    log: &sled::Tree,
+    next_global: u64,
+) -> Result<(u64, journal::JournalWriter)> {
+    let replayed = journal::replay(path, log, next_global)?;
+    if replayed.rounds > 0 {
+        tracing::info!(
+            rounds = replayed.rounds,
+            records = replayed.records,
+            "journal rounds sled had not kept applied again"
+        );
+    }
+    finish_recovery(path, replayed)
+}
+
+fn finish_recovery(
+    path: &Path,
+    replayed: journal::Replayed,
+) -> Result<(u64, journal::JournalWriter)> {
+    for damage in &replayed.covered_damage {
+        tracing::warn!(
+            file = %damage.file.display(),
+            offset = damage.offset,
+            detail = %damage.detail,
+            "a damaged journal entry sled already points past: the integrity scan names the records lost there"
+        );
+    }
+    let file_bytes = storage::journal_file_bytes(path, journal::JOURNAL_FILE_BYTES);
+    let journal = match &replayed.tail {
+        Some(tail) if tail.next == replayed.next_global => {
+            journal::JournalWriter::resume(path, tail, file_bytes)?
+        }
+        _ => journal::JournalWriter::create(path, replayed.next_global, file_bytes)?,
+    };
+    Ok((replayed.next_global, journal))
+}
+
+/// Reads the next global position stored beside the records.
+pub(crate) fn stored_next_global(log: &sled::Tree) -> Result<u64> {
+    Ok(match log.get(NEXT_GLOBAL_KEY)? {
+        Some(bytes) if bytes.len() == 8 => {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&bytes);
+            u64::from_be_bytes(word)
+        }
+        _ => 0,
+    })
+}
+
+/// Moves sled's files into `discarded/index-<unix ms>/`; where, if any.
 fn set_aside(path: &Path) -> Result<Option<PathBuf>> {
     let mut names: Vec<std::ffi::OsString> = Vec::new();
     for entry in std::fs::read_dir(path)? {

@@ -1,33 +1,23 @@
-//! The indexer: applies the rounds the writer journaled to sled, in
-//! order, on its own thread, and publishes where the rounds it applied
-//! end.
+//! The indexer: on its own thread, applies the rounds the writer journaled to
+//! sled in order, and publishes where they end (`applied_next_global`, where
+//! readers of sled stop).
 //!
-//! Owns: the queue of rounds journaled but not yet in sled (bounded in
-//! bytes: a writer that gets too far ahead waits), how far the journal is
-//! known to be on stable storage, their inserts, the stored next global
-//! position (`m/next_global`, once per batch of rounds), publishing
-//! `applied_next_global`. Must never: apply a round before one journaled
-//! earlier, apply a round before the journal holds it on stable storage,
-//! or publish an end before every record below it is inserted.
+//! Owns: the queue of rounds not yet in sled (bounded in bytes: a writer too
+//! far ahead waits), how far the journal is known synced, the inserts, the
+//! stored next global position and journal end (once per batch). Must never:
+//! apply a round out of order or before the journal holds it synced, or
+//! publish an end before every record below it is inserted.
 //!
-//! Why a thread of its own: sled's inserts were about four fifths of the
-//! writer's time (node copies and splits on every insert), all of it
-//! before the round's sync could start. Durability does not need them:
-//! the journal entry is the durability point, and until the indexer has
-//! applied a record, readers find it among the recent records
-//! (`ledger::recent` never drops one the indexer has not applied).
-//!
-//! Why it waits for the journal's sync: sled writes its pages out on its
-//! own schedule (`pwrite` and `sync_file_range`), so after a power loss
-//! sled may hold records the journal lost, at positions the ledger then
-//! hands out again. Opening replays the journal over sled from the end
-//! sled stored, which rewrites every position the journal holds, but
-//! nothing rewrites a position the journal lost. Applying only synced
-//! rounds makes sled's records a subset of the journal's durable ones.
+//! A thread because sled's inserts were four fifths of the writer's time and
+//! durability does not need them (until applied, readers find a record among
+//! the recent ones). Synced rounds only because sled writes its pages on its
+//! own schedule: after a power loss it could hold records the journal lost, at
+//! positions the ledger would hand out again.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use crate::ledger::local::Shared;
 use crate::ledger::local::entry::{self, Extent, Run};
@@ -35,19 +25,11 @@ use crate::ledger::local::journal::JournalEnd;
 use crate::ledger::local::keys::{JOURNAL_END_KEY, NEXT_GLOBAL_KEY};
 use crate::ledger::record::{Record, StreamKey};
 
-/// Most bytes of records journaled but not yet in sled, in bytes; past it
-/// the writer waits for the indexer (one round bigger than this is let in
-/// alone). It bounds the memory the backlog holds beyond the recent
-/// records' own bound.
+/// Most bytes journaled not yet in sled (memory); past it the writer waits.
 pub const MAX_UNINDEXED_BYTES: usize = 32 * 1024 * 1024;
 
-/// Longest the indexer waits for a commit to sync the rounds it holds,
-/// in milliseconds, before it syncs the journal itself. A round with a
-/// durable append or flush in it is synced by its commit within a flush;
-/// a round of buffered appends only is synced by the next commit of
-/// anyone's, or by the indexer once this has passed (so a buffered
-/// append is on stable storage within about this long, and the sync it
-/// costs is shared by every buffered append of that time).
+/// Longest the indexer waits for a commit to sync its rounds, in milliseconds,
+/// before it syncs the journal itself (one sync for all buffered rounds).
 pub const MAX_SYNC_WAIT_MS: u64 = 50;
 
 /// One round the writer journaled: its records, by stream, in global order.
@@ -55,18 +37,12 @@ pub(crate) struct Round {
     pub written: Vec<(StreamKey, Vec<Record>)>,
     /// Where each run of `written` lies in the journal, in order.
     pub extents: Vec<Extent>,
-    /// Where the round's journal entry ends.
-    pub journal_end: JournalEnd,
-    /// The global position after the round.
-    pub next_global: u64,
+    /// Where its journal entry ends (and the global position after it).
+    pub end: JournalEnd,
     pub bytes: usize,
-    /// Records the recent records let go while this round was added
-    /// (`Recent::extend`): dropped by the indexer with the round, so their
-    /// buffers are not freed on the commit path.
+    /// Records the recent records let go, freed here, off the commit path.
     pub retired: Vec<Record>,
-    /// A durable append or flush of the round waits for a commit, which
-    /// syncs the journal past it and then wakes the indexer (a push of
-    /// such a round does not).
+    /// A durable append waits for a commit, which wakes the indexer (not this).
     pub awaits_commit: bool,
 }
 
@@ -74,11 +50,9 @@ pub(crate) struct Round {
 #[derive(Default)]
 pub(crate) struct IndexQueue {
     state: Mutex<QueueState>,
-    /// The indexer waits here for items (signalled only while it waits:
-    /// a busy indexer costs a pushing writer no system call).
+    /// The indexer waits here (signalled only then: no system call if busy).
     work: Condvar,
-    /// Writers waiting for room, and callers of `wait_until_applied`,
-    /// wait here (signalled only while someone waits).
+    /// Writers waiting for room, and callers of `wait_until_applied`.
     progress: Condvar,
 }
 
@@ -90,28 +64,16 @@ struct QueueState {
     /// Rounds ever queued, and ever applied (or skipped once poisoned).
     queued: u64,
     applied: u64,
-    /// Every round ending at or below this global position is in the
-    /// journal on stable storage.
+    /// Every round ending at or below this global position is synced.
     durable: u64,
-    /// A sync that will make the journal durable up to here has started
-    /// and not yet returned (at most `durable` when none is known to run).
-    syncing: u64,
     /// The writer queues no more rounds.
     closed: bool,
     /// The ledger is poisoned: nothing waits for a sync any more.
     interrupted: bool,
     /// The indexer's thread ended: nothing queued will be applied.
     gone: bool,
-    /// The indexer is waiting for items or for a sync.
+    /// The indexer is waiting for rounds or for a sync.
     indexer_idle: bool,
-    /// TEST-ONLY: the end of the rounds the indexer last waited to see
-    /// synced.
-    #[cfg(test)]
-    awaited_sync: Option<u64>,
-    /// TEST-ONLY: the end of the rounds the indexer last waited for past
-    /// [`MAX_SYNC_WAIT_MS`], on a sync that had started.
-    #[cfg(test)]
-    awaited_running_sync: Option<u64>,
     /// Threads waiting on `progress`.
     progress_waiters: usize,
     /// TEST-ONLY: the indexer takes nothing while set.
@@ -120,14 +82,10 @@ struct QueueState {
 }
 
 impl IndexQueue {
-    /// A queue for a ledger whose records below `next_global` are durable
-    /// already (in sled, or in the journal opening started).
+    /// A queue for a ledger whose records below `next_global` are durable.
     pub(crate) fn starting_at(next_global: u64) -> Self {
         let queue = Self::default();
-        let mut state = queue.lock();
-        state.durable = next_global;
-        state.syncing = next_global;
-        drop(state);
+        queue.lock().durable = next_global;
         queue
     }
 
@@ -135,7 +93,6 @@ impl IndexQueue {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits for the indexer to make progress (or go).
     fn wait_for_progress<'a>(
         &self,
         mut state: MutexGuard<'a, QueueState>,
@@ -146,16 +103,13 @@ impl IndexQueue {
         state
     }
 
-    /// Wakes the indexer if it waits for items.
     fn wake_indexer(&self, state: &QueueState) {
         if state.indexer_idle {
             self.work.notify_one();
         }
     }
 
-    /// Queues a round, first waiting while the backlog is over
-    /// [`MAX_UNINDEXED_BYTES`]. Once the indexer is gone nothing is
-    /// queued: it ended because the ledger is poisoned or closing.
+    /// Queues a round once the backlog has room (not once the indexer is gone).
     pub(crate) fn push(&self, round: Round) {
         let mut state = self.lock();
         while !state.gone
@@ -169,123 +123,48 @@ impl IndexQueue {
         }
         state.bytes += round.bytes;
         state.queued += 1;
-        // A round a commit will sync wakes the indexer at that commit
-        // (`note_durable`), when it can be applied, not now; unless a sync
-        // that began after the round was journaled already noted it (its
-        // own commit then notes nothing new and would wake no one).
-        let wake = !round.awaits_commit || state.durable >= round.next_global;
+        // A round a commit will sync wakes the indexer then, unless synced.
+        let wake = !round.awaits_commit || state.durable >= round.end.next_global;
         state.items.push_back(round);
         if wake {
             self.wake_indexer(&state);
         }
     }
 
-    /// A sync of the journal that covers every round ending at or below
-    /// `end` has started: an indexer whose wait for a commit ran out
-    /// waits for this sync instead of adding one of its own.
-    pub(crate) fn note_sync_started(&self, end: u64) {
-        let mut state = self.lock();
-        state.syncing = state.syncing.max(end);
-    }
-
-    /// A sync noted by [`IndexQueue::note_sync_started`] failed: what
-    /// other syncs still run is no longer known, so a waiting indexer
-    /// syncs itself (and meets the failure the ledger is poisoned for).
-    pub(crate) fn note_sync_failed(&self) {
-        let mut state = self.lock();
-        state.syncing = state.durable;
-        self.wake_indexer(&state);
-    }
-
-    /// The journal holds every round ending at or below `end` on stable
-    /// storage (a commit's or a rotation's sync returned).
+    /// Every round ending at or below `end` is synced (by any sync).
     pub(crate) fn note_durable(&self, end: u64) {
         let mut state = self.lock();
         if end > state.durable {
             state.durable = end;
-            state.syncing = state.syncing.max(end);
             self.wake_indexer(&state);
         }
     }
 
-    /// The ledger is poisoned: an indexer waiting for a sync stops
-    /// waiting (nothing more is applied).
+    /// The ledger is poisoned: an indexer waiting for a sync stops waiting.
     pub(crate) fn interrupt(&self) {
         let mut state = self.lock();
         state.interrupted = true;
         self.wake_indexer(&state);
     }
 
-    /// Blocks until the journal holds every round below `end` on stable
-    /// storage, or the ledger is poisoned: waits for commits to sync it
-    /// for at most [`MAX_SYNC_WAIT_MS`] (not at all once the writer is
-    /// closed), then syncs with `sync` (which notes what it made durable).
-    /// Past that time it goes on waiting while a sync that covers `end`
-    /// runs: during a slow device flush a second sync would only queue
-    /// behind the first and add a flush of its own.
+    /// Blocks until every round below `end` is synced (or the ledger is
+    /// poisoned): a commit has [`MAX_SYNC_WAIT_MS`] to sync it (none once the
+    /// writer is closed), then `sync` does.
     fn wait_until_durable(&self, end: u64, sync: impl FnOnce()) {
-        let deadline =
-            std::time::Instant::now() + std::time::Duration::from_millis(MAX_SYNC_WAIT_MS);
+        let deadline = Instant::now() + Duration::from_millis(MAX_SYNC_WAIT_MS);
         let mut state = self.lock();
         while state.durable < end && !state.interrupted {
-            let now = std::time::Instant::now();
-            let running_sync_covers = state.syncing >= end;
-            if state.closed || (now >= deadline && !running_sync_covers) {
+            let now = Instant::now();
+            if state.closed || now >= deadline {
                 drop(state);
-                sync();
-                return;
-            }
-            #[cfg(test)]
-            {
-                state.awaited_sync = Some(end);
-                if now >= deadline {
-                    state.awaited_running_sync = Some(end);
-                }
-                self.progress.notify_all();
+                return sync();
             }
             state.indexer_idle = true;
-            state = if now >= deadline {
-                self.work.wait(state).unwrap_or_else(|p| p.into_inner())
-            } else {
-                let (next, _) = self
-                    .work
-                    .wait_timeout(state, deadline - now)
-                    .unwrap_or_else(|p| p.into_inner());
-                next
-            };
+            state = (self.work.wait_timeout(state, deadline - now))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
             state.indexer_idle = false;
         }
-    }
-
-    /// TEST-ONLY: waits (up to 10 s) until the indexer has waited for the
-    /// sync of the rounds ending at `end`. Whether it did.
-    #[cfg(test)]
-    pub(crate) fn wait_until_awaited_sync(&self, end: u64) -> bool {
-        self.wait_for_test(|state| state.awaited_sync == Some(end))
-    }
-
-    /// TEST-ONLY: waits (up to 10 s) until the indexer, its time for a
-    /// commit run out, waits on a running sync for the rounds ending at
-    /// `end`. Whether it did.
-    #[cfg(test)]
-    pub(crate) fn wait_until_awaited_running_sync(&self, end: u64) -> bool {
-        self.wait_for_test(|state| state.awaited_running_sync == Some(end))
-    }
-
-    /// Waits (up to 10 s) on the progress signal until `done` holds,
-    /// counted among its waiters meanwhile so that progress is signalled.
-    #[cfg(test)]
-    fn wait_for_test(&self, done: impl Fn(&QueueState) -> bool) -> bool {
-        let mut state = self.lock();
-        state.progress_waiters += 1;
-        let (mut state, waited) = self
-            .progress
-            .wait_timeout_while(state, std::time::Duration::from_secs(10), |state| {
-                !done(state)
-            })
-            .unwrap_or_else(|p| p.into_inner());
-        state.progress_waiters -= 1;
-        !waited.timed_out()
     }
 
     /// No more rounds: the indexer applies what is queued and ends.
@@ -295,9 +174,7 @@ impl IndexQueue {
         self.wake_indexer(&state);
     }
 
-    /// Blocks until every round queued before the call is in sled (or the
-    /// indexer is gone): up to [`MAX_SYNC_WAIT_MS`] longer for a round no
-    /// commit syncs.
+    /// Blocks until every round queued before is in sled (or the indexer gone).
     pub(crate) fn wait_until_applied(&self) {
         let mut state = self.lock();
         let target = state.queued;
@@ -345,16 +222,12 @@ impl IndexQueue {
     }
 
     fn indexer_gone(&self) {
-        let mut state = self.lock();
-        state.gone = true;
+        self.lock().gone = true;
         self.progress.notify_all();
     }
 }
 
-/// Marks the indexer gone when its thread ends, however it ends, so a
-/// writer waiting for room never waits for a thread that is gone; an end
-/// by panic also poisons the ledger (nothing would reach sled or be
-/// checkpointed any more, and the recent records could drop nothing).
+/// Marks the indexer gone as its thread ends; a panic poisons the ledger.
 struct GoneOnExit<'a>(&'a Shared);
 
 impl Drop for GoneOnExit<'_> {
@@ -366,15 +239,23 @@ impl Drop for GoneOnExit<'_> {
     }
 }
 
-/// The indexer thread: takes everything queued, applies the rounds in
-/// order, then publishes their end.
+/// The indexer thread: applies everything queued, then publishes its end.
 pub(crate) fn run_indexer(shared: std::sync::Arc<Shared>) {
     let queue = &shared.index_queue;
     let _gone = GoneOnExit(&shared);
     let mut batch = Batch::default();
+    // Where the next round must start: no gap, no overlap.
+    let mut due = shared.applied_next_global();
     while let Some(items) = queue.take() {
         let (mut rounds, mut bytes) = (0, 0);
         for round in items {
+            let first = round.written.first().and_then(|(_, run)| run.first());
+            invariant!(
+                first.is_some_and(|record| record.global_position() == due),
+                "a round for the index starting at {:?} where {due} was due",
+                first.map(Record::global_position)
+            );
+            due = round.end.next_global;
             rounds += 1;
             bytes += round.bytes;
             batch.join(round);
@@ -385,27 +266,16 @@ pub(crate) fn run_indexer(shared: std::sync::Arc<Shared>) {
     }
 }
 
-/// The rounds taken together, every run of a stream joined in round
-/// order (so at consecutive positions) before they are cut into
-/// entries: a stream appended to in several rounds of one batch costs
-/// one insert per entry, not one per round. sled's cost per record falls
-/// by half from one record an insert to four (a tree walk, a copy of the
-/// leaf and, every eight inserts into a stream's end, a split, all per
-/// insert; what stays is per byte), and 64 writers' rounds interleave
-/// their streams. Runs are joined by a stable sort on the stream when
-/// the batch is applied (no map, no key copied); neighbours are joined
-/// as rounds arrive, so a lone writer's batch sorts nothing. Joining
-/// never crosses a published end (the batch is applied and published
-/// whole before a checkpoint or the next batch), so every entry lies
-/// wholly below or wholly past the end sled recovers, and a replay from
-/// that end overwrites whatever sled held past it.
+/// The rounds taken together, each stream's runs joined in round order (a
+/// stable sort) before they are cut into entries: one insert per entry, not
+/// per round (sled's cost a record halves from one record an insert to four).
+/// A batch is applied and published whole, so every entry lies wholly below or
+/// past the end sled recovers, and a replay from there overwrites the rest.
 #[derive(Default)]
 struct Batch {
     runs: Vec<Run>,
-    /// The global position after the last round joined, and where its
-    /// journal entry ends.
-    end: Option<u64>,
-    journal_end: Option<JournalEnd>,
+    /// Where the last round joined ends.
+    end: Option<JournalEnd>,
     /// Records the recent records let go with the rounds joined.
     retired: Vec<Vec<Record>>,
 }
@@ -413,8 +283,6 @@ struct Batch {
 impl Batch {
     fn join(&mut self, round: Round) {
         debug_assert_eq!(round.written.len(), round.extents.len());
-        // Freed with the batch, on the indexer's thread and at its
-        // priority, rather than on the writer's.
         if !round.retired.is_empty() {
             self.retired.push(round.retired);
         }
@@ -431,13 +299,10 @@ impl Batch {
                 }),
             }
         }
-        self.end = Some(round.next_global);
-        self.journal_end = Some(round.journal_end);
+        self.end = Some(round.end);
     }
 
-    /// Joins every run of a stream into its first: a stable sort keeps
-    /// each stream's runs in round order, so a joined run's positions
-    /// stay consecutive.
+    /// Joins each stream's runs into its first (a stable sort: in order).
     fn join_streams(&mut self) {
         if self.runs.len() < 3 {
             return;
@@ -454,89 +319,56 @@ impl Batch {
         });
     }
 
-    /// Once the journal holds the joined runs on stable storage, inserts
-    /// them and publishes their end (nothing once the ledger is
-    /// poisoned), and starts an empty batch.
+    /// Once the runs are synced, inserts and publishes them (unless poisoned).
     fn apply_and_publish(&mut self, shared: &Shared) {
-        let end = self.end.take();
-        let journal_end = self.journal_end.take();
-        if let Some(end) = end {
-            shared.index_queue.wait_until_durable(end, || {
-                let _ = shared.sync_journal();
+        if let Some(end) = self.end.take() {
+            // A round no commit synced: the indexer syncs (unless poisoned).
+            shared.index_queue.wait_until_durable(end.next_global, || {
+                if shared.poisoned().is_none() {
+                    shared.stats.index_syncs.fetch_add(1, Ordering::Relaxed);
+                    if let Err(error) = shared.make_durable() {
+                        shared.poison(format!("flush failed: {error}"));
+                    }
+                }
             });
-        }
-        if end.is_some() && shared.poisoned().is_none() {
-            self.join_streams();
-            match insert_records(shared, &self.runs) {
-                Ok(()) => publish(shared, end, journal_end),
-                Err(error) => shared.poison(format!("sled insert failed: {error}")),
+            if shared.poisoned().is_none() {
+                self.join_streams();
+                match insert_records(shared, &self.runs) {
+                    Ok(()) => publish(shared, end),
+                    Err(error) => shared.poison(format!("sled insert failed: {error}")),
+                }
             }
         }
         self.runs.clear();
         self.retired.clear();
-        if end.is_some() {
-            free_sled_garbage();
-        }
     }
 }
 
-/// Flushes of the epoch collector after a batch: each advances the epoch
-/// once if no thread is pinned in an older one and frees up to eight of
-/// the collector's bags (64 objects each) that are two epochs old.
-pub const EPOCH_FLUSHES_PER_BATCH: usize = 4;
-
-/// Frees the tree nodes sled replaced during the batch. sled hands them
-/// to crossbeam's global epoch collector, and whichever thread pins it
-/// for the 128th time runs a collection: otherwise mostly the runtime's
-/// workers, whose every append records a histogram sample (the metrics
-/// exporter's buckets are epoch-managed too). That put sled's frees on
-/// the commit's critical path; here they run on the indexer.
-fn free_sled_garbage() {
-    for _ in 0..EPOCH_FLUSHES_PER_BATCH {
-        crossbeam_epoch::pin().flush();
-    }
-}
-
-/// Stores and publishes the end of the rounds applied: `m/next_global`
-/// after their records (sled recovers a prefix of its log, so the stored
-/// end never covers a record it lost), then where their journal entries
-/// end (after it, so never past it: an open reads the journal from
-/// there), then `applied_next_global`, which makes them visible to sled
-/// readers.
-fn publish(shared: &Shared, end: Option<u64>, journal_end: Option<JournalEnd>) {
-    let Some(end) = end else {
-        return;
-    };
+/// Stores `m/next_global` after the records (sled recovers a prefix of its
+/// log: the end never covers a record it lost), then the journal end (where
+/// an open reads on), then publishes `applied_next_global` to readers.
+fn publish(shared: &Shared, end: JournalEnd) {
     if shared.poisoned().is_some() {
         return;
     }
-    let stored = shared
-        .log
-        .insert(NEXT_GLOBAL_KEY, &end.to_be_bytes())
-        .and_then(|_| match journal_end {
-            Some(journal_end) => shared
-                .log
-                .insert(JOURNAL_END_KEY, &journal_end.encode())
-                .map(drop),
-            None => Ok(()),
-        });
+    let log = &shared.log;
+    let stored = log
+        .insert(NEXT_GLOBAL_KEY, &end.next_global.to_be_bytes())
+        .and_then(|_| log.insert(JOURNAL_END_KEY, &end.encode()));
     if let Err(error) = stored {
         shared.poison(format!("sled insert failed: {error}"));
         return;
     }
-    shared.applied_next_global.store(end, Ordering::Release);
+    shared
+        .applied_next_global
+        .store(end.next_global, Ordering::Release);
 }
 
-/// Inserts the runs of records, one insert per entry (`ledger::entry`).
-/// Not one `apply_batch`: sled 0.34 seals and writes out
-/// its I/O buffer twice for every batch (a `pwrite` and a
-/// `sync_file_range` each, on its thread pool), which cost more than the
-/// inserts, and its first batch makes every sled call in the process take
-/// a reader-writer lock from then on. Nothing needs the batch's
-/// atomicity: the journal holds the round whole on stable storage before
-/// it is applied (a crash replays it on open, idempotent by global
-/// position, over whatever part of it sled kept), and readers see no
-/// record at or past the published end.
+/// Inserts the runs, one insert per entry. Not one `apply_batch`: sled 0.34
+/// writes its I/O buffer out twice a batch (more than the inserts cost), and
+/// after its first batch every call takes a reader-writer lock. Nothing needs
+/// the atomicity: the journal holds the round synced (an open replays it), and
+/// readers see nothing past the published end.
 fn insert_records(shared: &Shared, runs: &[Run]) -> sled::Result<()> {
     let mut inserted = 0;
     for entry in entry::cut(runs) {
@@ -552,6 +384,10 @@ fn insert_records(shared: &Shared, runs: &[Run]) -> sled::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use crate::ledger::LogStore;
+    use crate::ledger::local::testing::{self, Faults};
     use crate::ledger::local::{LocalStore, OpenMode};
     use crate::ledger::record::{NewRecord, StreamKey};
     use crate::ledger::{Durability, ExpectedPosition};
@@ -561,6 +397,14 @@ mod tests {
         let dir = tempfile::tempdir().expect("a scratch directory");
         let (ledger, _) = LocalStore::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
         (dir, ledger)
+    }
+
+    /// [`new_ledger`] whose syncs a test can hold.
+    fn ledger_with_faults() -> (tempfile::TempDir, LocalStore, Arc<Faults>) {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let faults = testing::install(dir.path(), Faults::default());
+        let (ledger, _) = LocalStore::open(dir.path(), OpenMode::CreateIfMissing).expect("open");
+        (dir, ledger, faults)
     }
 
     fn append(ledger: &LocalStore, stream: &StreamKey, payload: u8) {
@@ -620,12 +464,12 @@ mod tests {
         ledger.shared.index_queue.wait_until_applied();
         assert_eq!(entries(&ledger, &a), vec![(0, 3)]);
         assert_eq!(entries(&ledger, &b), vec![(0, 3)]);
-        assert_eq!(ledger.local_stats().index_entries, 2);
+        assert_eq!(LogStore::stats(&ledger).engine["index_entries"], 2);
         // A round applied on its own is an entry of its own.
         append(&ledger, &a, 6);
         ledger.shared.index_queue.wait_until_applied();
         assert_eq!(entries(&ledger, &a), vec![(0, 3), (3, 1)]);
-        assert_eq!(ledger.local_stats().index_entries, 3);
+        assert_eq!(LogStore::stats(&ledger).engine["index_entries"], 3);
         assert_eq!(first_bytes(&ledger, &a), vec![1, 3, 4, 6]);
         assert_eq!(first_bytes(&ledger, &b), vec![0, 2, 5]);
         assert!(
@@ -649,14 +493,15 @@ mod tests {
     /// sled has it.
     #[test]
     fn a_round_reaches_sled_only_after_the_journal_sync_that_covers_it() {
-        let (_dir, ledger) = new_ledger();
+        let (_dir, ledger, faults) = ledger_with_faults();
         let stream = StreamKey::new("synced/a").expect("a key");
-        ledger.shared.sync_gate.hold(true);
+        faults.hold_syncs(true);
         append_as(&ledger, &stream, 8, Durability::Buffered);
-        let awaited = ledger.shared.index_queue.wait_until_awaited_sync(1);
+        // The indexer's own sync, once no commit came for the round.
+        let awaited = faults.wait_until_a_sync_waits();
         let in_sled = entries(&ledger, &stream);
-        ledger.shared.sync_gate.hold(false);
-        assert!(awaited, "the indexer never waited for the round's sync");
+        faults.hold_syncs(false);
+        assert!(awaited, "the indexer never synced the round");
         assert_eq!(
             in_sled,
             vec![],
@@ -664,8 +509,12 @@ mod tests {
         );
         ledger.shared.index_queue.wait_until_applied();
         assert_eq!(entries(&ledger, &stream), vec![(0, 1)]);
-        let stats = ledger.local_stats();
-        assert_eq!((stats.index_syncs, stats.flushes), (1, 0), "{stats:?}");
+        let stats = LogStore::stats(&ledger);
+        assert_eq!(
+            (stats.engine["index_syncs"], stats.syncs),
+            (1, 0),
+            "{stats:?}"
+        );
     }
 
     /// A durable append's commit syncs its round and wakes the indexer:
@@ -677,41 +526,11 @@ mod tests {
         append(&ledger, &stream, 1);
         ledger.shared.index_queue.wait_until_applied();
         assert_eq!(entries(&ledger, &stream), vec![(0, 1)]);
-        let stats = ledger.local_stats();
-        assert_eq!((stats.index_syncs, stats.flushes), (0, 1), "{stats:?}");
-    }
-
-    /// A commit's sync that runs past `MAX_SYNC_WAIT_MS` (a slow device
-    /// flush) is waited for, not joined by a sync of the indexer's own:
-    /// the indexer syncs nothing, and applies the rounds once that sync
-    /// returns.
-    #[test]
-    fn a_slow_commit_sync_is_waited_for_not_repeated() {
-        let (_dir, ledger) = new_ledger();
-        let (buffered, durable) = (
-            StreamKey::new("slow/a").expect("a key"),
-            StreamKey::new("slow/b").expect("a key"),
+        let stats = LogStore::stats(&ledger);
+        assert_eq!(
+            (stats.engine["index_syncs"], stats.syncs),
+            (0, 1),
+            "{stats:?}"
         );
-        let queue = &ledger.shared.index_queue;
-        queue.pause(true);
-        ledger.shared.sync_gate.hold(true);
-        append_as(&ledger, &buffered, 1, Durability::Buffered);
-        std::thread::scope(|scope| {
-            let committer = scope.spawn(|| append(&ledger, &durable, 2));
-            let sync_waits = ledger.shared.sync_gate.wait_until_a_sync_waits();
-            queue.pause(false);
-            let waited = sync_waits && queue.wait_until_awaited_running_sync(2);
-            let in_sled = entries(&ledger, &buffered);
-            ledger.shared.sync_gate.hold(false);
-            committer.join().expect("the committing append");
-            assert!(sync_waits, "the durable append's sync never started");
-            assert!(waited, "the indexer never waited on the running sync");
-            assert_eq!(in_sled, vec![], "sled holds rounds before their sync");
-        });
-        queue.wait_until_applied();
-        assert_eq!(entries(&ledger, &buffered), vec![(0, 1)]);
-        assert_eq!(entries(&ledger, &durable), vec![(0, 1)]);
-        let stats = ledger.local_stats();
-        assert_eq!((stats.index_syncs, stats.flushes), (0, 1), "{stats:?}");
     }
 }

@@ -1,8 +1,5 @@
-//! The local store's sled key layout: where each record's entry and the
-//! store's own counters live in the `log` tree.
-//!
-//! Owns: the keys. Pure: no I/O. Must never: let one stream's key prefix
-//! be a prefix of another's.
+//! Owns: the sled keys of the `log` tree (records' entries, counters); pure.
+//! Must never: let one stream's key prefix be a prefix of another's.
 
 use crate::ledger::record::StreamKey;
 
@@ -12,13 +9,11 @@ pub const RECORD_KEY_TAG: u8 = b's';
 /// Key in the `log` tree holding the next global position (u64 big-endian).
 pub const NEXT_GLOBAL_KEY: &[u8] = b"m/next_global";
 
-/// Key in the `log` tree holding where the journal's rounds sled holds
-/// end (`journal::JournalEnd`), stored after [`NEXT_GLOBAL_KEY`].
+/// Key holding where sled's rounds end in the journal (`JournalEnd`).
 pub const JOURNAL_END_KEY: &[u8] = b"m/journal_end";
 
-/// The key prefix shared by every record of `stream`:
-/// `'s' | key length (u16 BE) | key bytes`. The length comes first so that
-/// no stream's prefix is a prefix of another's.
+/// `stream`'s key prefix: `'s' | length (u16 BE) | key`, the length first so no
+/// stream's prefix is another's.
 pub fn stream_prefix(stream: &StreamKey) -> Vec<u8> {
     let key = stream.as_str().as_bytes();
     let mut prefix = Vec::with_capacity(3 + key.len() + 8);
@@ -29,8 +24,7 @@ pub fn stream_prefix(stream: &StreamKey) -> Vec<u8> {
     prefix
 }
 
-/// The sled key of the record at `position` in `stream`: the stream prefix
-/// followed by the position as u64 big-endian, so a stream reads in order.
+/// The key at `position` in `stream`: the prefix, then the position (u64 BE).
 pub fn record_key(stream: &StreamKey, position: u64) -> Vec<u8> {
     let mut key = stream_prefix(stream);
     key.extend_from_slice(&position.to_be_bytes());

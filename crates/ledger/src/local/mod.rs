@@ -1,19 +1,25 @@
-//! The local store: the ledger in one directory, made durable by a
-//! group-committed journal (`journal`) and indexed in sled. The embedded
-//! default of `serve`; one process at a time holds a directory.
+//! The local store, `serve`'s default: the ledger in one directory held by one
+//! process, made durable by a group-committed journal (the truth) and indexed
+//! in sled (derived). LOG-FORMAT.md and `docs/local-store.md` describe it.
 //!
-//! Owns: the data directory, appending (optimistic concurrency, durable
-//! or buffered, group commit), checkpoints and the replay of the journal
-//! on open, reading and watching streams, the integrity scan of its own
-//! files and its snapshots tree. Its internals are described in
-//! `log-format/LOG-FORMAT.md` ("The local store").
-//! Must never: hand out a record whose checksum or position does not
-//! check, acknowledge a durable append before its journal entry is
-//! synced, let two appends extend the same position of a stream, or let
-//! a sled or I/O error out unworded (`error`).
+//! Owns: the data directory, appending, the open (replaying or rebuilding the
+//! index), reading and watching streams, the integrity scan, the snapshots
+//! tree. Must never: hand out a record whose checksum or position does not
+//! check, acknowledge a durable append before its entry is synced, let two
+//! appends extend one position, or let a sled or I/O error out unworded.
+
+/// Stops the process when something the store decided and relies on does not
+/// hold (TigerBeetle's rule): a wrong record must never reach the journal.
+/// Never for damage found on disk, which is reported.
+macro_rules! invariant {
+    ($holds:expr, $($why:tt)+) => {
+        if !$holds {
+            $crate::local::stop(format_args!($($why)+))
+        }
+    };
+}
 
 mod contract;
-pub mod damage;
 mod entry;
 mod error;
 mod group_commit;
@@ -22,23 +28,21 @@ mod indexer;
 pub mod journal;
 mod keys;
 mod open;
-mod powerloss;
 mod read_threads;
 mod reader;
 mod recent;
-mod recovery;
 mod scan;
 mod stats;
+mod storage;
 #[cfg(feature = "test-hooks")]
 pub mod testing;
 mod watermark;
 mod writer;
 
 pub use contract::SCAN_PAGE_RECORDS;
-pub use damage::Damage;
+pub use error::Damage;
 pub use open::{MARKER_FILE, STORE_FORMAT};
 pub(crate) use stats::Counters;
-pub use stats::LedgerStats;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -46,21 +50,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 
+use itertools::Itertools;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::ledger::error::{Corruption, LedgerError};
 use crate::ledger::record::{NewRecord, StreamKey, StreamMap};
 use crate::ledger::verify::VerifyReport;
-use crate::ledger::{AppendOutcome, Durability, ExpectedPosition, Record};
+use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
 pub use error::{LocalError, Result, StoreProblem};
 pub use open::OpenMode;
 pub use reader::StreamReader;
 
-use group_commit::FlushQueue;
-
-/// Opens (or creates) the local store in `path`, checking every record
-/// first, as a [`Ledger`](crate::ledger::Ledger): what tools and tests
-/// open when they want the whole store checked before they read.
+/// [`LocalStore::open`] as a [`Ledger`](crate::ledger::Ledger) (tools, tests).
 pub fn open(
     path: impl AsRef<Path>,
     mode: OpenMode,
@@ -69,23 +70,20 @@ pub fn open(
     Ok((store.ledger(), report))
 }
 
-/// Opens the local store in `path` with its integrity scan running in the
-/// background (what `serve` opens), as a [`Ledger`](crate::ledger::Ledger).
+/// [`LocalStore::open_scrubbing`] as a [`Ledger`](crate::ledger::Ledger).
 pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<crate::ledger::Ledger> {
     Ok(LocalStore::open_scrubbing(path, mode)?.ledger())
 }
-use recovery::check_watermark;
-pub(crate) use recovery::stored_next_global;
-use writer::{AppendRequest, Command, WritePath};
+pub(crate) use index::stored_next_global;
+use writer::{AppendRequest, Command, Reply, WritePath};
 
-/// Streams watched by tails past which a new watch first drops the
-/// senders no tail listens to any more (tails that ended), in streams.
+/// Streams watched past which a watch first drops the ended tails' senders.
 pub const WATCHERS_PRUNE_AT: usize = 4096;
 
 /// Appends waiting for the writer before callers are made to wait (backpressure).
 pub const MAX_PENDING_APPENDS: usize = 8192;
 
-/// State shared by the handle, the writer and the flusher.
+/// State shared by the handle, the writer, the indexer and the readers.
 pub(crate) struct Shared {
     path: PathBuf,
     /// The threads the contract's async reads run on.
@@ -93,10 +91,9 @@ pub(crate) struct Shared {
     db: sled::Db,
     log: sled::Tree,
     snapshots: sled::Tree,
-    /// The journal file the writer appends to: what the flusher syncs.
+    /// The journal file the writer appends to: what a commit syncs.
     journal_file: Mutex<Arc<journal::JournalFile>>,
-    /// The journal files readers read records from (sled's entries point
-    /// into them).
+    /// The journal files readers read records from.
     journal_files: journal::JournalFiles,
     /// The records appended last, per stream (reads skip sled for them).
     recent: recent::Recent,
@@ -111,71 +108,14 @@ pub(crate) struct Shared {
     /// Set when the last handle goes: the scrubber stops early.
     stopping: AtomicBool,
     stats: Counters,
-    /// The global position after the latest round the indexer applied to
-    /// sled (readers of sled stop there).
+    /// Where the rounds the indexer applied end (sled's readers stop there).
     applied_next_global: AtomicU64,
     /// Rounds journaled, on their way into sled.
     index_queue: indexer::IndexQueue,
-    /// The global position after the latest round written to the
-    /// journal (a sync that starts after reading it covers every round
-    /// below it).
+    /// Where the rounds journaled end (a sync begun after covers them).
     journaled_next_global: AtomicU64,
-    /// TEST-ONLY: holds journal syncs back while closed.
-    #[cfg(test)]
-    sync_gate: SyncGate,
-    /// The durable watermark's file (`None` if it could not be opened).
-    watermark: Mutex<Option<watermark::Watermark>>,
-    /// When the watermark was last advanced after a group commit.
-    watermark_at: Mutex<Option<std::time::Instant>>,
     /// What the open found wrong with the index, if it rebuilt it.
     rebuilt: Option<index::Rebuilt>,
-}
-
-/// TEST-ONLY: a gate every journal sync passes first.
-#[cfg(test)]
-#[derive(Default)]
-pub(crate) struct SyncGate {
-    state: Mutex<GateState>,
-    changed: Condvar,
-}
-
-#[cfg(test)]
-#[derive(Default)]
-struct GateState {
-    held: bool,
-    /// Syncs waiting at the gate.
-    waiting: usize,
-}
-
-#[cfg(test)]
-impl SyncGate {
-    pub(crate) fn hold(&self, held: bool) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).held = held;
-        self.changed.notify_all();
-    }
-
-    /// Waits (up to 10 s) until a sync waits at the gate; whether one did.
-    pub(crate) fn wait_until_a_sync_waits(&self) -> bool {
-        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let (state, _) = self
-            .changed
-            .wait_timeout_while(state, std::time::Duration::from_secs(10), |s| {
-                s.waiting == 0
-            })
-            .unwrap_or_else(|p| p.into_inner());
-        state.waiting > 0
-    }
-
-    fn pass(&self) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.waiting += 1;
-        self.changed.notify_all();
-        let mut state = self
-            .changed
-            .wait_while(state, |s| s.held)
-            .unwrap_or_else(|p| p.into_inner());
-        state.waiting -= 1;
-    }
 }
 
 impl Shared {
@@ -211,7 +151,7 @@ impl Shared {
             }
         }
         let (records, problems) = (report.records, report.problems.len());
-        *self.scrub.lock().unwrap_or_else(|p| p.into_inner()) = Some(report);
+        *lock(&self.scrub) = Some(report);
         self.scrub_done.notify_all();
         tracing::info!(
             records,
@@ -221,94 +161,44 @@ impl Shared {
         );
     }
 
-    /// Makes every journaled round durable: one `fdatasync` of the
-    /// journal file the writer appends to (the files before it were
-    /// synced when the writer left them).
+    /// Makes every journaled round durable (older files were synced already).
     fn make_durable(&self) -> Result<()> {
-        // Read first: the rounds below it are in this file or in ones
-        // synced when the writer left them.
         let journaled = self.journaled_next_global.load(Ordering::Acquire);
-        let file = Arc::clone(&self.journal_file.lock().unwrap_or_else(|p| p.into_inner()));
-        self.index_queue.note_sync_started(journaled);
-        #[cfg(test)]
-        self.sync_gate.pass();
-        if let Err(error) = file.sync() {
-            self.index_queue.note_sync_failed();
-            return Err(error.into());
-        }
+        let file = Arc::clone(&lock(&self.journal_file));
+        file.sync()?;
         self.index_queue.note_durable(journaled);
         Ok(())
     }
 
-    /// [`Shared::make_durable`] for the indexer, which found a round no
-    /// commit syncs: poisons the ledger if the sync fails.
-    fn sync_journal(&self) -> Result<()> {
-        if let Some(reason) = self.poisoned() {
-            return Err(LedgerError::Poisoned { reason }.into());
-        }
-        self.stats.index_syncs.fetch_add(1, Ordering::Relaxed);
-        self.make_durable().inspect_err(|error| {
-            self.poison(format!("flush failed: {error}"));
-        })
-    }
-
-    /// [`Shared::advance_watermark`] at most once per
-    /// `WATERMARK_INTERVAL_MS`.
-    fn advance_watermark_now_and_then(&self, position: u64) {
-        let interval = std::time::Duration::from_millis(watermark::WATERMARK_INTERVAL_MS);
-        {
-            let mut at = self.watermark_at.lock().unwrap_or_else(|p| p.into_inner());
-            if at.is_some_and(|at| at.elapsed() < interval) {
-                return;
-            }
-            *at = Some(std::time::Instant::now());
-        }
-        self.advance_watermark(position);
-    }
-
-    /// Records that every record below `position` is durable (the caller
-    /// has just flushed them). A watermark that cannot be written only
-    /// weakens the check at the next open.
-    fn advance_watermark(&self, position: u64) {
-        let mut watermark = self.watermark.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(file) = watermark.as_mut()
-            && let Err(error) = file.advance(position)
-        {
-            tracing::warn!(%error, "the durable watermark could not be written");
-        }
-    }
-
     fn poison(&self, reason: String) {
         tracing::error!(%reason, "ledger refuses further writes");
-        self.poisoned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert(reason);
+        lock(&self.poisoned).get_or_insert(reason);
         self.index_queue.interrupt();
     }
 
     fn poisoned(&self) -> Option<String> {
-        self.poisoned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.poisoned).clone()
     }
 
     fn check_not_corrupt(&self, stream: &StreamKey) -> Result<()> {
         let corrupt = self.corrupt.read().unwrap_or_else(|p| p.into_inner());
         match corrupt.get(stream.as_str()) {
             None => Ok(()),
-            Some((position, corruption)) => Err(LedgerError::Corrupt {
-                stream: stream.to_string(),
-                position: *position,
-                corruption: corruption.clone(),
-            }
-            .into()),
+            Some((position, found)) => Err(corrupt_error(stream, *position, found.clone())),
         }
     }
 
+    /// Refuses `stream` from now on (first bad at `position`); the error.
+    fn refuse(&self, stream: &StreamKey, position: u64, corruption: Corruption) -> LocalError {
+        let mut corrupt = self.corrupt.write().unwrap_or_else(|p| p.into_inner());
+        corrupt
+            .entry(stream.to_string())
+            .or_insert((position, corruption.clone()));
+        corrupt_error(stream, position, corruption)
+    }
+
     fn notify_watchers(&self, heads: &StreamMap<u64>) {
-        let mut guard = self.watchers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = lock(&self.watchers);
         let watchers = &mut guard.senders;
         if watchers.is_empty() {
             return;
@@ -328,8 +218,7 @@ impl Shared {
 /// The senders tails listen to, per stream.
 struct Watchers {
     senders: StreamMap<watch::Sender<u64>>,
-    /// Size at which the next watch first drops the senders of tails that
-    /// ended (set to twice what survives, so pruning costs O(1) a watch).
+    /// Size of the next prune (twice what survives: O(1) a watch).
     prune_at: usize,
 }
 
@@ -343,9 +232,7 @@ impl Default for Watchers {
 }
 
 impl Watchers {
-    /// A tail that ended leaves its stream's sender behind until the
-    /// stream's next append, which may never come: once the map has grown
-    /// to `prune_at`, drop every sender no receiver listens to.
+    /// An ended tail's sender stays until the stream's next append, if any.
     fn prune_if_due(&mut self) {
         if self.senders.len() < self.prune_at {
             return;
@@ -355,8 +242,7 @@ impl Watchers {
     }
 }
 
-/// Stops the writer and the flusher when the last handle goes away, so the
-/// store's lock is released by the time `drop` returns.
+/// Stops the threads when the last handle goes: the lock is free after it.
 struct Threads {
     shared: Arc<Shared>,
     commands: Option<mpsc::Sender<Command>>,
@@ -368,31 +254,24 @@ impl Drop for Threads {
         self.shared.stopping.store(true, Ordering::Relaxed);
         self.commands.take();
         self.shared.read_threads.close();
-        // The last clone may be dropped by a read thread's job: that
-        // thread ends once this returns, and cannot join itself.
+        // A read thread's job may drop the last clone: it cannot join itself.
         let current = std::thread::current().id();
         for handle in self.handles.drain(..) {
             if handle.thread().id() != current {
                 let _ = handle.join();
             }
         }
-        // A clean close: the journal synced and the watermark at its
-        // end; sled's writes handed to the file system (no sync: it is
-        // derived), so the next open usually replays nothing. A close
-        // after a failure leaves the rounds sled lacks to the next open.
-        let shared = &self.shared;
-        let journaled = shared.journaled_next_global.load(Ordering::Acquire);
-        if shared.poisoned().is_none() && shared.make_durable().is_ok() {
-            shared.advance_watermark(journaled);
-            if let Err(error) = shared.db.flush() {
-                tracing::warn!(%error, "sled's writes could not be flushed at close; the next open replays the journal");
-            }
+        // The writer synced the journal as it stopped; sled's writes go to the
+        // file system (unsynced: derived), so the next open replays little.
+        if self.shared.poisoned().is_none()
+            && let Err(error) = self.shared.db.flush()
+        {
+            tracing::warn!(%error, "sled's writes could not be flushed at close; the next open replays the journal");
         }
     }
 }
 
-/// An open local store. Cheap to clone; the store closes when the last
-/// clone is dropped.
+/// An open local store; it closes when the last clone is dropped.
 #[derive(Clone)]
 pub struct LocalStore {
     shared: Arc<Shared>,
@@ -401,47 +280,27 @@ pub struct LocalStore {
 }
 
 impl LocalStore {
-    /// Opens (or creates) the store in `path`, checks every record, and
-    /// starts the writer. Corrupt streams are listed in the returned report
-    /// and refused by every later read and append.
+    /// Opens (or creates) the store in `path`; corrupt streams are reported.
     pub fn open(path: impl AsRef<Path>, mode: OpenMode) -> Result<(Self, VerifyReport)> {
-        Self::open_with(path, mode, powerloss::TestHooks::from_env())
+        Self::open_checked(path.as_ref(), mode, None)
     }
 
-    /// [`LocalStore::open`] with the test-only switches given.
-    pub(crate) fn open_with(
-        path: impl AsRef<Path>,
-        mode: OpenMode,
-        hooks: powerloss::TestHooks,
-    ) -> Result<(Self, VerifyReport)> {
-        Self::open_checked(path.as_ref(), mode, hooks, None)
-    }
-
-    /// Sets the index of the store in `path` aside and builds it again
-    /// from the journal, whatever its state, then checks every record
-    /// (`ledgerwire log repair`).
+    /// Opens with the index rebuilt from the journal (`log repair`).
     pub fn repair(path: impl AsRef<Path>) -> Result<(Self, VerifyReport)> {
         let why = "a rebuild was asked for (`log repair`)";
-        Self::open_checked(
-            path.as_ref(),
-            OpenMode::MustExist,
-            powerloss::TestHooks::from_env(),
-            Some(why),
-        )
+        Self::open_checked(path.as_ref(), OpenMode::MustExist, Some(why))
     }
 
-    /// Opens the store and checks every record through the index; if
-    /// records fail their checks while the journal is intact, the index
-    /// is what is damaged: it is rebuilt and the records checked again.
+    /// Opens the store and checks every record; records failing through an
+    /// intact journal mean a damaged index: rebuilt and checked again.
     fn open_checked(
         path: &Path,
         mode: OpenMode,
-        hooks: powerloss::TestHooks,
         rebuild: Option<&str>,
     ) -> Result<(Self, VerifyReport)> {
         let path = path.to_path_buf();
         let files = journal::JournalFiles::new(&path);
-        let mut opened = index::open(&path, mode, &hooks, rebuild)?;
+        let mut opened = index::open(&path, mode, rebuild)?;
         let mut report = scan::verify(&opened.index.log, &files)?;
         if let Some(first) = report
             .problems
@@ -459,46 +318,36 @@ impl LocalStore {
                 first.problem
             );
             drop(opened);
-            opened = index::rebuild_from(&path, &hooks, found, &journal_files)?;
+            index::announce_rebuild(&found);
+            opened = index::rebuild_from(&path, found, &journal_files)?;
             report = scan::verify(&opened.index.log, &files)?;
         }
-        check_watermark(&path, report.next_global.max(opened.next_global))?;
+        watermark::check(&path, report.next_global.max(opened.next_global))?;
         let mut journal = opened.journal;
         if report.next_global != opened.next_global {
-            // Records past the stored counter (damage): appends go on
-            // after them, in a journal file starting there.
-            journal = journal::JournalWriter::create(
-                &path,
-                report.next_global,
-                hooks.journal_file_bytes,
-                hooks.trace.clone(),
-            )?;
+            // Records past the stored counter (damage): go on after them.
+            let file_bytes = storage::journal_file_bytes(&path, journal::JOURNAL_FILE_BYTES);
+            journal = journal::JournalWriter::create(&path, report.next_global, file_bytes)?;
         }
-        let corrupt = report.corrupt_streams();
-        let shared = Self::shared(path, opened.index, report.next_global, corrupt, &journal)?;
-        *shared.scrub.lock().unwrap_or_else(|p| p.into_inner()) = Some(report.clone());
-        Ok((Self::start(shared, journal, false)?, report))
-    }
-
-    /// Opens the store without waiting for the integrity scan, which runs
-    /// on a background thread (the scrubber) while the ledger serves: a
-    /// cold open costs sled's recovery, not a read of every record. Reads
-    /// check every record they return in either mode, and a stream the
-    /// scrubber finds corrupt is refused from then on. A damaged index is
-    /// rebuilt from the journal before this returns.
-    pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
-        let hooks = powerloss::TestHooks::from_env();
-        let opened = index::open(&path, mode, &hooks, None)?;
-        check_watermark(&path, opened.next_global)?;
-        let shared = Self::shared(
+        let next_global = report.next_global;
+        let store = Self::start(
             path,
             opened.index,
-            opened.next_global,
-            HashMap::new(),
-            &opened.journal,
+            next_global,
+            journal,
+            Some(report.clone()),
         )?;
-        Self::start(shared, opened.journal, true)
+        Ok((store, report))
+    }
+
+    /// Opens the store with the integrity scan in the background while it
+    /// serves (the scrubber): an open costs sled's recovery, not a read of
+    /// every record; a stream found corrupt is refused from then on.
+    pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let opened = index::open(&path, mode, None)?;
+        watermark::check(&path, opened.next_global)?;
+        Self::start(path, opened.index, opened.next_global, opened.journal, None)
     }
 
     /// What the open found wrong with the index and rebuilt, if it did.
@@ -506,79 +355,61 @@ impl LocalStore {
         self.shared.rebuilt.as_ref()
     }
 
-    fn shared(
+    /// Starts the threads (the scrubber if no scan at open gave a `report`).
+    fn start(
         path: PathBuf,
         index: index::Index,
         next_global: u64,
-        corrupt: HashMap<String, (u64, Corruption)>,
-        journal: &journal::JournalWriter,
-    ) -> Result<Arc<Shared>> {
+        journal: journal::JournalWriter,
+        report: Option<VerifyReport>,
+    ) -> Result<Self> {
         let index::Index { db, log, rebuilt } = index;
-        let snapshots = db.open_tree("snapshots")?;
-        let watermark = watermark::Watermark::open(&path)
-            .inspect_err(|error| tracing::warn!(%error, "no durable watermark"))
-            .ok();
-        Ok(Arc::new(Shared {
+        // sled starts its I/O thread pool the first time it writes a buffer
+        // out, and the pool's seven threads spin on its queue until all have
+        // started: flushed here, that happens at the open and not under the
+        // first load (under callgrind it cost up to 640 thousand instructions
+        // a conversation of a 400-conversation run). Not for durability.
+        db.flush()?;
+        let corrupt = report.as_ref().map(VerifyReport::corrupt_streams);
+        let scrub = report.is_none();
+        let shared = Arc::new(Shared {
             read_threads: read_threads::ReadThreads::default(),
             journal_files: journal::JournalFiles::new(&path),
             path,
+            snapshots: db.open_tree("snapshots")?,
             db,
             log,
-            snapshots,
             journal_file: Mutex::new(journal.file()),
             recent: recent::Recent::default(),
             next_global_on_open: next_global,
-            corrupt: RwLock::new(corrupt),
+            corrupt: RwLock::new(corrupt.unwrap_or_default()),
             poisoned: Mutex::new(None),
             watchers: Mutex::new(Watchers::default()),
-            scrub: Mutex::new(None),
+            scrub: Mutex::new(report),
             scrub_done: Condvar::new(),
             stopping: AtomicBool::new(false),
             stats: Counters::default(),
             applied_next_global: AtomicU64::new(next_global),
             index_queue: indexer::IndexQueue::starting_at(next_global),
             journaled_next_global: AtomicU64::new(next_global),
-            #[cfg(test)]
-            sync_gate: SyncGate::default(),
-            watermark: Mutex::new(watermark),
-            watermark_at: Mutex::new(None),
             rebuilt,
-        }))
-    }
-
-    /// Starts the writer, the indexer, the flusher and, if asked, the
-    /// scrubber.
-    fn start(shared: Arc<Shared>, journal: journal::JournalWriter, scrub: bool) -> Result<Self> {
+        });
         let (commands, receiver) = mpsc::channel(MAX_PENDING_APPENDS);
-        let queue = Arc::new(FlushQueue::default());
-        let write_path = WritePath::new(&shared, journal, queue.clone());
-        let writer = {
+        let write_path = WritePath::new(&shared, journal);
+        let spawn = |name: &str, work: Box<dyn FnOnce(Arc<Shared>) + Send>| {
             let shared = shared.clone();
             std::thread::Builder::new()
-                .name("ledger-writer".into())
-                .spawn(move || writer::run_writer(shared, receiver, write_path))?
+                .name(name.into())
+                .spawn(move || work(shared))
         };
-        let indexer = {
-            let shared = shared.clone();
-            std::thread::Builder::new()
-                .name("ledger-indexer".into())
-                .spawn(move || indexer::run_indexer(shared))?
-        };
-        let flusher = {
-            let shared = shared.clone();
-            std::thread::Builder::new()
-                .name("ledger-flusher".into())
-                .spawn(move || group_commit::run_flusher(shared, queue))?
-        };
-        let mut handles = vec![writer, indexer, flusher];
+        let write = move |shared| writer::run_writer(shared, receiver, write_path);
+        let mut handles = vec![
+            spawn("ledger-writer", Box::new(write))?,
+            spawn("ledger-indexer", Box::new(indexer::run_indexer))?,
+        ];
         handles.extend(shared.read_threads.start()?);
         if scrub {
-            let shared = shared.clone();
-            handles.push(
-                std::thread::Builder::new()
-                    .name("ledger-scrubber".into())
-                    .spawn(move || shared.scrub())?,
-            );
+            handles.push(spawn("ledger-scrubber", Box::new(|shared| shared.scrub()))?);
         }
         let threads = Arc::new(Threads {
             shared: shared.clone(),
@@ -597,52 +428,20 @@ impl LocalStore {
 
     /// The integrity report, once the scan has finished.
     pub fn scrub_report(&self) -> Option<VerifyReport> {
-        self.shared
-            .scrub
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.shared.scrub).clone()
     }
 
-    /// Why the ledger refuses writes, if a flush or a batch failed (only a
-    /// restart clears it).
+    /// Why the ledger refuses writes after a failed write or sync, if it does.
     pub fn poisoned(&self) -> Option<String> {
         self.shared.poisoned()
     }
 
     /// Blocks until the integrity scan has finished and returns its report.
     pub fn wait_for_scrub(&self) -> VerifyReport {
-        let mut scrub = self.shared.scrub.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if let Some(report) = scrub.as_ref() {
-                return report.clone();
-            }
-            scrub = self
-                .shared
-                .scrub_done
-                .wait(scrub)
-                .unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
-    /// Counters of the write path since open.
-    pub fn local_stats(&self) -> LedgerStats {
-        let counters = &self.shared.stats;
-        LedgerStats {
-            rounds: counters.rounds.load(Ordering::Relaxed),
-            records_appended: counters.records.load(Ordering::Relaxed),
-            flushes: counters.flushes.load(Ordering::Relaxed),
-            flushed_waiters: counters.flushed_waiters.load(Ordering::Relaxed),
-            sync_micros: counters.sync_micros.load(Ordering::Relaxed),
-            index_batches: counters.index_batches.load(Ordering::Relaxed),
-            index_syncs: counters.index_syncs.load(Ordering::Relaxed),
-            index_entries: counters.index_entries.load(Ordering::Relaxed),
-            records_unindexed: self
-                .shared
-                .journaled_next_global
-                .load(Ordering::Acquire)
-                .saturating_sub(self.shared.applied_next_global()),
-        }
+        let scrub = lock(&self.shared.scrub);
+        let done = self.shared.scrub_done.wait_while(scrub, |s| s.is_none());
+        let report = done.unwrap_or_else(|p| p.into_inner()).clone();
+        report.unwrap_or_default()
     }
 
     fn commands(&self) -> Result<&mpsc::Sender<Command>> {
@@ -659,95 +458,45 @@ impl LocalStore {
         &self.shared.path
     }
 
-    fn request(
-        &self,
+    /// The writer's command for an append, once the records are checked.
+    pub(super) fn append_command(
         stream: &StreamKey,
         expected: ExpectedPosition,
         records: Vec<NewRecord>,
         durability: Durability,
         timestamp_ms: Option<u64>,
-    ) -> Result<(Command, oneshot::Receiver<Result<AppendOutcome>>)> {
+    ) -> Result<impl FnOnce(Reply<AppendOutcome>) -> Command> {
         crate::ledger::check_append(&records)?;
-        let (reply, receiver) = oneshot::channel();
-        let command = Command::Append(AppendRequest {
-            stream: stream.clone(),
-            expected,
-            records,
-            durability,
-            timestamp_ms,
-            reply,
-        });
-        Ok((command, receiver))
-    }
-
-    async fn send(&self, command: Command) -> Result<()> {
-        self.commands()?
-            .send(command)
-            .await
-            .map_err(|_| LedgerError::Closed)?;
-        Ok(())
-    }
-
-    /// Appends `records` to `stream` atomically if the stream is at
-    /// `expected`; fails with [`LedgerError::Conflict`] otherwise.
-    pub async fn append(
-        &self,
-        stream: &StreamKey,
-        expected: ExpectedPosition,
-        records: Vec<NewRecord>,
-        durability: Durability,
-    ) -> Result<AppendOutcome> {
-        let (command, receiver) = self.request(stream, expected, records, durability, None)?;
-        self.send(command).await?;
-        receiver.await.map_err(|_| LedgerError::Closed)?
-    }
-
-    /// Appends copies of another store's `records` to `stream` at `at`,
-    /// buffered, each keeping its kind, payload and timestamp: what `log
-    /// copy` writes. The records of one append share a timestamp here, so
-    /// each run of equal timestamps is its own append.
-    pub(super) async fn append_copies(
-        &self,
-        stream: &StreamKey,
-        at: u64,
-        records: &[Record],
-    ) -> Result<AppendOutcome> {
-        let mut runs = records.chunk_by(|a, b| a.timestamp_ms() == b.timestamp_ms());
-        let first = runs.next().ok_or(LedgerError::BatchSize {
-            len: 0,
-            max: crate::ledger::MAX_RECORDS_PER_APPEND,
-        })?;
-        let mut outcome = self.append_run(stream, at, first).await?;
-        for run in runs {
-            let next = self.append_run(stream, outcome.next_position, run).await?;
-            outcome.next_position = next.next_position;
-        }
-        Ok(outcome)
-    }
-
-    async fn append_run(
-        &self,
-        stream: &StreamKey,
-        at: u64,
-        run: &[Record],
-    ) -> Result<AppendOutcome> {
-        let timestamp_ms = run.first().map(Record::timestamp_ms);
-        let copies = run
-            .iter()
-            .map(|record| NewRecord {
-                kind: record.kind(),
-                payload: record.payload().to_vec(),
+        let stream = stream.clone();
+        Ok(move |reply| {
+            Command::Append(AppendRequest {
+                stream,
+                expected,
+                records,
+                durability,
+                timestamp_ms,
+                reply,
             })
-            .collect();
-        let expected = ExpectedPosition::Exactly(at);
-        let (command, receiver) =
-            self.request(stream, expected, copies, Durability::Buffered, timestamp_ms)?;
-        self.send(command).await?;
+        })
+    }
+
+    /// Sends the writer `command` built around a reply; waits for the reply.
+    pub(super) async fn call<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
+        let (reply, receiver) = oneshot::channel();
+        let sent = self.commands()?.send(command(reply)).await;
+        sent.map_err(|_| LedgerError::Closed)?;
         receiver.await.map_err(|_| LedgerError::Closed)?
     }
 
-    /// [`LocalStore::append`] for threads outside an async runtime (`log
-    /// probe`, the crash and power-loss tests).
+    /// [`LocalStore::call`] for threads outside an async runtime.
+    fn call_blocking<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
+        let (reply, receiver) = oneshot::channel();
+        let sent = self.commands()?.blocking_send(command(reply));
+        sent.map_err(|_| LedgerError::Closed)?;
+        receiver.blocking_recv().map_err(|_| LedgerError::Closed)?
+    }
+
+    /// `LogStore::append` for threads outside an async runtime.
     pub fn append_blocking(
         &self,
         stream: &StreamKey,
@@ -755,78 +504,37 @@ impl LocalStore {
         records: Vec<NewRecord>,
         durability: Durability,
     ) -> Result<AppendOutcome> {
-        let (command, receiver) = self.request(stream, expected, records, durability, None)?;
-        self.commands()?
-            .blocking_send(command)
-            .map_err(|_| LedgerError::Closed)?;
-        receiver.blocking_recv().map_err(|_| LedgerError::Closed)?
+        let command = Self::append_command(stream, expected, records, durability, None)?;
+        self.call_blocking(command)
     }
 
-    /// Resolves once every append acknowledged before the call is durable.
-    pub async fn flush(&self) -> Result<()> {
-        let (reply, receiver) = oneshot::channel();
-        self.commands()?
-            .send(Command::Flush(reply))
-            .await
-            .map_err(|_| LedgerError::Closed)?;
-        receiver.await.map_err(|_| LedgerError::Closed)?
-    }
-
-    /// [`LocalStore::flush`] for threads outside an async runtime.
+    /// `LogStore::flush` for threads outside an async runtime.
     pub fn flush_blocking(&self) -> Result<()> {
-        let (reply, receiver) = oneshot::channel();
-        self.commands()?
-            .blocking_send(Command::Flush(reply))
-            .map_err(|_| LedgerError::Closed)?;
-        receiver.blocking_recv().map_err(|_| LedgerError::Closed)?
+        self.call_blocking(Command::Flush)
     }
 
-    /// The stream's next position, read on the calling thread (it may
-    /// read sled: not for a runtime's worker).
+    /// The stream's next position, read on this thread (it may read sled).
     pub fn head_blocking(&self, stream: &StreamKey) -> Result<u64> {
         self.shared.check_not_corrupt(stream)?;
         self.shared.read_head(stream)
     }
 
-    /// Reads `stream` in order from `from` on the calling thread (it may
-    /// read sled: not for a runtime's worker); every record is checked.
+    /// Reads `stream` from `from` on the calling thread, every record checked.
     pub fn read_blocking(&self, stream: &StreamKey, from: u64) -> Result<StreamReader> {
         self.shared.check_not_corrupt(stream)?;
-        Ok(self.reader(stream, from))
+        Ok(match self.shared.recent.read(stream, from, usize::MAX) {
+            Some(records) => StreamReader::held(records),
+            None => StreamReader::sled(self.shared.clone(), stream.clone(), from),
+        })
     }
 
-    fn reader(&self, stream: &StreamKey, from: u64) -> StreamReader {
-        match self.shared.recent.read(stream, from, usize::MAX) {
-            recent::Lookup::Held(records) => StreamReader::held(records),
-            _ => StreamReader::sled(self.shared.clone(), stream.clone(), from),
-        }
-    }
-
-    /// A receiver of the stream's next position after each append to it.
-    fn watch_head(&self, stream: &StreamKey) -> watch::Receiver<u64> {
-        let mut watchers = self
-            .shared
-            .watchers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        watchers.prune_if_due();
-        watchers
-            .senders
-            .entry(stream.clone())
-            .or_insert_with(|| watch::channel(0).0)
-            .subscribe()
-    }
-
-    /// Blocks until every record appended before the call is in sled's
-    /// index (the indexer's backlog, `LedgerStats::records_unindexed`, is
-    /// then behind the call). Reads never need it; a benchmark that
-    /// charges the indexer's work to the appends that caused it does.
+    /// Blocks until every record appended before the call is in sled (a bench
+    /// charging the indexer's work to its appends; reads never need it).
     pub fn wait_until_indexed(&self) {
         self.shared.index_queue.wait_until_applied();
     }
 
-    /// Every stream key in the store, in key order, from `after` on:
-    /// every stream appended to before the call is among them. Blocks.
+    /// Every stream key after `after`, in key order. Blocks.
     pub fn streams_blocking(
         &self,
         after: Option<&StreamKey>,
@@ -835,42 +543,50 @@ impl LocalStore {
         scan::stream_keys(self.shared.log.clone(), after)
     }
 
-    /// Streams refused because a record of theirs failed its checks, with
-    /// the first bad position.
+    /// Streams refused for a record failing its checks, and its position.
     pub fn corrupt_streams(&self) -> Vec<(String, u64)> {
         let corrupt = self
             .shared
             .corrupt
             .read()
             .unwrap_or_else(|p| p.into_inner());
-        let mut list: Vec<_> = corrupt.iter().map(|(s, (p, _))| (s.clone(), *p)).collect();
-        list.sort();
-        list
-    }
-
-    /// Checks the whole store again through its files, every record
-    /// appended before the call included, and none appended while it
-    /// runs (the indexer may be halfway through those). Blocks.
-    pub fn verify_blocking(&self) -> Result<VerifyReport> {
-        self.shared.index_queue.wait_until_applied();
-        scan::verify_below(
-            &self.shared.log,
-            &self.shared.journal_files,
-            self.shared.applied_next_global(),
-        )
+        corrupt
+            .iter()
+            .map(|(s, (p, _))| (s.clone(), *p))
+            .sorted()
+            .collect()
     }
 }
 
-/// The scrubber's CPU priority (`nice`): the lowest. `serve` opens with
-/// the scan running beside the first requests (`open_scrubbing`); a full
-/// scan of a large store takes a core for seconds, so it gets only the
-/// CPU the requests leave. A nice value: the scan is long and must not
-/// starve, and raising the nice value needs no privilege.
+fn corrupt_error(stream: impl ToString, position: u64, corruption: Corruption) -> LocalError {
+    let stream = stream.to_string();
+    LedgerError::Corrupt {
+        stream,
+        position,
+        corruption,
+    }
+    .into()
+}
+
+/// A lock's guard even if a holder panicked: what the store relies on is
+/// checked where it is decided (`invariant!`), not by a lock's poison.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Logs why an invariant failed and aborts before anything more is written.
+#[cold]
+pub(crate) fn stop(why: std::fmt::Arguments) -> ! {
+    tracing::error!(%why, "an invariant of the local store failed: stopping before anything more is written");
+    eprintln!("ledgerwire: an invariant of the local store failed: {why}");
+    std::process::abort()
+}
+
+/// The scrubber's CPU priority (`nice`), the lowest: a full scan takes a core
+/// for seconds beside `serve`'s first requests, and gets what they leave.
 pub const SCRUBBER_NICE: libc::c_int = 19;
 
-/// Lowers the calling thread's CPU priority to [`SCRUBBER_NICE`] (on
-/// Linux a thread has its own nice value). Best effort: a failure leaves
-/// the scan at normal priority.
+/// Lowers this thread's priority to [`SCRUBBER_NICE`]; best effort.
 fn lower_this_threads_priority() {
     // SAFETY: plain system calls on the calling thread's own id.
     let result = unsafe {
@@ -886,6 +602,17 @@ fn lower_this_threads_priority() {
 mod tests {
     use super::*;
     use crate::ledger::record;
+
+    impl LocalStore {
+        /// Checks the whole store again through its files: every record
+        /// appended before the call, none appended while it runs.
+        pub(crate) fn verify_blocking(&self) -> Result<VerifyReport> {
+            self.shared.index_queue.wait_until_applied();
+            let files = &self.shared.journal_files;
+            let report = scan::verify_live(&self.shared.log, files, &AtomicBool::new(false))?;
+            Ok(report.expect("a scan nothing stops"))
+        }
+    }
 
     #[test]
     fn ended_tails_senders_are_dropped_once_the_map_is_due_and_live_ones_kept() {

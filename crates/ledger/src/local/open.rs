@@ -1,28 +1,16 @@
-//! Opening a data directory: the LEDGERWIRE marker, format checks and the
-//! sled lock. Must never write into a directory it has not recognised as a
-//! store (or created itself, empty).
-//!
-//! Owns: the marker file, the store format number and waiting for the
-//! lock of a store closed a moment ago.
+//! Opening a data directory. Owns: the LEDGERWIRE marker, the store format,
+//! sled's lock (waited for after a close). Must never: write into a directory
+//! not recognised as a store (or created empty by itself).
 
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::ledger::local::damage;
-use crate::ledger::local::error::{LocalError, Result, StoreProblem};
+use crate::ledger::local::error::{Damage, LocalError, Result, StoreProblem, is_damage};
 
-/// Version of the store as a whole (marker file, tree names, key layout,
-/// the journal). Bumped only when a change makes old code misread a new
-/// store: format 2 added the journal (`ledger::journal`), whose rounds a
-/// format-1 build would not apply to sled; format 3 stores a round's run
-/// of one stream's records as one sled entry (`ledger::entry`), which a
-/// format-2 build would take for a torn record; format 4 keeps the
-/// records in the journal files and sled's entries point at them, which
-/// a format-3 build would take for damage (and whose journal files it
-/// would delete). Opening an older store upgrades its marker: its
-/// entries hold their records, which this build reads as they are, and
-/// a replay of its journal replaces them with pointers.
+/// Version of the whole store, bumped only when old code would misread a new
+/// one (LOG-FORMAT.md lists them). An older store's marker is upgraded on
+/// open: its entries holding records read as they are.
 pub const STORE_FORMAT: u32 = 4;
 
 /// Name of the marker file at the root of every store.
@@ -44,21 +32,14 @@ fn problem(path: &Path, problem: StoreProblem) -> LocalError {
     }
 }
 
-/// How long opening waits for the store's lock, in milliseconds. A store
-/// closed a moment ago (a restart in the same process, a supervisor
-/// restarting the server) can hold its lock briefly while sled's I/O
-/// threads finish; like SQLite's busy timeout, opening waits that out
-/// before reporting the store as in use.
+/// How long opening waits for the lock, in milliseconds: a store just closed
+/// holds it while sled's I/O threads finish (like SQLite's busy timeout).
 pub const LOCK_WAIT_MS: u64 = 2_000;
 
-/// sled's page cache, in bytes (its default is 1 GiB). The log's hot
-/// records are read from the writer's recent records and the fold caches,
-/// so sled's cache serves cold reads only.
+/// sled's page cache, in bytes (1 GiB by default): it serves cold reads only.
 pub const SLED_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// How sled is opened: its cache bounded, and no background flusher of its
-/// own (sled's default flushes every 500 ms): the journal makes records
-/// durable, and sled is flushed only at checkpoints (`ledger::journal`).
+/// sled with its cache bounded and no flusher (the journal is durability).
 fn sled_config(path: &Path) -> sled::Config {
     sled::Config::new()
         .path(path)
@@ -69,15 +50,12 @@ fn sled_config(path: &Path) -> sled::Config {
 /// Pause between two attempts to take the lock, in milliseconds.
 const LOCK_RETRY_MS: u64 = 20;
 
-/// Opens sled in a store directory already checked, waiting out a lock
-/// held a moment longer by a store just closed. Damage sled meets (an
-/// error or a panic while it recovers) is [`LocalError::Damaged`].
+/// Opens sled in a checked store directory, waiting out a just-closed store's
+/// lock. Damage (an error, or a panic while recovering) is `Damaged`.
 pub(super) fn open_sled_in(path: &Path) -> Result<sled::Db> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(LOCK_WAIT_MS);
     loop {
-        // sled panics on some damage it meets while recovering (a page
-        // state it cannot serialise again): that is damage, not a bug of
-        // ours to crash on.
+        // sled panics on some damage while recovering: not a bug to crash on.
         let opened =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sled_config(path).open()));
         match opened {
@@ -88,8 +66,8 @@ pub(super) fn open_sled_in(path: &Path) -> Result<sled::Db> {
                 }
                 std::thread::sleep(std::time::Duration::from_millis(LOCK_RETRY_MS));
             }
-            Ok(Err(error)) if damage::is_damage(&error) => {
-                return Err(LocalError::Damaged(damage::Damage::DataFile {
+            Ok(Err(error)) if is_damage(&error) => {
+                return Err(LocalError::Damaged(Damage::DataFile {
                     detail: error.to_string(),
                 }));
             }
@@ -100,7 +78,7 @@ pub(super) fn open_sled_in(path: &Path) -> Result<sled::Db> {
                     .map(|s| (*s).to_owned())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "it stopped while recovering".to_owned());
-                return Err(LocalError::Damaged(damage::Damage::DataFile {
+                return Err(LocalError::Damaged(Damage::DataFile {
                     detail: format!("recovery failed: {detail}"),
                 }));
             }
@@ -182,8 +160,7 @@ fn check_marker(path: &Path, marker: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Rewrites the marker with this build's format, atomically (a new file
-/// renamed over the old one, both synced).
+/// Rewrites the marker with this format: a synced new file renamed over it.
 fn upgrade_marker(path: &Path) -> Result<()> {
     let fail = io_problem(path, "upgrade the marker file");
     let staged = path.join(format!("{MARKER_FILE}.new"));

@@ -1,12 +1,9 @@
-//! The local store's read threads: a fixed few threads that run the
-//! contract's calls into sled and the journal files for async callers
-//! (reads, and the snapshot tree's unsynced writes).
+//! The read threads: a fixed few running the contract's calls into sled and
+//! the journal for async callers. A burst queues for threads already running,
+//! where tokio's blocking pool would wake or start one each (which cost 23% of
+//! the conversations a second on two cores; docs/performance.md).
 //!
-//! Owns: the job queue and the threads draining it. A burst of reads
-//! queues up for threads already running, where tokio's blocking pool
-//! would wake or start a thread for each (on two cores, a new
-//! conversation's one read cost 23% of the conversations a second that
-//! way; docs/performance.md). Must never: run a job on the caller's
+//! Owns: the job queue and its threads. Must never: run a job on the caller's
 //! thread, or let a panicking job take its thread down with it.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -18,8 +15,7 @@ use tokio::sync::oneshot;
 
 use crate::ledger::error::{LedgerError, Result};
 
-/// Threads reading for async callers: one per core of the small hosts
-/// this runs on; a read that waits for the disk holds one, not all.
+/// Threads reading for async callers: one per core of the small hosts.
 pub const READ_THREADS: usize = 2;
 
 type Job = Box<dyn FnOnce() + Send>;

@@ -1,31 +1,24 @@
-//! Reading one stream in position order: from the records this process
-//! appended lately when they cover the read, from sled otherwise, and
-//! from sled on to the recent records for what the indexer has not
-//! applied yet.
+//! Reading one stream in position order: from the recent records when they
+//! cover the read, else from sled and on into the recent records.
 //!
-//! Owns: `StreamReader` and the head lookup (`Shared::read_head`), both
-//! reading sled only up to the end of the rounds wholly applied. Must
-//! never: hand out a record whose checksum, key or position does not
-//! check (sled's are checked here; the held ones were encoded by this
-//! process's writer), go on past a bad record, hand out part of a round
-//! the indexer is still applying to sled, or end before a record that was
-//! appended before the read began.
+//! Owns: `StreamReader` and `Shared::read_head`, both reading sled only below
+//! the end of the rounds wholly applied. Must never: hand out a record whose
+//! checksum, key or position does not check, go on past a bad record, hand out
+//! part of a round being applied, or end before a record appended before the
+//! read began.
 
 use std::sync::Arc;
 
 use std::sync::atomic::Ordering;
 
-use crate::ledger::error::{Corruption, LedgerError};
-use crate::ledger::local::Shared;
-use crate::ledger::local::damage;
+use crate::ledger::error::Corruption;
 use crate::ledger::local::entry;
-use crate::ledger::local::error::{LocalError, Result};
+use crate::ledger::local::error::{LocalError, Result, is_damage};
 use crate::ledger::local::keys::{self, stream_prefix};
-use crate::ledger::local::recent::Lookup;
+use crate::ledger::local::{Shared, corrupt_error};
 use crate::ledger::record::{Record, StreamKey};
 
-/// An iterator over one stream's records, in position order. It stops at
-/// the first bad record, which it reports as [`LedgerError::Corrupt`].
+/// One stream's records in position order, up to the first bad one.
 pub struct StreamReader {
     source: Source,
 }
@@ -33,8 +26,7 @@ pub struct StreamReader {
 // One reader per fold or tail, never stored in bulk: its size is moot.
 #[allow(clippy::large_enum_variant)]
 enum Source {
-    /// Records this process appended lately, from memory (checked when
-    /// they were encoded).
+    /// The recent records (checked when they were encoded).
     Held(std::vec::IntoIter<Record>),
     Sled(SledReader),
 }
@@ -46,13 +38,9 @@ struct SledReader {
     iter: sled::Iter,
     /// The entry being read: its envelopes and the position of the next.
     entry: Option<(entry::Envelopes, u64)>,
-    /// No entry of the pass was read yet: the first may begin below
-    /// `next_position` (an entry holding the record read from).
+    /// No entry of the pass read yet (the first may start before the read).
     first_of_pass: bool,
-    /// The indexer applies a round to sled one entry at a time and then
-    /// publishes its end; records at or past the end published when this
-    /// pass over sled began belong to a round not wholly applied, and end
-    /// the pass.
+    /// The end published as the pass began: records past it end the pass.
     visible_below: u64,
     /// The pass handed out a record (or is the first pass).
     progressed: bool,
@@ -93,10 +81,8 @@ impl StreamReader {
 fn stream_range(log: &sled::Tree, stream: &StreamKey, from: u64) -> sled::Iter {
     let prefix = stream_prefix(stream);
     let at = keys::record_key(stream, from);
-    // The entry holding `from` has the greatest key up to `from`'s (the
-    // stream's first entry holds position 0). If sled cannot read there,
-    // the read starts at `from`'s key and names the records it cannot
-    // reach as a gap.
+    // The entry holding `from` has the greatest key up to `from`'s (if sled
+    // cannot read it, the read starts at `from` and finds a gap).
     let holding = match from {
         0 => None,
         _ => log.range(prefix.clone()..=at.clone()).next_back(),
@@ -133,35 +119,19 @@ impl SledReader {
             );
             crate::ledger::local::index::mark_damaged(&self.shared.path, &found);
         }
-        let mut corrupt = self
-            .shared
-            .corrupt
-            .write()
-            .unwrap_or_else(|p| p.into_inner());
-        corrupt
-            .entry(self.stream.to_string())
-            .or_insert((self.next_position, corruption.clone()));
         self.shared.recent.forget(self.stream.as_str());
-        LedgerError::Corrupt {
-            stream: self.stream.to_string(),
-            position: self.next_position,
-            corruption,
-        }
-        .into()
+        self.shared
+            .refuse(&self.stream, self.next_position, corruption)
     }
 }
 
 impl Shared {
-    /// Where the rounds wholly applied to sled end: readers of sled see
-    /// records below it only (see `indexer::publish`).
+    /// Where the rounds wholly applied to sled end (`indexer::publish`).
     pub(crate) fn applied_next_global(&self) -> u64 {
         self.applied_next_global.load(Ordering::Acquire)
     }
 
-    /// The stream's next position: the recent records' head, or read
-    /// from the last key of the stream that belongs to a round wholly
-    /// applied (a stream not held has every record in sled, so the walk
-    /// back passes only records of rounds being applied as it looks).
+    /// The stream's next position (recent records, else sled's applied end).
     pub(crate) fn read_head(&self, stream: &StreamKey) -> Result<u64> {
         if let Some(head) = self.recent.head(stream) {
             return Ok(head);
@@ -175,29 +145,14 @@ impl Shared {
         let last = keys.find(|entry| !entry.as_ref().is_ok_and(|(_, value)| applying(value)));
         match last {
             None => Ok(0),
-            Some(Err(error)) if damage::is_damage(&error) => {
-                let corruption = Corruption::Storage {
-                    detail: error.to_string(),
-                };
-                let mut corrupt = self.corrupt.write().unwrap_or_else(|p| p.into_inner());
-                corrupt
-                    .entry(stream.to_string())
-                    .or_insert((0, corruption.clone()));
-                Err(LedgerError::Corrupt {
-                    stream: stream.to_string(),
-                    position: 0,
-                    corruption,
-                }
-                .into())
+            Some(Err(error)) if is_damage(&error) => {
+                let detail = error.to_string();
+                Err(self.refuse(stream, 0, Corruption::Storage { detail }))
             }
             Some(found) => {
                 let (key, value) = found?;
-                let (_, position) =
-                    keys::parse_record_key(&key).ok_or_else(|| LedgerError::Corrupt {
-                        stream: stream.to_string(),
-                        position: 0,
-                        corruption: Corruption::BadKey,
-                    })?;
+                let (_, position) = keys::parse_record_key(&key)
+                    .ok_or_else(|| corrupt_error(stream, 0, Corruption::BadKey))?;
                 Ok(position + entry::span(&value))
             }
         }
@@ -205,14 +160,9 @@ impl Shared {
 }
 
 impl SledReader {
-    /// Passes over sled, each to the end of what was applied when it
-    /// began, and then the recent records. Why this ends nowhere before a
-    /// record appended before the read began: the recent records drop no
-    /// record sled lacks, so at a pass's end the next record is either
-    /// held (the read goes on there), or was in sled when the held ones
-    /// were looked at, hence below the end published after that look,
-    /// which the next pass reads to. A pass that hands out nothing ends
-    /// the read.
+    /// Passes over sled, each to the end applied when it began, then the
+    /// recent records, which drop no record sled lacks: after a pass the next
+    /// record is held or below the next pass's end. An empty pass ends it.
     fn next(&mut self) -> Option<Result<Record>> {
         loop {
             if let Some(held) = &mut self.held {
@@ -228,11 +178,20 @@ impl SledReader {
             if !self.progressed {
                 return None;
             }
-            if let Lookup::Held(records) =
+            if let Some(records) =
                 self.shared
                     .recent
                     .read(&self.stream, self.next_position, usize::MAX)
             {
+                invariant!(
+                    records
+                        .first()
+                        .is_none_or(|r| r.position() == self.next_position),
+                    "the recent records of {} read from {} start at {:?}",
+                    self.stream,
+                    self.next_position,
+                    records.first().map(Record::position)
+                );
                 self.held = Some(records.into_iter());
                 continue;
             }
@@ -258,8 +217,6 @@ impl SledReader {
                 if at < self.next_position {
                     continue;
                 }
-                // An entry starts at the read's position or holds it, and
-                // its envelopes are consecutive: past the skip, `at` is it.
                 debug_assert_eq!(at, self.next_position);
                 let record = envelope.and_then(|e| Record::decode(e, self.stream.as_str(), at));
                 return match record {
@@ -286,9 +243,8 @@ impl SledReader {
     fn next_entry(&mut self) -> Option<Result<(entry::Envelopes, u64)>> {
         let (key, value) = match self.iter.next()? {
             Ok(entry) => entry,
-            Err(error) if damage::is_damage(&error) => {
-                // sled cannot read the rest of the stream: refused whole,
-                // named where it stops.
+            Err(error) if is_damage(&error) => {
+                // sled cannot read on: the stream is refused from here.
                 let detail = error.to_string();
                 return Some(Err(self.corrupt(Corruption::Storage { detail })));
             }

@@ -1,32 +1,25 @@
-//! The records this process appended last, per stream, kept in memory so
-//! that a fold, a tail or a head right after an append reads them from
-//! here instead of back through sled.
+//! The records this process appended last, per stream, in memory: a fold, a
+//! tail or a head right after an append reads them here, not through sled.
 //!
-//! Owns: the newest [`RECENT_RECORDS_PER_STREAM`] records (up to twice
-//! that between two trims) of each stream the writer extended, within
-//! [`RECENT_BYTES`] for all streams, and each such stream's head.
-//! Must never: free a record on the writer's path (the records it lets
-//! go are handed back to the caller, who has them freed elsewhere);
-//! answer for a position it does not hold; or let go of a record the
-//! indexer has not applied to sled yet (until then it is the only place
-//! readers find it; the writer adds a round's records once they are
-//! journaled, before the append is acknowledged).
-//! Records the indexer has yet to apply may take it past its bounds, by
-//! at most the indexer's backlog (`indexer::MAX_UNINDEXED_BYTES`).
+//! Owns: the newest [`RECENT_RECORDS_PER_STREAM`] records (up to twice that
+//! between trims) of each stream extended, within [`RECENT_BYTES`], and its
+//! head. Must never: free a record on the writer's path (it hands them back),
+//! answer for a position it does not hold, or let go of a record the indexer
+//! has not applied (only here do readers find it; past the bounds by at most
+//! the indexer's backlog).
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
+use crate::ledger::local::lock;
+
 use crate::ledger::record::{Record, StreamKey, StreamMap};
 
-/// Records a trim leaves a stream (unless the whole stream goes under
-/// [`RECENT_BYTES`]): what a segment's folds and tails need between two
-/// of its appends, many times over. A stream holds up to twice this;
-/// then its older half goes in one step (see [`Recent::extend`]).
+/// Records a trim leaves a stream (what a segment's folds and tails need, many
+/// times over); it holds up to twice this, then the older half goes at once.
 pub const RECENT_RECORDS_PER_STREAM: usize = 64;
 
-/// Most bytes of records kept for all streams, in bytes; past it the
-/// streams appended to longest ago are dropped (their reads go to sled).
+/// Most bytes of records kept; past it the streams extended longest ago go.
 pub const RECENT_BYTES: usize = 16 * 1024 * 1024;
 
 struct Tail {
@@ -43,14 +36,11 @@ impl Tail {
         self.first + self.records.len() as u64
     }
 
-    /// Moves the records past the newest [`RECENT_RECORDS_PER_STREAM`]
-    /// that sled holds (global position below `indexed_below`) to
-    /// `retired`; returns their bytes.
+    /// Moves the older records sled holds to `retired`; their bytes.
     fn trim(&mut self, indexed_below: u64, retired: &mut Vec<Record>) -> usize {
         let excess = self.records.len().saturating_sub(RECENT_RECORDS_PER_STREAM);
-        // Global positions grow along the stream, so the records sled holds
-        // are a prefix, found by bisection: a backlogged indexer must not
-        // make every append to a long stream walk its older half.
+        // Found by bisection: a backlogged indexer must not make every append
+        // walk a long stream's older half.
         let held_by_sled = self
             .records
             .partition_point(|old| old.global_position() < indexed_below)
@@ -67,8 +57,7 @@ impl Tail {
 #[derive(Default)]
 struct Inner {
     streams: StreamMap<Tail>,
-    /// (stream, touched) in the order streams were extended; an entry
-    /// whose `touched` is no longer the stream's is stale.
+    /// (stream, touched) in order of extension; stale once `touched` moved.
     order: VecDeque<(StreamKey, u64)>,
     bytes: usize,
     clock: u64,
@@ -80,37 +69,18 @@ pub struct Recent {
     inner: Mutex<Inner>,
 }
 
-/// What [`Recent::read`] found.
-pub enum Lookup {
-    /// The records from the position asked for to the stream's end.
-    Held(Vec<Record>),
-    /// Not held: read sled.
-    Missing,
-}
-
 impl Recent {
-    /// Adds the records one round appended: for each stream, its records
-    /// in position order, starting where the stream stood. Only records
-    /// whose global position is below `indexed_below` (sled holds them)
-    /// may be let go to make room; they are moved to `retired`, not
-    /// dropped.
-    ///
-    /// Why retired and trimmed in halves: a stream's oldest records were
-    /// last touched a whole round of every other stream ago, so reading
-    /// one to decide whether it may go, and dropping it (its shared
-    /// buffer's count), were two cache misses per record appended, about
-    /// a seventh of the writer's time under 64 writers. A stream is now
-    /// trimmed only when it holds twice [`RECENT_RECORDS_PER_STREAM`]:
-    /// the older half (as much of it as sled holds, found by bisection)
-    /// moves out in one contiguous copy, and the caller drops it off the
-    /// commit path.
+    /// Adds a round's records. Only records sled holds (below `indexed_below`)
+    /// make room, moved to `retired`. In halves, and not dropped here, because
+    /// judging and dropping each old record cost two cache misses a record, a
+    /// seventh of the writer's time under 64 writers.
     pub fn extend(
         &self,
         appended: &[(StreamKey, Vec<Record>)],
         indexed_below: u64,
         retired: &mut Vec<Record>,
     ) {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut inner = lock(&self.inner);
         for (stream, records) in appended {
             let Some(first) = records.first().map(Record::position) else {
                 continue;
@@ -119,9 +89,8 @@ impl Recent {
             let touched = inner.clock;
             let added: usize = records.iter().map(Record::encoded_len).sum();
             let mut freed = 0;
-            // Looked up before inserting, so that a held stream's key is
-            // not cloned and dropped: its count's cache line is shared with
-            // the tasks and the indexer that hold the same key.
+            // Looked up first: cloning a held key touches its count's cache
+            // line, shared with the tasks and the indexer.
             if !inner.streams.contains_key(stream) {
                 let fresh = Tail {
                     first,
@@ -135,9 +104,7 @@ impl Recent {
                 continue;
             };
             if tail.next() != first {
-                // Not contiguous with what is held (not expected: the
-                // writer takes a held stream's head from here): start
-                // again from these records.
+                // Not contiguous (not expected): start again from these.
                 freed += tail.bytes;
                 retired.extend(tail.records.drain(..));
                 tail.bytes = 0;
@@ -155,28 +122,26 @@ impl Recent {
         inner.evict(indexed_below, retired);
     }
 
-    /// The records of `stream` from `from` to its end, if held.
-    pub fn read(&self, stream: &StreamKey, from: u64, max_records: usize) -> Lookup {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        match inner.streams.get(stream) {
-            Some(tail) if tail.first <= from && from <= tail.next() => {
-                let skip = (from - tail.first) as usize;
-                let records = tail.records.iter().skip(skip).take(max_records);
-                Lookup::Held(records.cloned().collect())
-            }
-            _ => Lookup::Missing,
-        }
+    /// Up to `max_records` of `stream` from `from`, if held (`None`: sled).
+    pub fn read(&self, stream: &StreamKey, from: u64, max_records: usize) -> Option<Vec<Record>> {
+        let inner = lock(&self.inner);
+        let tail = inner.streams.get(stream)?;
+        let skip = from
+            .checked_sub(tail.first)
+            .filter(|_| from <= tail.next())?;
+        let records = tail.records.iter().skip(skip as usize).take(max_records);
+        Some(records.cloned().collect())
     }
 
     /// The stream's next position, if this process appended to it lately.
     pub fn head(&self, stream: &StreamKey) -> Option<u64> {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let inner = lock(&self.inner);
         inner.streams.get(stream).map(Tail::next)
     }
 
     /// Forgets a stream (it was found corrupt).
     pub fn forget(&self, stream: &str) {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut inner = lock(&self.inner);
         let key = inner.streams.keys().find(|k| k.as_str() == stream).cloned();
         if let Some(tail) = key.and_then(|key| inner.streams.remove(&key)) {
             inner.bytes -= tail.bytes;
@@ -186,8 +151,7 @@ impl Recent {
 
 impl Inner {
     /// Lets the streams extended longest ago go to `retired` while over
-    /// [`RECENT_BYTES`], stopping at the first one holding a record sled
-    /// lacks (every stream extended after it holds a later one).
+    /// [`RECENT_BYTES`], up to the first holding a record sled lacks.
     fn evict(&mut self, indexed_below: u64, retired: &mut Vec<Record>) {
         while self.bytes > RECENT_BYTES {
             let Some((stream, touched)) = self.order.front().cloned() else {
@@ -245,17 +209,14 @@ mod tests {
         let recent = Recent::default();
         let mut retired = Vec::new();
         let s = StreamKey::new("r/s").unwrap();
-        assert!(matches!(recent.read(&s, 0, usize::MAX), Lookup::Missing));
+        assert!(recent.read(&s, 0, usize::MAX).is_none());
         recent.extend(
             &[(s.clone(), vec![record(&s, 3), record(&s, 4)])],
             u64::MAX,
             &mut retired,
         );
         assert_eq!(recent.head(&s), Some(5));
-        let held = |l: Lookup| match l {
-            Lookup::Held(records) => Some(positions(&records)),
-            Lookup::Missing => None,
-        };
+        let held = |l: Option<Vec<Record>>| l.as_deref().map(positions);
         assert_eq!(held(recent.read(&s, 4, usize::MAX)), Some(vec![4]));
         assert_eq!(held(recent.read(&s, 5, usize::MAX)), Some(vec![]));
         assert_eq!(held(recent.read(&s, 2, usize::MAX)), None);
@@ -297,10 +258,7 @@ mod tests {
         // Nothing below global 0 is in sled: every record stays.
         recent.extend(&[(s.clone(), many)], 0, &mut retired);
         assert!(retired.is_empty());
-        let held = |from| match recent.read(&s, from, usize::MAX) {
-            Lookup::Held(records) => Some(records.len() as u64),
-            Lookup::Missing => None,
-        };
+        let held = |from| recent.read(&s, from, usize::MAX).map(|r| r.len() as u64);
         assert_eq!(held(0), Some(over));
         // sled holds the first quarter now: the next round lets go of
         // that much only, though the bound would let go of half.

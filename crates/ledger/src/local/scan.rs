@@ -1,16 +1,16 @@
-//! Integrity checking of a whole store: every record's checksum and
-//! placement, each stream's continuity and the global order.
-//!
-//! Owns: the scan behind `Ledger::open` and `ledgerwire log verify`.
-//! Must never: modify the store; it only reads and reports.
+//! Owns: integrity checking of a whole store through its index (each record's
+//! checksum and placement, each stream's continuity, the global order), and
+//! the global-order merge of the streams. Must never: modify the store.
 
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::ledger::local::entry;
+use bit_set::BitSet;
 use itertools::Itertools;
 
-use crate::ledger::error::{Corruption, LedgerError};
+use crate::ledger::error::Corruption;
 use crate::ledger::local::error::{LocalError, Result};
 use crate::ledger::local::journal::JournalFiles;
 use crate::ledger::local::keys::RECORD_KEY_TAG;
@@ -18,44 +18,15 @@ use crate::ledger::local::{LocalStore, keys};
 use crate::ledger::record::{Record, StreamKey};
 use crate::ledger::verify::{VerifyReport, problem};
 
-/// Global positions seen so far, one bit each.
-#[derive(Default)]
-struct GlobalSet {
-    words: Vec<u64>,
-}
-
-impl GlobalSet {
-    /// Marks `global`; false if it was already marked.
-    fn insert(&mut self, global: u64) -> bool {
-        let word = (global / 64) as usize;
-        if word >= self.words.len() {
-            self.words.resize(word + 1, 0);
-        }
-        let bit = 1u64 << (global % 64);
-        let fresh = self.words[word] & bit == 0;
-        self.words[word] |= bit;
-        fresh
-    }
-
-    fn first_missing_below(&self, end: u64) -> Option<u64> {
-        (0..end).find(|&global| {
-            let word = (global / 64) as usize;
-            self.words
-                .get(word)
-                .is_none_or(|w| w & (1u64 << (global % 64)) == 0)
-        })
-    }
-}
-
 /// The per-stream part of the scan.
+#[derive(Default)]
 struct StreamScan {
     name: String,
     expected_position: u64,
     last_global: Option<u64>,
     /// Set once a problem is found: later records are not judged again.
     broken: bool,
-    /// Set at the first record appended after a live scan began: it and
-    /// the stream's later records are not judged.
+    /// Past a live scan's horizon: the stream's later records go unjudged.
     beyond_horizon: bool,
 }
 
@@ -65,19 +36,12 @@ pub fn verify(log: &sled::Tree, files: &JournalFiles) -> Result<VerifyReport> {
     Ok(scan(log, files, &never, None)?.unwrap_or_default())
 }
 
-/// Entries scanned between two looks at the stop flag. An entry points
-/// at up to `entry::MAX_POINTED_BYTES` (64 KiB) of records, read from
-/// the journal: 16 entries are at most 1 MiB, so a closing ledger waits
-/// for its scrubber about a millisecond, not the 4096 entries (256 MiB)
-/// of record bytes an earlier bound let it read first.
+/// Entries scanned between looks at the stop flag: at most 1 MiB of records,
+/// so a closing ledger waits for its scrubber about a millisecond.
 const STOP_CHECK_ENTRIES: u64 = 16;
 
-/// [`verify`] while appends go on (the scrubber), giving up (`None`) once
-/// `stop` is set. It judges only the records that existed when it began,
-/// those below the global position stored then: the indexer stores that
-/// position after inserting every record below it, so they are all
-/// visible, while records inserted during the scan may be seen in part
-/// (one stream's but not another's) and would look like a hole.
+/// [`verify`] while appends go on (the scrubber; `None` once `stop` is set),
+/// below the end stored as it began (later ones could look like a hole).
 pub fn verify_live(
     log: &sled::Tree,
     files: &JournalFiles,
@@ -87,17 +51,7 @@ pub fn verify_live(
     scan(log, files, stop, Some(horizon))
 }
 
-/// [`verify`] of the records below `horizon` only, for a store the
-/// indexer is writing to: every record below it is in sled, and those at
-/// or past it, possibly inserted in part while the scan runs, are left
-/// out rather than taken for holes.
-pub fn verify_below(log: &sled::Tree, files: &JournalFiles, horizon: u64) -> Result<VerifyReport> {
-    let never = AtomicBool::new(false);
-    Ok(scan(log, files, &never, Some(horizon))?.unwrap_or_default())
-}
-
-/// The scan: every record, or with a `horizon` every record whose global
-/// position is below it.
+/// The scan of every record (below `horizon`, if given).
 fn scan(
     log: &sled::Tree,
     files: &JournalFiles,
@@ -113,9 +67,9 @@ fn scan(
     for item in log.scan_prefix([RECORD_KEY_TAG]) {
         let (key, value) = match item {
             Ok(entry) => entry,
-            // The index cannot be read on: that is the index's damage
-            // (an open rebuilds it where the journal allows), named once.
-            Err(error) if super::damage::is_damage(&error) => {
+            // The index cannot be read on: its damage (an open rebuilds it
+            // where the journal allows), named once.
+            Err(error) if super::error::is_damage(&error) => {
                 let detail = error.to_string();
                 let corruption = Corruption::Storage { detail };
                 scan.report.problems.push(problem(None, None, corruption));
@@ -153,29 +107,26 @@ fn scan(
 struct Scan {
     horizon: Option<u64>,
     report: VerifyReport,
-    globals: GlobalSet,
+    /// Global positions seen so far, one bit each.
+    globals: BitSet,
     max_global: Option<u64>,
     current: Option<StreamScan>,
 }
 
 impl Scan {
-    /// An entry of `stream` comes next: a new stream unless it is the one
-    /// being scanned.
+    /// An entry of `stream` comes next (a new stream unless the current).
     fn enter(&mut self, stream: &str) {
         if self.current.as_ref().is_none_or(|scan| scan.name != stream) {
             self.report.streams += 1;
+            let name = stream.to_owned();
             self.current = Some(StreamScan {
-                name: stream.to_owned(),
-                expected_position: 0,
-                last_global: None,
-                broken: false,
-                beyond_horizon: false,
+                name,
+                ..StreamScan::default()
             });
         }
     }
 
-    /// One record of the stream being scanned, found at `position`
-    /// (`len` bytes stored).
+    /// One record of the current stream at `position` (`len` bytes stored).
     fn judge(
         &mut self,
         stream: &str,
@@ -203,7 +154,7 @@ impl Scan {
             count.1 += record.encoded_len() as u64;
             let global = record.global_position();
             self.max_global = self.max_global.max(Some(global));
-            if !self.globals.insert(global) && !scan.broken {
+            if !self.globals.insert(global as usize) && !scan.broken {
                 scan.broken = true;
                 let corruption = Corruption::GlobalDuplicate { global };
                 report
@@ -254,14 +205,11 @@ impl Scan {
     fn finish(mut self, stored_next_global: u64) -> VerifyReport {
         let end = self.max_global.map_or(0, |g| g + 1);
         self.report.next_global = end.max(stored_next_global);
-        // Every global position below the end was handed to exactly one
-        // record; a hole means a record vanished from a stream we cannot
-        // name. Torn streams lose their later records' positions too, so
-        // only look when nothing else was found. A live scan looks below
-        // its horizon only.
+        // A hole is a record vanished from a stream we cannot name; looked for
+        // only when nothing else was found, below a live scan's horizon.
         let end = self.horizon.unwrap_or(end);
         if self.report.problems.is_empty()
-            && let Some(global) = self.globals.first_missing_below(end)
+            && let Some(global) = (0..end).find(|&g| !self.globals.contains(g as usize))
         {
             let corruption = Corruption::GlobalMissing { global };
             self.report.problems.push(problem(None, None, corruption));
@@ -270,45 +218,32 @@ impl Scan {
     }
 }
 
-/// Every distinct stream key after `after`, in key order, found by
-/// seeking past each stream's records.
+/// Every stream key after `after`, in order, seeking past each; ends at errors.
 pub(crate) fn stream_keys(
     log: sled::Tree,
     after: Option<&StreamKey>,
 ) -> impl Iterator<Item = Result<StreamKey>> + use<> {
-    let mut after: Option<Vec<u8>> = after.map(past_stream);
-    let mut done = false;
+    let mut from = Some(match after {
+        None => Bound::Included(vec![RECORD_KEY_TAG]),
+        Some(stream) => Bound::Excluded(past_stream(stream)),
+    });
     std::iter::from_fn(move || {
-        if done {
+        let (key, _) = match log.range((from.take()?, Bound::Unbounded)).next()? {
+            Ok(entry) => entry,
+            Err(error) => return Some(Err(error.into())),
+        };
+        if key.first() != Some(&RECORD_KEY_TAG) {
             return None;
         }
-        let start = match &after {
-            None => Bound::Included(vec![RECORD_KEY_TAG]),
-            Some(bound) => Bound::Excluded(bound.clone()),
+        let Some((stream, _)) = keys::parse_record_key(&key) else {
+            return Some(Err(super::corrupt_error("?", 0, Corruption::BadKey)));
         };
-        let next = log.range::<Vec<u8>, _>((start, Bound::Unbounded)).next();
-        let result = match next {
-            None => None,
-            Some(Err(error)) => Some(Err(LocalError::from(error))),
-            Some(Ok((key, _))) if key.first() != Some(&RECORD_KEY_TAG) => None,
-            Some(Ok((key, _))) => match keys::parse_record_key(&key) {
-                None => Some(Err(LedgerError::Corrupt {
-                    stream: String::from("?"),
-                    position: 0,
-                    corruption: Corruption::BadKey,
-                }
-                .into())),
-                Some((stream, _)) => Some(
-                    StreamKey::new(stream)
-                        .map_err(LocalError::from)
-                        .inspect(|stream| after = Some(past_stream(stream))),
-                ),
-            },
-        };
-        if !matches!(result, Some(Ok(_))) {
-            done = true;
-        }
-        result
+        let stream = StreamKey::new(stream).map_err(LocalError::from);
+        from = stream
+            .as_ref()
+            .ok()
+            .map(|s| Bound::Excluded(past_stream(s)));
+        Some(stream)
     })
 }
 
@@ -319,10 +254,8 @@ fn past_stream(stream: &StreamKey) -> Vec<u8> {
     bound
 }
 
-/// Every record at global position `from` or later and below the
-/// indexer's applied end when the call began, in global order: a lazy
-/// k-way merge of the streams (each already in global order), each read a
-/// page at a time. Blocks.
+/// Every record from global position `from` below the applied end, in global
+/// order: a lazy k-way merge of the streams, a page at a time. Blocks.
 pub(crate) fn global_order(
     store: &LocalStore,
     from: u64,
@@ -333,9 +266,13 @@ pub(crate) fn global_order(
         Ok(streams) => streams,
         Err(error) => return Box::new(std::iter::once(Err(error))),
     };
-    let pages = streams
-        .into_iter()
-        .map(|stream| StreamPages::new(store.clone(), stream));
+    let pages = streams.into_iter().map(|stream| StreamPages {
+        store: store.clone(),
+        stream,
+        next: 0,
+        page: VecDeque::new(),
+        ended: false,
+    });
     // An error sorts first: it ends the merge as soon as it is met.
     let global = |item: &Result<Record>| item.as_ref().map_or(0, Record::global_position);
     Box::new(
@@ -348,28 +285,17 @@ pub(crate) fn global_order(
     )
 }
 
-/// One stream read a page at a time, holding no sled iterator between
-/// pages (a merge over thousands of streams must not pin thousands of
-/// tree nodes).
+/// One stream a page at a time, no sled iterator held between (not to pin
+/// thousands of tree nodes in a merge of thousands of streams).
 struct StreamPages {
     store: LocalStore,
     stream: StreamKey,
     next: u64,
-    page: std::collections::VecDeque<Result<Record>>,
+    page: VecDeque<Result<Record>>,
     ended: bool,
 }
 
 impl StreamPages {
-    fn new(store: LocalStore, stream: StreamKey) -> Self {
-        Self {
-            store,
-            stream,
-            next: 0,
-            page: std::collections::VecDeque::new(),
-            ended: false,
-        }
-    }
-
     fn refill(&mut self) {
         let page_records = super::contract::SCAN_PAGE_RECORDS;
         match self.store.read_blocking(&self.stream, self.next) {

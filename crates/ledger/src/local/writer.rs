@@ -1,18 +1,11 @@
-//! The single writer.
+//! The single writer: every append passes through its thread, so the head
+//! check and the write are one step and two appends never extend one position.
 //!
-//! Owns: assigning positions, the optimistic-concurrency check, writing
-//! each round of appends to the journal as one entry, handing it to the
-//! recent records and to the indexer (which applies it to sled), and
-//! handing each round's durable appends to `group_commit`, which decides
-//! who syncs them (this thread, after holding a small group for the rest
-//! of its writers, or the flusher). All appends of the
-//! process pass through the one writer thread, so the head check and the
-//! write are one step; two writers can never both extend the same
-//! position.
-//! Must never: acknowledge a durable append before the sync of the journal
-//! entry holding it returned, or accept a write after a write or sync
-//! failed (the process must restart, since what sled holds in memory may
-//! no longer match the disk).
+//! Owns: assigning positions, the optimistic-concurrency check, journaling
+//! each round as one entry, handing it to the recent records and the indexer,
+//! syncing for each group of durable appends (`group_commit`). Must never:
+//! acknowledge a durable append before the sync covering it returned, or
+//! accept a write after a write or sync failed (only a restart clears it).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -21,12 +14,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::ledger::error::LedgerError;
-use crate::ledger::local::Shared;
 use crate::ledger::local::entry::Extent;
 use crate::ledger::local::error::{LocalError, Result};
-use crate::ledger::local::group_commit::{self, FlushQueue, GROUP_LINGER_US, Settled, Waiter};
+use crate::ledger::local::group_commit::{self, GROUP_LINGER_US, Group, Waiter};
 use crate::ledger::local::indexer::Round;
 use crate::ledger::local::journal::{self, JournalWriter};
+use crate::ledger::local::watermark::Watermark;
+use crate::ledger::local::{Shared, lock};
 use crate::ledger::record::{
     self, FORMAT_VERSION, Header, NewRecord, Record, StreamKey, StreamMap,
 };
@@ -38,14 +32,16 @@ pub const MAX_COMMANDS_PER_ROUND: usize = 1024;
 /// Largest encoding buffer the writer keeps between records, in bytes.
 pub const MAX_SCRATCH_BYTES: usize = 64 * 1024;
 
-/// Most stream heads the writer keeps in memory; past it the cache is
-/// dropped and heads are read back from sled (one reverse seek each).
+/// Most stream heads kept in memory; past it they are read back from sled.
 pub const MAX_CACHED_HEADS: usize = 100_000;
+
+/// Where the writer answers a command.
+pub(crate) type Reply<T> = oneshot::Sender<Result<T>>;
 
 pub(crate) enum Command {
     Append(AppendRequest),
     /// Resolves once everything appended before it is durable.
-    Flush(oneshot::Sender<Result<()>>),
+    Flush(Reply<()>),
 }
 
 pub(crate) struct AppendRequest {
@@ -53,27 +49,23 @@ pub(crate) struct AppendRequest {
     pub expected: ExpectedPosition,
     pub records: Vec<NewRecord>,
     pub durability: Durability,
-    /// The records' timestamp when it is not the time of the write: a
-    /// copy of another store's records keeps theirs (`log copy`).
+    /// The records' timestamp if not now (`log copy` keeps the originals').
     pub timestamp_ms: Option<u64>,
-    pub reply: oneshot::Sender<Result<AppendOutcome>>,
+    pub reply: Reply<AppendOutcome>,
 }
 
-/// Most bytes of records the writer takes into one round; a round ends
-/// at the command that passes it (so one journal entry stays bounded).
+/// Most bytes of records in one round (it ends at the command passing it).
 pub const MAX_ROUND_BYTES: usize = 64 * 1024 * 1024;
 
-/// The writer's state and the flush queue, owned by the writer thread:
-/// the head check, the journal write and the hand-off to the indexer of
-/// a round happen on it, so two rounds can never both extend the same
-/// position.
+/// The writer's state and the durable waiters it holds, on the writer thread.
 pub(crate) struct WritePath {
     writer: Writer,
-    queue: Arc<FlushQueue>,
+    group: Group,
+    watermark: Watermark,
 }
 
 impl WritePath {
-    pub(crate) fn new(shared: &Shared, journal: JournalWriter, queue: Arc<FlushQueue>) -> Self {
+    pub(crate) fn new(shared: &Shared, journal: JournalWriter) -> Self {
         Self {
             writer: Writer {
                 heads: StreamMap::default(),
@@ -81,41 +73,39 @@ impl WritePath {
                 journal,
                 scratch: Vec::new(),
             },
-            queue,
+            group: Group::default(),
+            watermark: Watermark::open(&shared.path),
         }
     }
 
-    /// Writes one round and sees its durable appends committed (see
-    /// [`FlushQueue::settle`]): synced here, held for a fuller group or
-    /// handed to the flusher, which syncs while the writer goes on with
-    /// the next round. Returns whether the writer holds waiters.
+    /// Writes a round and syncs or holds its durable appends; whether it holds.
     fn write_round(&mut self, shared: &Shared, round: Vec<Command>, nothing_waiting: bool) -> bool {
         let waiters = self.writer.apply_round(shared, round);
-        let settled = self.queue.settle(waiters, nothing_waiting);
-        let held = matches!(settled, Settled::Held);
-        self.finish(shared, settled);
+        if self.group.settle(waiters, nothing_waiting) {
+            group_commit::commit(shared, self.group.take(), &mut self.watermark);
+        }
         self.writer.maybe_rotate(shared);
-        held
+        self.group.holds()
     }
 
-    /// Ends the writer thread's hold: its waiters are synced now.
-    fn release_held(&self, shared: &Shared) {
-        self.finish(shared, self.queue.release_held());
+    /// Ends the hold: the waiters held are synced now.
+    fn release_held(&mut self, shared: &Shared) {
+        if self.group.holds() {
+            group_commit::commit(shared, self.group.take(), &mut self.watermark);
+        }
     }
 
-    fn finish(&self, shared: &Shared, settled: Settled) {
-        if let Settled::CommitNow(group) = settled {
-            group_commit::commit(shared, group);
-            self.queue.commit_ended();
+    /// Syncs what is held and the journal, then writes the watermark.
+    fn close(&mut self, shared: &Shared) {
+        self.release_held(shared);
+        if shared.poisoned().is_none() && shared.make_durable().is_ok() {
+            self.watermark.advance(self.writer.next_global);
         }
     }
 }
 
-/// The writer thread: takes every command that is waiting, writes the
-/// accepted appends to the journal as one entry and hands it to the
-/// indexer, then sees the durable ones committed. While it holds a small
-/// group for the rest of its writers, it waits for the next command at
-/// most until the group's linger ends.
+/// The writer thread: journals every command waiting as one round, then syncs
+/// the durable ones or holds them, going on with what waits up to the linger.
 pub(crate) fn run_writer(
     shared: Arc<Shared>,
     mut commands: mpsc::Receiver<Command>,
@@ -141,19 +131,21 @@ pub(crate) fn run_writer(
         let holds = path.write_round(&shared, round, commands.is_empty());
         linger_ends = match (holds, linger_ends) {
             (false, _) => None,
+            // Commands that keep coming do not hold a group past its linger.
+            (true, Some(deadline)) if Instant::now() >= deadline => {
+                path.release_held(&shared);
+                None
+            }
             (true, Some(deadline)) => Some(deadline),
             (true, None) => Some(Instant::now() + Duration::from_micros(GROUP_LINGER_US)),
         };
     }
-    path.release_held(&shared);
-    path.queue.close();
+    path.close(&shared);
     shared.index_queue.close();
 }
 
 /// `first` and every command waiting behind it, up to a round's bounds.
 fn take_round(first: Command, commands: &mut mpsc::Receiver<Command>) -> Vec<Command> {
-    // Sized for what waits now, so a round of many appends does not grow
-    // its vectors step by step.
     let mut round = Vec::with_capacity((commands.len() + 1).min(MAX_COMMANDS_PER_ROUND));
     round.push(first);
     let mut bytes = 0;
@@ -194,8 +186,7 @@ impl std::task::Wake for ThreadWaker {
     }
 }
 
-/// The next command, waiting for it until `deadline` at most. The channel
-/// wakes `waker` (this thread) when a command arrives.
+/// The next command, by `deadline` at most (the channel wakes this thread).
 fn recv_until(
     commands: &mut mpsc::Receiver<Command>,
     waker: &std::task::Waker,
@@ -222,27 +213,19 @@ struct Writer {
     heads: StreamMap<u64>,
     next_global: u64,
     journal: JournalWriter,
-    /// Where each record is encoded before it is copied into its shared
-    /// buffer; kept so that encoding allocates nothing.
+    /// Where each record is encoded before it is copied (no allocation).
     scratch: Vec<u8>,
 }
 
 impl Writer {
-    /// Starts a new journal file once the current one is full (or a
-    /// spare is ready to replace an allocated one).
+    /// Starts a new journal file when [`JournalWriter::wants_rotation`].
     fn maybe_rotate(&mut self, shared: &Shared) {
         if !self.journal.wants_rotation() || shared.poisoned().is_some() {
             return;
         }
-        // The rotation syncs the file the writer leaves; an indexer that
-        // waits for those rounds waits for it (a failure poisons).
-        shared.index_queue.note_sync_started(self.next_global);
         match self.journal.rotate(self.next_global) {
             Ok(()) => {
-                *shared
-                    .journal_file
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner()) = self.journal.file();
+                *lock(&shared.journal_file) = self.journal.file();
                 // The rotation synced the file the writer left.
                 shared.index_queue.note_durable(self.next_global);
             }
@@ -352,8 +335,7 @@ impl Writer {
             // Only flush requests (or refused appends): nothing to write.
             return accepted.into_iter().map(|(waiter, _)| waiter).collect();
         }
-        // The journal first: it is what makes the round durable, and what
-        // an open applies to sled again if sled lost the round.
+        // The journal first: it is the durability, replayed into sled at open.
         let mut envelopes: Vec<&[u8]> =
             Vec::with_capacity((next_global - self.next_global) as usize);
         envelopes.extend(
@@ -367,7 +349,6 @@ impl Writer {
         let start = match journaled {
             Ok(start) => start,
             Err(error) => {
-                // The journal's state is unknown: stop writing.
                 let reason = format!("journal write failed: {error}");
                 shared.poison(reason.clone());
                 for (waiter, _) in accepted {
@@ -379,16 +360,8 @@ impl Writer {
                 return Vec::new();
             }
         };
-        // Where each run of the round lies in the journal: the indexer
-        // points sled's entries there.
-        let extents = Extent::of_runs(
-            self.journal.base(),
-            journal::records_offset(start),
-            written.iter().map(|(_, records)| records.len()),
-            written
-                .iter()
-                .flat_map(|(_, records)| records.iter().map(Record::encoded_len)),
-        );
+        // Where each run lies in the journal: sled's entries point there.
+        let extents = Extent::of_runs(self.journal.base(), start, &written);
         shared.stats.rounds.fetch_add(1, Ordering::Relaxed);
         shared
             .stats
@@ -401,8 +374,7 @@ impl Writer {
         shared
             .journaled_next_global
             .store(next_global, Ordering::Release);
-        // Readers find the round among the recent records until the
-        // indexer has applied it to sled (and only then may they drop it).
+        // Readers find the round here until the indexer applied it.
         let mut retired = Vec::new();
         shared
             .recent
@@ -412,12 +384,11 @@ impl Writer {
         shared.index_queue.push(Round {
             written,
             extents,
-            journal_end: journal::JournalEnd {
+            end: journal::JournalEnd {
                 file: self.journal.base(),
                 offset: self.journal.len(),
                 next_global,
             },
-            next_global,
             bytes: bytes as usize,
             retired,
             awaits_commit: accepted.iter().any(|(_, d)| *d == Durability::Durable),

@@ -1,21 +1,14 @@
-//! The journal: the durability point of the store and, since store
-//! format 4, where records live. Every writer round is written here, as
-//! one checksummed entry, before it is applied to sled; a durable append
-//! is acknowledged once the journal file is synced (`fdatasync`), one
-//! sync for the whole group waiting. sled is then the index: its entries
-//! point at the records' bytes in journal files (`ledger::entry`); it is
-//! flushed and synced only at a checkpoint, and on open every journal
-//! entry sled does not hold yet is applied to it again (replay).
+//! The journal: the store's durability point and, since format 4, where
+//! records live. Each writer round is one checksummed entry here before sled
+//! gets it; a durable append is acknowledged once the file is synced (one
+//! `fdatasync` a group). sled points into the files (`entry`); an open replays
+//! what sled lacks.
 //!
-//! Owns: the `journal/` directory, its file and entry layout (see
-//! `log-format/LOG-FORMAT.md`), writing, syncing and rotating journal
-//! files, reading them back (whole, telling a torn tail from damage; or a
-//! range, for a reader), replaying them into sled, going on with the
-//! newest after an open.
-//! Must never: delete or rewrite a journal file's synced entries (sled
-//! points at them), write an entry after a failed write or sync (the
-//! writer is poisoned), replay an entry that does not check, or take
-//! damage to a synced entry for the torn end of a crash.
+//! Owns: `journal/`, its file and entry layout (LOG-FORMAT.md), writing,
+//! syncing and rotating files, reading them back, replaying them into sled.
+//! Must never: delete or rewrite a synced entry (sled points at it), write
+//! after a failed write or sync (the writer is poisoned), replay an entry that
+//! does not check, or take damage to a synced entry for a torn end.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -23,60 +16,46 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::ledger::local::damage::Damage;
+use crate::ledger::local::error::Damage;
 use crate::ledger::local::error::{LocalError, Result};
 use crate::ledger::local::keys::{self, NEXT_GLOBAL_KEY};
-use crate::ledger::local::powerloss::Trace;
+use crate::ledger::local::storage;
 use crate::ledger::record::{self, Record};
 
 /// The journal's directory, inside the store directory.
 pub const JOURNAL_DIR: &str = "journal";
 
-/// Size past which the writer starts a new journal file and a checkpoint
-/// makes sled durable up to it, in bytes (a file only allocated gives way
-/// earlier, once a spare is ready): it bounds the journal on disk (about
-/// three times this, with the spare) and what an open replays.
+/// Size past which the writer starts a new file: what an open may replay.
 pub const JOURNAL_FILE_BYTES: u64 = 32 * 1024 * 1024;
 
-/// Bytes allocated past a journal file's rotation size when it is
-/// created: the last round before a rotation ends a little past it.
+/// Bytes allocated past the rotation size (the last round ends past it).
 const PREALLOCATION_SLACK_BYTES: u64 = 1024 * 1024;
 
 /// The first bytes of every journal file.
 const MAGIC: &[u8; 8] = b"LWJRNL01";
 
-/// Bytes of a journal file's header: magic, base global position (u64),
-/// flags (u32, [`WRITTEN_AHEAD`] or zero), CRC-32C of the 20 bytes
-/// before it.
+/// Bytes of a file's header: magic, base (u64), flags (u32), CRC-32C of them.
 pub const FILE_HEADER_BYTES: usize = 24;
 
-/// Bytes before an entry's body: its length (u32) and CRC-32C (u32).
+/// Bytes before an entry's body: its length and CRC-32C (u32 each).
 const ENTRY_HEADER_BYTES: usize = 8;
 
-/// Bytes of an entry body before its records: first and next global
-/// position (u64 each), the file offset known synced when the entry was
-/// written (u64) and the record count (u32).
+/// Bytes of an entry body before its records: first and next global position,
+/// the offset known synced when written (u64 each), the record count (u32).
 const BODY_HEADER_BYTES: usize = 28;
 
-/// Where the first record of the entry at `entry_offset` starts (its
-/// length prefix): the records follow the entry's headers, each after its
-/// length (`entry::RECORD_PREFIX_BYTES`).
+/// Where the first record (its length) of the entry at `entry_offset` starts.
 pub fn records_offset(entry_offset: u64) -> u64 {
     entry_offset + (ENTRY_HEADER_BYTES + BODY_HEADER_BYTES) as u64
 }
 
-/// Largest entry body a reader accepts, in bytes: a round's bytes are
-/// bounded by what the writer takes into one round
-/// (`writer::MAX_ROUND_BYTES`, 64 MiB) plus one append (at most
-/// `MAX_RECORDS_PER_APPEND` records of `MAX_PAYLOAD_BYTES`, 1 GiB).
+/// Largest entry body a reader accepts: a round's bytes plus one append.
 pub const MAX_ENTRY_BYTES: usize = 1 << 31;
 
 /// Largest entry buffer the writer keeps between rounds, in bytes.
 const RETAINED_BUFFER_BYTES: usize = 4 * 1024 * 1024;
 
-/// How far past the global position it expects a resynchronising reader
-/// looks for the next entry, in records: an entry found beyond a damaged
-/// one starts at most this far on (a file holds far fewer records).
+/// How far past the position due a resynchronising reader looks, in records.
 const RESYNC_WINDOW_RECORDS: u64 = 1 << 32;
 
 fn file_name(base: u64) -> String {
@@ -90,10 +69,7 @@ fn parse_name(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// Header flag: every block of the file was written (zeros) and synced
-/// before its first entry (it was the spare), so a sync after an entry
-/// flushes data only. A file without it was only allocated; the writer
-/// that goes on with it after an open moves to a spare once one is ready.
+/// Header flag: the file was the spare (its syncs flush data only).
 pub const WRITTEN_AHEAD: u32 = 1;
 
 fn header(base: u64, flags: u32) -> [u8; FILE_HEADER_BYTES] {
@@ -106,8 +82,7 @@ fn header(base: u64, flags: u32) -> [u8; FILE_HEADER_BYTES] {
     bytes
 }
 
-/// Makes a directory's entries (files created, renamed or deleted in it)
-/// stable: `fsync` of the directory itself.
+/// Makes a directory's entries (files created, renamed or deleted) stable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
@@ -135,35 +110,25 @@ pub fn files(store: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
     Ok(found)
 }
 
-/// One journal file being written: the writer thread appends to it, the
-/// flusher syncs it. It knows how many bytes were written and how many
-/// are known synced.
+/// The journal file being written: the writer appends, a commit syncs.
 pub struct JournalFile {
     path: PathBuf,
     file: File,
-    /// Bytes written (header included); set after each entry's write.
+    /// Bytes written (header included).
     written: AtomicU64,
-    /// Bytes known on stable storage: a sync that began after they were
-    /// written has returned.
+    /// Bytes a sync that began after they were written made stable.
     synced: AtomicU64,
-    trace: Option<Arc<Trace>>,
 }
 
 impl JournalFile {
-    /// Makes every byte written so far stable: one `fdatasync` (which
-    /// persists the data, and the file's size if a write grew it, and
-    /// flushes the device's write cache). Nothing to do if a sync already covered them.
+    /// Makes every byte written stable: one `fdatasync`, unless one covered it.
     pub fn sync(&self) -> io::Result<()> {
         let written = self.written.load(Ordering::Acquire);
         if self.synced.load(Ordering::Acquire) >= written {
             return Ok(());
         }
-        self.file.sync_data()?;
+        storage::sync(&self.file, &self.path, written)?;
         self.synced.fetch_max(written, Ordering::AcqRel);
-        // Test-only: before any acknowledgement, like the sync itself.
-        if let Some(trace) = &self.trace {
-            trace.synced(&self.path, written);
-        }
         Ok(())
     }
 
@@ -180,33 +145,24 @@ pub struct JournalWriter {
     base: u64,
     /// The rotation size each new file is allocated for.
     file_bytes: u64,
-    /// Whether the current file was a spare: every block written and
-    /// synced before its first entry, so its syncs flush data only.
+    /// Whether the current file was the spare (its syncs flush data only).
     zeroed: bool,
     /// The next file, prepared ahead (`spare`).
     spare: Spare,
-    /// The file finished before the current one, kept in the page cache.
+    /// The last file finished (kept cached), and the one before (dropped).
     previous: Option<PathBuf>,
-    /// The one before that, whose cached pages the next spare's thread
-    /// drops before writing its zeros (`spare::release_cached_pages`).
     to_release: Option<PathBuf>,
     buf: Vec<u8>,
-    trace: Option<Arc<Trace>>,
+    /// The global position the next entry starts at.
+    next_global: u64,
+    /// Whether the file's first write was checked to land on unwritten bytes.
+    clear_checked: bool,
 }
 
 impl JournalWriter {
-    /// Starts a new, empty journal file whose first entry will hold
-    /// global position `base`, with its blocks allocated for
-    /// `file_bytes` (the rotation size): the spare if one is there (its
-    /// blocks written), else a new file allocated ahead. The file, its
-    /// header, its size and its directory entry are on stable storage
-    /// when this returns.
-    pub fn create(
-        store: &Path,
-        base: u64,
-        file_bytes: u64,
-        trace: Option<Arc<Trace>>,
-    ) -> io::Result<Self> {
+    /// Starts a new, empty journal file based at `base` (the spare if there,
+    /// else one allocated for `file_bytes`), stable with its directory entry.
+    pub fn create(store: &Path, base: u64, file_bytes: u64) -> io::Result<Self> {
         let dir = store.join(JOURNAL_DIR);
         let fresh_dir = !dir.exists();
         fs::create_dir_all(&dir)?;
@@ -224,76 +180,56 @@ impl JournalWriter {
             None => (create_allocated(&path, base, file_bytes)?, false),
         };
         sync_dir(&dir)?;
-        if let Some(trace) = &trace {
-            trace.synced(&path, FILE_HEADER_BYTES as u64);
-        }
-        let len = FILE_HEADER_BYTES as u64;
-        Ok(Self {
-            store: store.to_path_buf(),
-            current: Arc::new(JournalFile {
-                path,
-                file,
-                written: AtomicU64::new(len),
-                synced: AtomicU64::new(len),
-                trace: trace.clone(),
-            }),
+        let end = FILE_HEADER_BYTES as u64;
+        // Synced already: this tells the storage (a test's trace) so.
+        storage::sync(&file, &path, end)?;
+        let (next, written_ahead) = (base, zeroed);
+        let tail = Tail {
+            path,
             base,
-            file_bytes,
-            zeroed,
-            spare: Spare::Absent,
-            previous: None,
-            to_release: None,
-            buf: Vec::new(),
-            trace,
-        })
+            end,
+            next,
+            written_ahead,
+        };
+        Ok(Self::writing(store, &tail, file, file_bytes, Spare::Absent))
     }
 
-    /// Goes on appending to the newest journal file after a replay
-    /// settled it ([`Tail`]: every entry checks and is synced, nothing
-    /// but zeros after them). A file that was only allocated (its header
-    /// lacks [`WRITTEN_AHEAD`]) gives way to a spare once one is ready,
-    /// and a spare left by the last process is ready at once.
-    pub fn resume(
-        store: &Path,
-        tail: &Tail,
-        file_bytes: u64,
-        trace: Option<Arc<Trace>>,
-    ) -> io::Result<Self> {
-        use std::io::{Seek, SeekFrom};
-        let mut file = OpenOptions::new().write(true).open(&tail.path)?;
-        file.seek(SeekFrom::Start(tail.end))?;
-        if let Some(trace) = &trace {
-            trace.synced(&tail.path, tail.end);
-        }
-        Ok(Self {
+    /// Goes on with the newest file a replay settled; an allocated one gives
+    /// way to a ready spare (one the last process left is ready at once).
+    pub fn resume(store: &Path, tail: &Tail, file_bytes: u64) -> io::Result<Self> {
+        let file = OpenOptions::new().read(true).write(true).open(&tail.path)?;
+        let spare = Spare::found(&store.join(JOURNAL_DIR), allocated_len(file_bytes));
+        Ok(Self::writing(store, tail, file, file_bytes, spare))
+    }
+
+    /// The writer of `file`, synced up to `tail.end`.
+    fn writing(store: &Path, tail: &Tail, file: File, file_bytes: u64, spare: Spare) -> Self {
+        Self {
             store: store.to_path_buf(),
             current: Arc::new(JournalFile {
                 path: tail.path.clone(),
                 file,
                 written: AtomicU64::new(tail.end),
                 synced: AtomicU64::new(tail.end),
-                trace: trace.clone(),
             }),
             base: tail.base,
             file_bytes,
             zeroed: tail.written_ahead,
-            spare: Spare::found(&store.join(JOURNAL_DIR), allocated_len(file_bytes)),
+            spare,
             previous: None,
             to_release: None,
             buf: Vec::new(),
-            trace,
-        })
+            next_global: tail.next,
+            clear_checked: false,
+        }
     }
 
-    /// Whether the writer should start the next file now: the current
-    /// one reached the rotation size, or it is an allocated file (slower
-    /// to sync) with entries and a spare is ready to take its place.
+    /// Whether to rotate: full, or allocated (slow to sync) and a spare ready.
     pub fn wants_rotation(&mut self) -> bool {
         self.len() >= self.file_bytes || (!self.zeroed && !self.is_empty() && self.spare.is_ready())
     }
 
-    /// Starts preparing the next file once this one holds enough to be
-    /// worth it (`spare::SPARE_AFTER_BYTES`, or half a small rotation size).
+    /// Starts the next spare once this file holds `SPARE_AFTER_BYTES`.
     fn maybe_prepare_spare(&mut self) {
         if matches!(self.spare, Spare::Absent)
             && self.len() >= SPARE_AFTER_BYTES.min(self.file_bytes / 2)
@@ -305,7 +241,7 @@ impl JournalWriter {
         }
     }
 
-    /// The file the flusher syncs.
+    /// The file a commit syncs.
     pub fn file(&self) -> Arc<JournalFile> {
         Arc::clone(&self.current)
     }
@@ -325,10 +261,8 @@ impl JournalWriter {
         self.base
     }
 
-    /// Writes one round (the envelopes of global positions `first ..
-    /// next`) as one entry, with one `write`; not synced. Returns where
-    /// the entry starts in the current file. A failed write leaves the
-    /// file in an unknown state: the caller poisons the ledger.
+    /// Writes one round (global positions `first..next`) as one entry, one
+    /// `write`, not synced; its offset. A failure poisons the ledger (caller).
     pub fn append<'a>(
         &mut self,
         first: u64,
@@ -340,13 +274,22 @@ impl JournalWriter {
         self.buf.extend_from_slice(&[0u8; ENTRY_HEADER_BYTES]);
         self.buf.extend_from_slice(&first.to_le_bytes());
         self.buf.extend_from_slice(&next.to_le_bytes());
-        // What a reader needs to tell damage from a torn tail: every byte
-        // below this offset was synced before this entry was written.
+        // Synced below here: how a reader tells damage from a torn tail.
         self.buf
             .extend_from_slice(&self.current.synced_len().to_le_bytes());
         self.buf
             .extend_from_slice(&(envelopes.len() as u32).to_le_bytes());
-        for envelope in envelopes {
+        invariant!(
+            first == self.next_global && next == first + envelopes.len() as u64,
+            "a journal entry of global positions {first}..{next} after {}",
+            self.next_global
+        );
+        for (global, envelope) in (first..).zip(envelopes) {
+            let header = crate::ledger::record::check_envelope(envelope);
+            invariant!(
+                header.as_ref().is_ok_and(|h| h.global_position == global),
+                "the record due at global position {global} does not check: {header:?}"
+            );
             self.buf
                 .extend_from_slice(&(envelope.len() as u32).to_le_bytes());
             self.buf.extend_from_slice(envelope);
@@ -360,11 +303,14 @@ impl JournalWriter {
         let crc = crc32c::crc32c(&self.buf[ENTRY_HEADER_BYTES..]);
         self.buf[..4].copy_from_slice(&(body_len as u32).to_le_bytes());
         self.buf[4..8].copy_from_slice(&crc.to_le_bytes());
-        (&self.current.file).write_all(&self.buf)?;
+        if !self.clear_checked {
+            self.check_clear(start)?;
+        }
+        storage::write_at(&self.current.file, &self.buf, start)?;
+        self.next_global = next;
         self.current
             .written
             .fetch_add(self.buf.len() as u64, Ordering::AcqRel);
-        // A round far above the usual size should not pin its buffer.
         if self.buf.capacity() > RETAINED_BUFFER_BYTES {
             self.buf = Vec::new();
         }
@@ -372,13 +318,27 @@ impl JournalWriter {
         Ok(start)
     }
 
-    /// Syncs the current file and starts the next one at `base`: every
-    /// entry written so far is on stable storage before the new file
-    /// exists, so only the newest file can ever end torn.
+    /// The first write into a file the writer did not fill must land on
+    /// unwritten bytes, as the open decided: it would overwrite a record that
+    /// may have been acknowledged.
+    fn check_clear(&mut self, at: u64) -> io::Result<()> {
+        let mut found = [0u8; ENTRY_HEADER_BYTES];
+        let current = &self.current;
+        storage::read_at(&current.file, &current.path, &mut found, at)?;
+        invariant!(
+            found == [0u8; ENTRY_HEADER_BYTES],
+            "{} holds bytes at offset {at}, where the open found its end: the entry would overwrite them",
+            current.path.display()
+        );
+        self.clear_checked = true;
+        Ok(())
+    }
+
+    /// Syncs the file and starts the next at `base`: only the newest can tear.
     pub fn rotate(&mut self, base: u64) -> io::Result<()> {
         self.current.sync()?;
         self.spare.wait();
-        let mut next = Self::create(&self.store, base, self.file_bytes, self.trace.clone())?;
+        let mut next = Self::create(&self.store, base, self.file_bytes)?;
         next.previous = Some(self.current.path.clone());
         next.to_release = self.previous.take();
         *self = next;
@@ -386,17 +346,15 @@ impl JournalWriter {
     }
 }
 
-/// Bytes a new journal file is given ahead: its rotation size and some
-/// slack (the last round before a rotation ends a little past it).
+/// Bytes a new file is given ahead: its rotation size and some slack.
 fn allocated_len(file_bytes: u64) -> u64 {
     file_bytes.saturating_add(PREALLOCATION_SLACK_BYTES.min(file_bytes))
 }
 
-/// A new journal file at `path` with its header, its blocks allocated
-/// (not written) for `file_bytes`, all synced: what a writer starts when
-/// no spare is ready.
+/// A new file at `path`: its header, its blocks allocated, all synced.
 fn create_allocated(path: &Path, base: u64, file_bytes: u64) -> io::Result<File> {
     let mut file = OpenOptions::new()
+        .read(true)
         .write(true)
         .create(true)
         .truncate(true)
@@ -407,13 +365,9 @@ fn create_allocated(path: &Path, base: u64, file_bytes: u64) -> io::Result<File>
     Ok(file)
 }
 
-/// Gives `file` its blocks and its size up to `len` bytes ahead of the
-/// writes (`fallocate`; reads of what is not written yet return zeros).
-/// Why: an `fdatasync` after a write that grows a file must also persist
-/// the new size, which measured here a quarter slower than one that
-/// only flushes data into blocks the file already has. A reader takes
-/// the zeros after the last entry for the file's end. A file system
-/// that cannot preallocate keeps the file growing with each entry.
+/// Gives `file` its blocks and size up to `len` ahead (`fallocate`; unwritten
+/// blocks read as zeros, the file's end to a reader): a sync that also
+/// persists a grown size was a quarter slower here. Without it, files grow.
 fn preallocate(file: &File, len: u64) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let len = libc::off_t::try_from(len).map_err(io::Error::other)?;
@@ -444,6 +398,10 @@ mod tests {
     use super::*;
     use crate::ledger::record::{FORMAT_VERSION, Header, StreamKey, encode};
 
+    fn scan_file(path: &Path, last: bool) -> io::Result<FileScan> {
+        scan_file_from(path, last, None)
+    }
+
     fn envelope(position: u64, global: u64) -> Vec<u8> {
         let header = Header {
             format_version: FORMAT_VERSION,
@@ -465,7 +423,7 @@ mod tests {
     #[test]
     fn entries_read_back_up_to_a_torn_end() {
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 5, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 5, 4096).unwrap();
         let (a, b) = (envelope(0, 5), envelope(1, 6));
         writer
             .append(5, 7, [a.as_slice(), b.as_slice()].into_iter())
@@ -509,7 +467,7 @@ mod tests {
     #[test]
     fn a_preallocated_file_ends_cleanly_at_its_zeros_and_a_tear_before_them_shows() {
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096).unwrap();
         write(&mut writer, 0, 0);
         let boundary = writer.len() as usize;
         write(&mut writer, 1, 1);
@@ -539,7 +497,7 @@ mod tests {
     #[test]
     fn a_bad_entry_that_was_synced_is_damage_and_an_unsynced_one_is_a_torn_tail() {
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096).unwrap();
         write(&mut writer, 0, 0);
         let second = writer.len() as usize;
         write(&mut writer, 1, 1);
@@ -556,7 +514,7 @@ mod tests {
 
         // The same bad bytes once a sync covered them, and an entry after.
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096).unwrap();
         write(&mut writer, 0, 0);
         write(&mut writer, 1, 1);
         writer.file().sync().unwrap();
@@ -584,7 +542,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = sled::Config::new().temporary(true).open().unwrap();
         let log = db.open_tree("log").unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096).unwrap();
         for g in 0..4 {
             write(&mut writer, g, g);
         }
@@ -597,7 +555,7 @@ mod tests {
         assert_eq!((partly.next_global, partly.rounds), (4, 2));
         // A journal starting past what sled holds: records are lost.
         fs::remove_dir_all(dir.path().join(JOURNAL_DIR)).unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 10, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 10, 4096).unwrap();
         write(&mut writer, 0, 10);
         assert!(matches!(
             replay(dir.path(), &log, 4),
@@ -625,7 +583,7 @@ mod tests {
             )
             .unwrap();
         }
-        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096).unwrap();
         writer
             .append(0, 3, round.iter().map(Vec::as_slice))
             .unwrap();
@@ -664,7 +622,7 @@ mod tests {
         let records: Vec<Vec<u8>> = (0..3).map(|p| envelope(p, p)).collect();
         log.insert(keys::record_key(&stream, 0), records.concat())
             .unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096).unwrap();
         for (position, one) in (0u64..).zip(&records) {
             writer
                 .append(position, position + 1, std::iter::once(one.as_slice()))
@@ -686,7 +644,7 @@ mod tests {
     #[test]
     fn rotation_keeps_every_file_and_a_replay_reads_from_the_one_holding_its_start() {
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096).unwrap();
         for g in 0..10 {
             write(&mut writer, g, g);
         }
@@ -748,7 +706,7 @@ mod tests {
     #[test]
     fn a_torn_newest_file_is_settled_and_written_on() {
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 0, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, 4096).unwrap();
         write(&mut writer, 0, 0);
         write(&mut writer, 1, 1);
         let end = writer.len();
@@ -764,7 +722,7 @@ mod tests {
         assert_eq!(replayed.next_global, 2);
         let tail = replayed.tail.clone().expect("the newest file");
         assert_eq!((tail.end, tail.next), (end, 2));
-        let mut writer = JournalWriter::resume(dir.path(), &tail, 4096, None).unwrap();
+        let mut writer = JournalWriter::resume(dir.path(), &tail, 4096).unwrap();
         write(&mut writer, 2, 2);
         writer.rotate(3).unwrap();
         let scans = scan(dir.path()).unwrap();
@@ -792,7 +750,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let journal = dir.path().join(JOURNAL_DIR);
         let file_bytes = 64 * 1024;
-        let mut writer = JournalWriter::create(dir.path(), 0, file_bytes, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, file_bytes).unwrap();
         assert!(!writer.zeroed, "no spare yet: the first file is allocated");
         let mut next = 0;
         fill_to(&mut writer, file_bytes / 2 - 100, &mut next);
@@ -833,7 +791,7 @@ mod tests {
     fn a_resumed_file_keeps_its_kind_and_takes_a_spare_left_behind() {
         let dir = tempfile::tempdir().unwrap();
         let file_bytes = 64 * 1024;
-        let mut writer = JournalWriter::create(dir.path(), 0, file_bytes, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, file_bytes).unwrap();
         let mut next = 0;
         fill_to(&mut writer, file_bytes / 2, &mut next);
         writer.spare.wait();
@@ -842,7 +800,7 @@ mod tests {
         let log = db.open_tree("log").unwrap();
         let tail = replay(dir.path(), &log, 0).unwrap().tail.unwrap();
         assert!(!tail.written_ahead, "the first file was only allocated");
-        let mut writer = JournalWriter::resume(dir.path(), &tail, file_bytes, None).unwrap();
+        let mut writer = JournalWriter::resume(dir.path(), &tail, file_bytes).unwrap();
         assert!(writer.wants_rotation(), "the spare left behind is ready");
         writer.rotate(next).unwrap();
         write(&mut writer, next, next);
@@ -850,7 +808,7 @@ mod tests {
         drop(writer);
         let tail = replay(dir.path(), &log, next - 1).unwrap().tail.unwrap();
         assert!(tail.written_ahead);
-        let mut writer = JournalWriter::resume(dir.path(), &tail, file_bytes, None).unwrap();
+        let mut writer = JournalWriter::resume(dir.path(), &tail, file_bytes).unwrap();
         assert!(writer.zeroed);
         assert!(!writer.wants_rotation(), "a written-ahead file is kept");
     }
@@ -886,7 +844,7 @@ mod tests {
     fn the_spare_thread_drops_the_cached_pages_of_the_file_two_rotations_back() {
         let dir = tempfile::tempdir().unwrap();
         let file_bytes = 256 * 1024;
-        let mut writer = JournalWriter::create(dir.path(), 0, file_bytes, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 0, file_bytes).unwrap();
         let mut next = 0;
         let mut finished = Vec::new();
         for _ in 0..2 {
@@ -917,14 +875,14 @@ mod tests {
         let mut left = vec![0u8; allocated_len(4096) as usize];
         left[..FILE_HEADER_BYTES].copy_from_slice(&header(99, WRITTEN_AHEAD));
         fs::write(journal.join(SPARE_FILE), &left).unwrap();
-        let mut writer = JournalWriter::create(dir.path(), 7, 4096, None).unwrap();
+        let mut writer = JournalWriter::create(dir.path(), 7, 4096).unwrap();
         assert!(writer.zeroed);
         write(&mut writer, 0, 7);
         let scan = scan_file(&files(dir.path()).unwrap()[0].1, true).unwrap();
         assert_eq!((scan.base, scan.entries.len()), (Some(7), 1));
         // Prepared for another rotation size: deleted, not taken.
         fs::write(journal.join(SPARE_FILE), vec![0u8; 100]).unwrap();
-        let writer = JournalWriter::create(dir.path(), 8, 4096, None).unwrap();
+        let writer = JournalWriter::create(dir.path(), 8, 4096).unwrap();
         assert!(!writer.zeroed);
         assert!(!journal.join(SPARE_FILE).exists());
     }

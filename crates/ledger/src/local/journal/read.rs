@@ -1,22 +1,17 @@
-//! Reading records where they live: ranges of journal files that sled's
-//! entries point at (`entry::Extent`), by `pread` on files kept open.
-//!
-//! Owns: the open journal files readers share (at most
-//! [`MAX_OPEN_JOURNAL_FILES`]) and reading one range of one file whole.
-//! Must never: write to a journal file, or hand out fewer bytes than a
-//! range asks for (a short file is an error, never a short read).
+//! Reading the ranges of journal files sled's entries point at, by `pread`.
+//! Owns: the files kept open (at most [`MAX_OPEN_JOURNAL_FILES`]). Must never:
+//! write to a journal file, or read fewer bytes than a range asks for.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::{JOURNAL_DIR, file_name};
+use crate::ledger::local::{lock, storage};
 
-/// Most journal files kept open for readers; past it every handle is
-/// closed and files are opened again as reads need them.
+/// Most journal files kept open; past it all are closed and opened again.
 pub const MAX_OPEN_JOURNAL_FILES: usize = 64;
 
 /// The journal files of one store, opened for reading as they are needed.
@@ -36,7 +31,7 @@ impl JournalFiles {
 
     /// The journal file starting at global position `base`, opened once.
     fn file(&self, base: u64) -> io::Result<Arc<File>> {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = lock(&self.open);
         if let Some(file) = open.get(&base) {
             return Ok(Arc::clone(file));
         }
@@ -48,8 +43,7 @@ impl JournalFiles {
         Ok(file)
     }
 
-    /// The `len` bytes at `offset` of the journal file starting at global
-    /// position `base`, appended to `out`.
+    /// Appends to `out` `len` bytes at `offset` of the file based at `base`.
     pub fn read_into(
         &self,
         base: u64,
@@ -60,7 +54,7 @@ impl JournalFiles {
         let file = self.file(base)?;
         let start = out.len();
         out.resize(start + len, 0);
-        file.read_exact_at(&mut out[start..], offset)
+        storage::read_at(&file, &self.dir, &mut out[start..], offset)
             .inspect_err(|_| out.truncate(start))
     }
 }

@@ -1,10 +1,8 @@
-//! Reading the journal back: each file's entries checked one by one, a
-//! torn tail told from damage, and the rounds sled lacks replayed into it
-//! on open.
+//! Reading the journal back: each file's entries checked one by one, a torn
+//! tail told from damage, and the rounds sled lacks replayed into it.
 //!
-//! Owns: `scan_file`, `scan`, `damage_of`, `replay`. Must never: replay
-//! an entry that does not check, or take damage to a synced entry for the
-//! torn end of a crash.
+//! Owns: scanning files, `replay`. Must never: replay an entry that does not
+//! check, or take damage to a synced entry for the torn end of a crash.
 
 use super::*;
 use crate::ledger::local::entry::{Extent, Run, cut};
@@ -21,8 +19,7 @@ pub struct Entry {
     pub records: Vec<Record>,
 }
 
-/// Damage found in a journal file: bytes that were synced (or a whole
-/// file that was) and no longer check.
+/// Damage in a journal file: synced bytes (or a file) that no longer check.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JournalDamage {
     pub file: PathBuf,
@@ -30,42 +27,43 @@ pub struct JournalDamage {
     pub detail: String,
     /// The global position due where the damaged bytes begin, if known.
     pub from_global: Option<u64>,
-    /// The global position where reading picked up again after it (the
-    /// next entry that checks, or the base of the next file); `None` if
-    /// nothing follows it. Records below it that sled does not hold are
-    /// lost.
+    /// Where reading picked up again after it, if anything follows.
     pub resumes_at: Option<u64>,
 }
 
-/// `found` as the store's damage, with the journal's watermark in `store`.
-pub fn journal_damage(found: JournalDamage, store: &Path) -> Damage {
-    Damage::Journal {
-        file: found.file,
-        offset: found.offset,
-        detail: found.detail,
-        from_global: found.from_global,
-        resumes_at: found.resumes_at,
-        watermark: crate::ledger::local::watermark::read(store),
+impl JournalDamage {
+    pub fn new(file: &Path, offset: u64, from_global: Option<u64>, detail: String) -> Self {
+        let (file, resumes_at) = (file.to_path_buf(), None);
+        Self {
+            file,
+            offset,
+            detail,
+            from_global,
+            resumes_at,
+        }
     }
 }
 
+/// `damage` as the store's, with the journal's watermark in `store`.
+pub fn journal_damage(damage: JournalDamage, store: &Path) -> Damage {
+    let watermark = crate::ledger::local::watermark::read(store);
+    Damage::Journal { damage, watermark }
+}
+
 /// What reading one journal file found.
+#[derive(Default)]
 pub struct FileScan {
     pub path: PathBuf,
-    /// The base global position its header names (`None`: no header,
-    /// the file was being created when the process stopped).
+    /// The base its header names (`None`: stopped while being created).
     pub base: Option<u64>,
     /// Its header says it was written ahead (`WRITTEN_AHEAD`).
     pub written_ahead: bool,
-    /// Where reading began (after the header, or where an open knew sled
-    /// ends, [`JournalEnd`]) and the global position due there.
+    /// Where reading began (the header's or the index's end), and its position.
     pub start: u64,
     pub start_global: Option<u64>,
     /// The entries that check, in order.
     pub entries: Vec<Entry>,
-    /// Where the torn end of a crash begins, if the file has one: bytes
-    /// written after the last sync that did not all reach the disk. No
-    /// acknowledged append is there.
+    /// Where a crash's torn end begins (unsynced bytes: none acknowledged).
     pub torn_at: Option<u64>,
     pub damage: Vec<JournalDamage>,
 }
@@ -84,8 +82,7 @@ fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
 
 /// Why the bytes at an offset are not an entry.
 enum NotAnEntry {
-    /// Not even a whole entry header and a plausible length: the end of
-    /// what was written, or damage.
+    /// No whole header and plausible length: the end written, or damage.
     Short,
     /// The length fits but the checksum or the contents do not.
     Bad(&'static str),
@@ -157,11 +154,7 @@ fn entry_at(bytes: &[u8], at: usize) -> std::result::Result<(Entry, usize), NotA
     Ok((entry, ENTRY_HEADER_BYTES + body_len))
 }
 
-/// The first offset after `from` where an entry that checks starts and
-/// holds global positions at or past `expected`: where a reader picks up
-/// again after bytes that are not an entry. Only damage or a torn tail
-/// gets here; the cheap checks (length, first global position) come
-/// before the checksum, so few offsets cost one.
+/// The first entry after `from` that checks, at `expected` or past it.
 fn resync(bytes: &[u8], from: usize, expected: u64) -> Option<(Entry, usize)> {
     let window = expected..expected.saturating_add(RESYNC_WINDOW_RECORDS);
     (from..bytes.len()).find_map(|at| {
@@ -176,67 +169,25 @@ fn resync(bytes: &[u8], from: usize, expected: u64) -> Option<(Entry, usize)> {
     })
 }
 
-/// Reads a journal file. `last`: it is the newest file, the only one a
-/// crash can leave torn (every older one was synced whole before the next
-/// was created).
+/// Reads a journal file, from the header or from `from` (an entry's offset and
+/// global position); `last`: it is the newest, the only one a crash can leave
+/// torn (each older one was synced whole before the next was created).
 ///
-/// The rule for bytes that do not check, at offset X: every entry
-/// records the offset its file was known synced to when it was written.
-/// If an entry that checks is found after X and says its file was synced
-/// past X, the bad bytes were on stable storage: damage. Otherwise they
-/// were written after the last sync and are the torn end of a crash (the
-/// kernel writes pages back in any order, so a later unsynced entry may
-/// have reached the disk while an earlier one did not): the file ends at
-/// X, and nothing there was acknowledged. Zeros from X to the end are the
-/// file's preallocated space: a clean end.
-#[cfg(test)]
-pub fn scan_file(path: &Path, last: bool) -> io::Result<FileScan> {
-    scan_file_from(path, last, None)
-}
-
-/// The bytes of the journal file at `path`: all of them, or with
-/// `from` (past the header and within the file) its header and the
-/// bytes from `from` on, the others left zero (never touched, so never
-/// paged in). Also whether `from` was used.
-fn read_journal_file(path: &Path, from: Option<u64>) -> io::Result<(Vec<u8>, bool)> {
-    use std::os::unix::fs::FileExt;
-    let file = File::open(path)?;
-    let len = file.metadata()?.len();
-    let Some(from) = from.filter(|from| (FILE_HEADER_BYTES as u64..=len).contains(from)) else {
-        return Ok((fs::read(path)?, false));
-    };
-    let (len, start) = (
-        usize::try_from(len).map_err(io::Error::other)?,
-        usize::try_from(from).map_err(io::Error::other)?,
-    );
-    let mut bytes = vec![0u8; len];
-    file.read_exact_at(&mut bytes[..FILE_HEADER_BYTES], 0)?;
-    file.read_exact_at(&mut bytes[start..], from)?;
-    Ok((bytes, true))
-}
-
-/// [`scan_file`], reading on from `from` (an offset where an entry
-/// starts, and the global position due there) rather than from the
-/// header: what an open knows sled holds below it needs no reading.
+/// Bytes that do not check at offset X are damage if a later entry that checks
+/// says its file was synced past X; otherwise they are a crash's torn end
+/// (pages reach the disk in any order), where nothing was acknowledged. Zeros
+/// to the end are preallocated space: a clean end.
 pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::Result<FileScan> {
-    let (bytes, used) = read_journal_file(path, from.map(|(offset, _)| offset))?;
+    let (bytes, used) =
+        storage::read_file(path, FILE_HEADER_BYTES, from.map(|(offset, _)| offset))?;
     let from = from.filter(|_| used);
     let mut scan = FileScan {
         path: path.to_path_buf(),
-        base: None,
-        written_ahead: false,
         start: FILE_HEADER_BYTES as u64,
-        start_global: None,
-        entries: Vec::new(),
-        torn_at: None,
-        damage: Vec::new(),
+        ..FileScan::default()
     };
-    let damage = |offset: usize, from_global: Option<u64>, detail: String| JournalDamage {
-        file: path.to_path_buf(),
-        offset: offset as u64,
-        detail,
-        from_global,
-        resumes_at: None,
+    let damage = |offset: usize, from_global: Option<u64>, detail: String| {
+        JournalDamage::new(path, offset as u64, from_global, detail)
     };
     let head_checks = bytes.get(..FILE_HEADER_BYTES).is_some_and(|head| {
         &head[..8] == MAGIC && u32_at(head, 20) == Some(crc32c::crc32c(&head[..20]))
@@ -261,9 +212,7 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
             None => (FILE_HEADER_BYTES, base),
         }
     } else {
-        // The header is written and synced before any entry: a file whose
-        // header does not check is the torn end of its creation, unless an
-        // entry follows it.
+        // A bad header is a torn creation, unless entries follow it.
         let Some((entry, _)) = resync(&bytes, 0, named.unwrap_or(0)) else {
             if last {
                 scan.torn_at = Some(0);
@@ -304,8 +253,6 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
                 scan.entries.push(entry);
                 at += len;
             }
-            // Past the last entry, a file holds the zeros of its
-            // preallocation: its end, not a tear.
             Err(_) if bytes[at..].iter().all(|&byte| byte == 0) => return Ok(scan),
             Err(why) => {
                 let detail = match why {
@@ -333,8 +280,7 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
                         later.offset
                     ),
                 ));
-                // The entries after the damage still count: sled may hold
-                // what the damaged bytes held.
+                // The entries after still count: sled may hold what it held.
                 at = later.offset as usize;
                 expected = later.first;
             }
@@ -343,19 +289,13 @@ pub fn scan_file_from(path: &Path, last: bool, from: Option<(u64, u64)>) -> io::
     Ok(scan)
 }
 
-/// Reads every journal file of `store`, oldest first, and names the
-/// damage between them too (a file whose base is not where the one
-/// before it ended).
+/// Reads every journal file of `store`, oldest first, with damage between.
 pub fn scan(store: &Path) -> io::Result<Vec<FileScan>> {
     scan_from(store, 0, None)
 }
 
-/// Where the journal's rounds that sled holds end: the offset after the
-/// entry of the last round the indexer applied, in the file starting at
-/// global position `file`, and the global position after that round.
-/// The indexer stores it with each batch (`JOURNAL_END_KEY`, after
-/// `m/next_global`), so an open reads the journal from there rather than
-/// from the start of the file.
+/// Where the index's rounds end in the journal (file, offset, global position),
+/// stored with each indexer batch: an open reads the journal on from there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JournalEnd {
     pub file: u64,
@@ -373,8 +313,7 @@ impl JournalEnd {
         bytes
     }
 
-    /// A stored value; `None` if it is not one (it is only a hint: the
-    /// open then reads the whole file).
+    /// A stored value; `None` if not one (a hint: the file is read whole).
     pub fn decode(bytes: &[u8]) -> Option<Self> {
         let word = |at: usize| Some(u64::from_be_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
         (bytes.len() == 24).then_some(())?;
@@ -394,11 +333,8 @@ impl JournalEnd {
     }
 }
 
-/// [`scan`] of the files that can hold global position `from` or later:
-/// the last file starting at or below it and every file after (what an
-/// open replays; the older files hold records sled points at, and are
-/// read when those are). With `known`, where sled's rounds were stored to
-/// end, that file is read from there on.
+/// [`scan`] of the files that can hold global position `from` or later; with
+/// `known`, its file from where the index's rounds end.
 pub fn scan_from(store: &Path, from: u64, known: Option<JournalEnd>) -> io::Result<Vec<FileScan>> {
     let mut files = files(store)?;
     let known = known
@@ -427,20 +363,15 @@ pub fn scan_from(store: &Path, from: u64, known: Option<JournalEnd>) -> io::Resu
         if let (Some(end), Some(base)) = (previous_end, file.base)
             && end != base
         {
-            file.damage.push(JournalDamage {
-                file: path.clone(),
-                offset: 0,
-                detail: format!(
-                    "the file begins at global position {base}, but the one before it ends at {end}"
-                ),
-                from_global: Some(end),
-                resumes_at: None,
-            });
+            let detail = format!(
+                "the file begins at global position {base}, but the one before it ends at {end}"
+            );
+            file.damage
+                .push(JournalDamage::new(path, 0, Some(end), detail));
         }
         scans.push(file);
     }
-    // Where reading resumed after each damage: the next entry of its file
-    // past it, or else the start of the next file.
+    // Where reading resumed after each damage: the next entry, or file.
     for i in 0..scans.len() {
         let next_base = scans
             .get(i + 1)
@@ -458,14 +389,6 @@ pub fn scan_from(store: &Path, from: u64, known: Option<JournalEnd>) -> io::Resu
     Ok(scans)
 }
 
-/// Every damage in a journal scan, oldest first.
-pub fn damage_of(scans: &[FileScan]) -> Vec<JournalDamage> {
-    scans
-        .iter()
-        .flat_map(|s| s.damage.iter().cloned())
-        .collect()
-}
-
 /// What a replay did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Replayed {
@@ -474,17 +397,13 @@ pub struct Replayed {
     /// Rounds applied to sled (those it did not hold yet).
     pub rounds: u64,
     pub records: u64,
-    /// Damage whose records sled held before the replay: their entries
-    /// point at the damaged bytes, and the integrity scan names the
-    /// streams that lost records there.
+    /// Damage whose records sled held (the integrity scan names their streams).
     pub covered_damage: Vec<JournalDamage>,
-    /// The newest journal file, where the writer may go on appending
-    /// (`None` if there is none, or it cannot be continued).
+    /// The newest journal file, if the writer may go on in it.
     pub tail: Option<Tail>,
 }
 
-/// The newest journal file after a replay: every entry in it checks and
-/// is on stable storage, and nothing follows its last entry but zeros.
+/// The newest journal file after a replay: entries synced, then zeros.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tail {
     pub path: PathBuf,
@@ -497,11 +416,8 @@ pub struct Tail {
     pub written_ahead: bool,
 }
 
-/// A journal entry's records (in global order) as the writer grouped
-/// them: runs of one stream's records (the writer joins consecutive
-/// appends to one stream), with the extent each lies in, so a replay
-/// usually stores the entries the indexer did. It need not: the replay
-/// removes every other key its entries cover.
+/// An entry's records in runs of one stream, as the writer grouped them (a
+/// replay removes the other keys its entries cover, so it need not).
 fn runs_of(file: u64, entry: &Entry) -> Result<Vec<Run>> {
     let mut written: Vec<(record::StreamKey, Vec<Record>)> = Vec::new();
     for record in &entry.records {
@@ -513,12 +429,7 @@ fn runs_of(file: u64, entry: &Entry) -> Result<Vec<Run>> {
             )),
         }
     }
-    let extents = Extent::of_runs(
-        file,
-        records_offset(entry.offset),
-        written.iter().map(|(_, records)| records.len()),
-        entry.records.iter().map(Record::encoded_len),
-    );
+    let extents = Extent::of_runs(file, entry.offset, &written);
     Ok(written
         .into_iter()
         .zip(extents)
@@ -530,15 +441,11 @@ fn runs_of(file: u64, entry: &Entry) -> Result<Vec<Run>> {
         .collect())
 }
 
-/// Makes the newest file end at its last entry that checks, on stable
-/// storage, before sled is given entries pointing into it: a torn tail is
-/// cut off (and the file allocated ahead again), and what a killed
-/// process wrote without a sync is synced now. A file whose header never
-/// made it holds nothing and is removed. Bad bytes holding rounds sled
-/// already has (`sled_next_global` past the last entry that checks) are
-/// not a tear: the indexer applies only synced rounds, so they are
-/// damage, left as they are for the integrity scan to name (the writer
-/// then starts a new file).
+/// Makes the newest file end, synced, at its last entry that checks before
+/// sled points into it: a torn tail is cut off, what a killed process left
+/// unsynced is synced, a file whose header never made it is removed. Bad bytes
+/// holding rounds sled has are damage, not a tear (the indexer applies only
+/// synced rounds): left for the integrity scan; the writer starts a new file.
 fn settle_tail(newest: &FileScan, sled_next_global: u64) -> io::Result<Option<Tail>> {
     let Some(base) = newest.base else {
         fs::remove_file(&newest.path)?;
@@ -561,9 +468,8 @@ fn settle_tail(newest: &FileScan, sled_next_global: u64) -> io::Result<Option<Ta
         file.set_len(end)?;
         preallocate(&file, allocated.max(end))?;
         file.sync_all()?;
-    } else {
-        file.sync_data()?;
     }
+    storage::sync(&file, &newest.path, end)?;
     Ok(Some(Tail {
         path: newest.path.clone(),
         base,
@@ -573,37 +479,29 @@ fn settle_tail(newest: &FileScan, sled_next_global: u64) -> io::Result<Option<Ta
     }))
 }
 
-/// Applies to `log` every journal round at or past `next_global` (what
-/// sled recovered), in order, as entries pointing into the journal;
-/// entries sled already holds (by global position) are skipped, so a
-/// replay interrupted and run again applies each round once. sled and
-/// the journal each hold a prefix of the same sequence of rounds, so the
-/// store afterwards holds the longer one. The newest file is settled
-/// first ([`settle_tail`]). Damage in the journal where sled's entries
-/// already end past it is left to the integrity scan; otherwise (a round
-/// that would leave a gap, or damage nothing checks after) records are
-/// lost, and the damage is reported.
+/// Applies to `log`, in order, every journal round at or past `next_global`
+/// (where sled stands; a replay run again applies each once), after settling
+/// the newest file. Damage sled already points past is left to the integrity
+/// scan; otherwise (a gap, or nothing checks after it) it is reported.
 pub fn replay(store: &Path, log: &sled::Tree, next_global: u64) -> Result<Replayed> {
     let scans = scan_from(store, next_global, JournalEnd::stored(log))?;
-    replay_scans(store, &scans, log, next_global, 1, true)
+    replay_scans(store, &scans, log, next_global, true)
 }
 
-/// [`replay`] of journal files already read (`scans`, from [`scan_from`]),
-/// applying up to `rounds_per_batch` rounds in one sled batch: one a
-/// batch at an open (a replay cut short leaves sled at a round's end),
-/// many for a rebuild into an empty index, where a batch's fixed cost
-/// would otherwise dominate. The newest file is settled only if `scans`
-/// end with it (`holds_the_newest`): a rebuild replays one file at a
-/// time, so as to hold one file's records in memory, not the journal's.
+/// Journal rounds a replay applies in one sled batch (a batch costs two buffer
+/// writebacks whatever it holds); each stores where its rounds end.
+pub const REPLAY_ROUNDS_PER_BATCH: usize = 1024;
+
+/// [`replay`] of files already read (a rebuild's, one at a time); the newest
+/// is settled only if `scans` end with it.
 pub fn replay_scans(
     store: &Path,
     scans: &[FileScan],
     log: &sled::Tree,
     next_global: u64,
-    rounds_per_batch: usize,
     holds_the_newest: bool,
 ) -> Result<Replayed> {
-    let damage = damage_of(scans);
+    let damage: Vec<_> = scans.iter().flat_map(|s| s.damage.clone()).collect();
     let refuse = |expected: u64, found: u64| {
         LocalError::Damaged(match damage.first() {
             Some(culprit) => journal_damage(culprit.clone(), store),
@@ -641,9 +539,7 @@ pub fn replay_scans(
             }
             let runs = runs_of(file, entry)?;
             for stored in cut(&runs) {
-                // An earlier application may have cut these records
-                // otherwise (one entry each, by a format-2 build): the
-                // entry replaces whatever overlaps it.
+                // The entry replaces any cut otherwise before (format 2).
                 for covered in stored.covered_keys() {
                     batch.remove(covered);
                 }
@@ -657,7 +553,7 @@ pub fn replay_scans(
             };
             batch.insert(keys::JOURNAL_END_KEY, &end.encode());
             batched += 1;
-            if batched >= rounds_per_batch {
+            if batched >= REPLAY_ROUNDS_PER_BATCH {
                 log.apply_batch(std::mem::take(&mut batch))?;
                 batched = 0;
             }

@@ -1,28 +1,13 @@
-//! The spare journal file: the next journal file, written full of zeros
-//! and synced ahead of need, off the commit path.
+//! The spare: the next journal file, zeros written and synced ahead of need,
+//! off the commit path. `fallocate`d blocks stay "unwritten" until written,
+//! and converting them is a metadata commit the next `fdatasync` pays (200–240
+//! µs against 120–140 µs for 20 KB here); a file synced whole syncs data only.
+//! The thread first drops the cached pages of the file two rotations back.
 //!
-//! Why: ext4 (and most file systems) keep blocks given by `fallocate` as
-//! "unwritten" until a write reaches them, and converting them is a
-//! metadata change that the next `fdatasync` must commit too (a journal
-//! commit of the file system, a second device flush). Measured here, a
-//! sync after 20 KB written into such blocks took 200–240 µs against
-//! 120–140 µs into blocks already written once; a group commit of 64
-//! writers writes about that much per sync. A file whose every block was
-//! written (with zeros) and synced before its first entry syncs data
-//! only, and the journal's reader already takes zeros for a file's clean
-//! end.
-//!
-//! Before its zeros, the thread drops from the page cache the journal
-//! file finished two rotations back (see [`release_cached_pages`]), so
-//! the zeros land in pages the kernel has just freed.
-//!
-//! Owns: `journal/spare` (complete, synced, zeros only) and
-//! `journal/spare.partial` (being written), the thread that prepares the
-//! spare, and handing it over as a new journal file.
-//! Must never: let a file that is not all zeros and synced be named
-//! `spare`; hand the spare over before its preparation finished; block
-//! the writer while it is prepared (a rotation waits only for a
-//! preparation already under way).
+//! Owns: `journal/spare` (complete, synced, zeros), `journal/spare.partial`,
+//! the thread preparing it, handing it over as a journal file. Must never: name
+//! `spare` a file not all zeros and synced, hand it over unfinished, or block
+//! the writer while it is prepared.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -31,23 +16,17 @@ use std::thread::JoinHandle;
 
 use super::sync_dir;
 
-/// The spare's name in the journal directory; not a journal file's name
-/// (those are `<base>.wal`), so nothing reads it as one.
+/// The spare's name (not `<base>.wal`: nothing reads it as a journal file).
 pub const SPARE_FILE: &str = "spare";
 
 /// The spare while it is written; renamed to [`SPARE_FILE`] once synced.
 const PARTIAL_FILE: &str = "spare.partial";
 
-/// Bytes a journal file holds before the next spare is prepared: early
-/// enough to be ready before a rotation (preparing 33 MiB took about
-/// 30 ms here synced once; synced a chunk at a time it takes longer, not
-/// timed apart, and the (b) bench, which fills a file in about half a
-/// second, kept its groups of 60–61 appends a flush), late enough that
-/// a store written briefly (a test, a one-off command) never writes one.
+/// Bytes a journal file holds before the next spare is prepared: ready before
+/// a rotation, yet never written for a store written briefly.
 pub const SPARE_AFTER_BYTES: u64 = 1024 * 1024;
 
-/// Zeros written per `write` while preparing, in bytes; each chunk is
-/// synced before the next is written (see [`prepare`]).
+/// Zeros written per `write`, each chunk synced before the next ([`prepare`]).
 const ZERO_CHUNK_BYTES: usize = 1024 * 1024;
 
 /// Where the spare stands for the file being written.
@@ -60,15 +39,12 @@ pub enum Spare {
     Preparing(Option<JoinHandle<io::Result<()>>>),
     /// `journal/spare` is complete and synced.
     Ready,
-    /// Preparing it failed (logged); this file's rotation starts a file
-    /// the usual way, and the next file tries again.
+    /// Failed (logged): this rotation allocates a file, the next tries again.
     Failed,
 }
 
 impl Spare {
-    /// Starts preparing a spare of `len` bytes in `dir`, once per file,
-    /// first dropping the cached pages of `release` (a finished, synced
-    /// journal file) if given.
+    /// Starts preparing a spare of `len` bytes in `dir`, once per file.
     pub fn start(&mut self, dir: &Path, len: u64, release: Option<PathBuf>) {
         if !matches!(self, Spare::Absent) {
             return;
@@ -88,10 +64,7 @@ impl Spare {
         };
     }
 
-    /// Whether the spare is complete, without waiting for it.
-    /// `Ready` if a whole spare of `len` bytes is in `dir` (one a
-    /// process left: a `spare` exists only once written and synced),
-    /// else `Absent`.
+    /// `Ready` if a spare of `len` bytes was left in `dir`, else `Absent`.
     pub fn found(dir: &Path, len: u64) -> Spare {
         match fs::metadata(dir.join(SPARE_FILE)) {
             Ok(meta) if meta.len() == len => Spare::Ready,
@@ -108,8 +81,7 @@ impl Spare {
         matches!(self, Spare::Ready)
     }
 
-    /// Waits for a preparation under way to finish (a rotation, so that
-    /// a half-written spare is never passed over for a slower file).
+    /// Waits for a preparation under way (never passed over for a slow file).
     pub fn wait(&mut self) {
         if let Spare::Preparing(handle) = self
             && let Some(handle) = handle.take()
@@ -123,8 +95,7 @@ impl Spare {
     }
 }
 
-/// A writer closing waits for its spare: a thread left writing one could
-/// still be renaming it when the store is opened again.
+/// A closing writer waits: a thread still renaming could race the next open.
 impl Drop for Spare {
     fn drop(&mut self) {
         self.wait();
@@ -136,20 +107,10 @@ fn failed(error: &io::Error) -> Spare {
     Spare::Failed
 }
 
-/// Drops the page-cache copy of the finished journal file at `path`.
-///
-/// Why: journal files are never deleted, so without this the page cache
-/// grows by every byte the ledger writes until the kernel reclaims it,
-/// and each page the spare's zeros fill is one the kernel must find
-/// free. On this project's virtual machine a page the guest had never
-/// used cost about ten times the CPU to fill (33 MiB of zeros: 9 ms
-/// into recycled pages, 94–103 ms into fresh ones), on the two vCPUs
-/// the commits share. Dropping the file finished two rotations back
-/// keeps the journal's cached pages to about three files (the one being
-/// written, the one before, the spare) and hands the spare pages just
-/// freed. The first read of older records goes to the disk. The file
-/// is synced whole, so its pages are clean and nothing is lost; an
-/// error only leaves the pages cached, so it is logged and ignored.
+/// Drops the cached pages of the finished journal file at `path` (best effort).
+/// Journal files are never deleted, so the cache would grow by every byte
+/// written, and a fresh page costs the spare about ten times a recycled one to
+/// fill (33 MiB: 94–103 ms against 9 ms here). About three files stay cached.
 fn release_cached_pages(path: &Path) {
     use std::os::fd::AsRawFd;
     let file = match File::open(path) {
@@ -169,8 +130,7 @@ fn release_cached_pages(path: &Path) {
     }
 }
 
-/// Writes `dir/spare`: `len` zeros, synced, then renamed into place and
-/// the directory synced, so a spare that exists is always whole.
+/// Writes `dir/spare`: `len` zeros synced, then renamed (so it is whole).
 fn prepare(dir: &Path, len: u64) -> io::Result<()> {
     let partial = dir.join(PARTIAL_FILE);
     let mut file = OpenOptions::new()
@@ -184,10 +144,8 @@ fn prepare(dir: &Path, len: u64) -> io::Result<()> {
         let n = usize::try_from(left).map_or(ZERO_CHUNK_BYTES, |l| l.min(ZERO_CHUNK_BYTES));
         file.write_all(&zeros[..n])?;
         // Synced chunk by chunk: a journal sync flushes the device's whole
-        // write cache, so one that comes while the spare's 33 MiB are on
-        // their way waits for all of them. Written whole and synced once,
-        // the spare made the slowest journal sync of a load run 25–100 ms;
-        // a chunk at a time, 10 ms in most runs (docs/performance.md).
+        // write cache, and one behind 33 MiB of zeros took 25–100 ms; a chunk
+        // at a time, about 10 ms (performance.md).
         file.sync_data()?;
         left -= n as u64;
     }
@@ -196,12 +154,8 @@ fn prepare(dir: &Path, len: u64) -> io::Result<()> {
     sync_dir(dir)
 }
 
-/// Takes the spare in `dir` to become the journal file `path`, if one of
-/// exactly `len` bytes is there: `header` written over its first bytes
-/// and synced, then renamed (the caller syncs the directory). A crash
-/// before the rename leaves a spare whose header the next taker writes
-/// again; the bytes after it stay zeros. A spare of another length (a
-/// store opened with another rotation size) is deleted instead.
+/// Takes a spare of `len` bytes in `dir` as `path`: `header` synced, renamed
+/// (the caller syncs the directory); one of another length is deleted.
 pub fn take(dir: &Path, len: u64, header: &[u8], path: &Path) -> io::Result<Option<File>> {
     let spare = dir.join(SPARE_FILE);
     let found = match fs::metadata(&spare) {
@@ -213,7 +167,7 @@ pub fn take(dir: &Path, len: u64, header: &[u8], path: &Path) -> io::Result<Opti
         fs::remove_file(&spare)?;
         return Ok(None);
     }
-    let mut file = OpenOptions::new().write(true).open(&spare)?;
+    let mut file = OpenOptions::new().read(true).write(true).open(&spare)?;
     file.write_all(header)?;
     file.sync_data()?;
     fs::rename(&spare, path)?;
