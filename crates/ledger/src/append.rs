@@ -7,8 +7,8 @@
 //! never: write or read a store, or let one engine refuse what another
 //! accepts (every store calls [`check_append`] first).
 
-use crate::ledger::error::{LedgerError, Result};
-use crate::ledger::record::{self, NewRecord, Record};
+use crate::error::{LedgerError, Result};
+use crate::record::{self, NewRecord, Record};
 
 /// Most records one append may carry.
 pub const MAX_RECORDS_PER_APPEND: usize = 1024;

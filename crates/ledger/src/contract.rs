@@ -14,9 +14,9 @@ use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 use tokio::sync::watch;
 
-use crate::ledger::error::Result;
-use crate::ledger::record::{NewRecord, Record, StreamKey};
-use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
+use crate::error::Result;
+use crate::record::{NewRecord, Record, StreamKey};
+use crate::{AppendOutcome, Durability, ExpectedPosition};
 
 /// A store of streams of records.
 ///
@@ -24,7 +24,7 @@ use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
 /// - **Atomic appends at a position.** An append lands whole or not at
 ///   all; with [`ExpectedPosition::Exactly`] it lands only if the stream
 ///   holds exactly that many records, and otherwise fails with
-///   [`LedgerError::Conflict`](crate::ledger::LedgerError::Conflict)
+///   [`LedgerError::Conflict`](crate::LedgerError::Conflict)
 ///   naming the actual head. Two appends never extend one position.
 /// - **Durable means on stable storage.** A durable append is
 ///   acknowledged only once it, and every append acknowledged before it,
@@ -41,7 +41,7 @@ use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
 ///   position it has passed.
 /// - **Readers see only whole, checked records.** Every record handed out
 ///   has passed its CRC32C and placement checks; a record that fails them
-///   makes its stream damaged ([`LedgerError::Corrupt`](crate::ledger::LedgerError::Corrupt)), which is never
+///   makes its stream damaged ([`LedgerError::Corrupt`](crate::LedgerError::Corrupt)), which is never
 ///   retried into success.
 /// - **Reads after writes.** Once an append is acknowledged, a read of its
 ///   stream starting after the call sees it.
@@ -95,7 +95,7 @@ pub trait LogStore: Send + Sync + 'static {
     }
 
     /// Appends copies of another store's `records` (1 to
-    /// [`MAX_RECORDS_PER_APPEND`](crate::ledger::MAX_RECORDS_PER_APPEND))
+    /// [`MAX_RECORDS_PER_APPEND`](crate::MAX_RECORDS_PER_APPEND))
     /// to `stream` at `at`, buffered, each keeping its kind, payload and
     /// timestamp; global positions are this store's own. What `log copy`
     /// writes; a conflict at `at` is the same typed error as

@@ -7,8 +7,8 @@
 
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::ledger::error::{LedgerError, Result};
-use crate::ledger::record::{Record, StreamKey};
+use crate::error::{LedgerError, Result};
+use crate::record::{Record, StreamKey};
 
 /// Why a record could not be folded.
 #[derive(Debug, thiserror::Error)]

@@ -2,7 +2,7 @@
 //! folding every stream from zero.
 //!
 //! Owns: [`FoldCache`] and the layout of a snapshot (kept in the store's
-//! [`SnapshotStore`](crate::ledger::SnapshotStore)). Must never: let a
+//! [`SnapshotStore`](crate::SnapshotStore)). Must never: let a
 //! snapshot change a result. A snapshot is only a shortcut: it is checked
 //! (checksum, fold version, the record it was taken after) and ignored
 //! when anything disagrees, and deleting every snapshot yields the same
@@ -11,11 +11,11 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use crate::ledger::append::{AppendOutcome, Durability, ExpectedPosition};
-use crate::ledger::error::{LedgerError, Result};
-use crate::ledger::fold::{Fold, Folded, apply_one};
-use crate::ledger::handle::{Ledger, READ_PAGE_RECORDS};
-use crate::ledger::record::{NewRecord, Record, StreamKey, StreamMap};
+use crate::append::{AppendOutcome, Durability, ExpectedPosition};
+use crate::error::{LedgerError, Result};
+use crate::fold::{Fold, Folded, apply_one};
+use crate::handle::{Ledger, READ_PAGE_RECORDS};
+use crate::record::{NewRecord, Record, StreamKey, StreamMap};
 
 /// Default distance, in records, between two snapshots of one stream.
 pub const SNAPSHOT_INTERVAL_RECORDS: u64 = 1024;
@@ -62,13 +62,13 @@ pub struct FoldCache<F: Fold> {
     snapshot_every: u64,
     capacity: usize,
     /// The lookup counters (hits, misses), registered once.
-    lookups: crate::telemetry::Kept<[metrics::Counter; 2]>,
+    lookups: ledgerwire_foundations::telemetry::Kept<[metrics::Counter; 2]>,
 }
 
 /// The cache's lookup counters of fold `F`: hits, misses.
 fn lookup_counters<F: Fold>() -> [metrics::Counter; 2] {
     ["hit", "miss"].map(|result| {
-        metrics::counter!(crate::telemetry::FOLD_CACHE, "fold" => F::NAME, "result" => result)
+        metrics::counter!(ledgerwire_foundations::telemetry::FOLD_CACHE, "fold" => F::NAME, "result" => result)
     })
 }
 
@@ -88,7 +88,7 @@ impl<F: Fold> FoldCache<F> {
             }),
             snapshot_every,
             capacity: capacity.max(1),
-            lookups: crate::telemetry::Kept::new(),
+            lookups: ledgerwire_foundations::telemetry::Kept::new(),
         }
     }
 
@@ -401,7 +401,7 @@ fn decode_snapshot<F: Fold>(value: &[u8]) -> Option<Folded<F::State>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::fold::FoldError;
+    use crate::fold::FoldError;
 
     struct Words;
 

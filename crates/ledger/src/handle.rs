@@ -12,12 +12,12 @@ use std::sync::Arc;
 use futures_util::stream::BoxStream;
 use futures_util::{Stream, StreamExt, TryStreamExt};
 
-use crate::ledger::append::{AppendOutcome, Durability, ExpectedPosition};
-use crate::ledger::contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
-use crate::ledger::error::{LedgerError, Result};
-use crate::ledger::fold::{self, Fold, Folded};
-use crate::ledger::record::{NewRecord, Record, StreamKey};
-use crate::ledger::verify::{self, VerifyReport};
+use crate::append::{AppendOutcome, Durability, ExpectedPosition};
+use crate::contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
+use crate::error::{LedgerError, Result};
+use crate::fold::{self, Fold, Folded};
+use crate::record::{NewRecord, Record, StreamKey};
+use crate::verify::{self, VerifyReport};
 
 /// Records one read of a stream asks its store for at a time: a fold or a
 /// tail of a long stream holds one page, never the whole stream.
@@ -247,7 +247,8 @@ fn count_append(
     result: std::result::Result<(), &LedgerError>,
     started: std::time::Instant,
 ) {
-    static METRICS: crate::telemetry::Kept<AppendMetrics> = crate::telemetry::Kept::new();
+    static METRICS: ledgerwire_foundations::telemetry::Kept<AppendMetrics> =
+        ledgerwire_foundations::telemetry::Kept::new();
     let durability = match durability {
         Durability::Durable => 0,
         Durability::Buffered => 1,
@@ -275,7 +276,7 @@ struct AppendMetrics {
 
 impl AppendMetrics {
     fn register() -> Self {
-        use crate::telemetry::{LEDGER_APPEND_SECONDS, LEDGER_APPENDS};
+        use ledgerwire_foundations::telemetry::{LEDGER_APPEND_SECONDS, LEDGER_APPENDS};
         let appends = |durability: &'static str| {
             ["ok", "conflict", "error"].map(|outcome| {
                 metrics::counter!(LEDGER_APPENDS, "durability" => durability, "outcome" => outcome)

@@ -4,7 +4,7 @@
 //! The ledger owns the mechanism, not the vocabulary: each door declares
 //! its own kinds (the Studio's in `studio::records`, Statewire's in
 //! `statewire::records`) and the binary assembles them into one
-//! [`KindRegistry`](crate::ledger::KindRegistry) for `log dump`, `replay`
+//! [`KindRegistry`](crate::KindRegistry) for `log dump`, `replay`
 //! and the audit API.
 //!
 //! Rules (log-format/LOG-FORMAT.md, "Evolving record kinds"): a kind's
@@ -14,7 +14,7 @@
 
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::ledger::record::{NewRecord, Record};
+use crate::record::{NewRecord, Record};
 
 /// A record kind: the number stored in every record's header and the
 /// name the tools print. Codes are handed out in ranges by owner: 1–15

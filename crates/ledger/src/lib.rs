@@ -32,12 +32,6 @@ pub mod record;
 pub mod registry;
 pub mod verify;
 
-// The paths this crate's modules were written with, when the ledger was a
-// module of the one ledgerwire crate: `crate::ledger::…` and
-// `crate::telemetry::…`.
-use crate as ledger;
-use ledgerwire_foundations::telemetry;
-
 pub use append::{
     AppendOutcome, Durability, ExpectedPosition, MAX_RECORDS_PER_APPEND, check_append,
     copied_fields,

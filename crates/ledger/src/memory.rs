@@ -17,10 +17,10 @@ use bytes::Bytes;
 use futures_util::stream::BoxStream;
 use tokio::sync::watch;
 
-use crate::ledger::contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
-use crate::ledger::error::{LedgerError, Result};
-use crate::ledger::record::{self, Header, NewRecord, Record, StreamKey};
-use crate::ledger::{AppendOutcome, Durability, ExpectedPosition, check_append};
+use crate::contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
+use crate::error::{LedgerError, Result};
+use crate::record::{self, Header, NewRecord, Record, StreamKey};
+use crate::{AppendOutcome, Durability, ExpectedPosition, check_append};
 
 #[derive(Default)]
 struct Inner {
@@ -158,7 +158,7 @@ impl LogStore for MemoryStore {
         at: u64,
         records: &[Record],
     ) -> Result<AppendOutcome> {
-        let copies = crate::ledger::copied_fields(records)?;
+        let copies = crate::copied_fields(records)?;
         self.append_encoded(stream, ExpectedPosition::Exactly(at), copies)
     }
 

@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ledger::fold::{Fold, FoldError};
-use crate::ledger::kinds::{Kind, KindEntry, Payload};
-use crate::ledger::record::Record;
+use crate::fold::{Fold, FoldError};
+use crate::kinds::{Kind, KindEntry, Payload};
+use crate::record::Record;
 
 /// Writer `writer`'s record number `n`, padded with `filler`, whose bytes
 /// are a function of (writer, n, filler length) so a reader can check them.

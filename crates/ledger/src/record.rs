@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::ledger::error::{Corruption, LedgerError};
+use crate::error::{Corruption, LedgerError};
 
 /// Version of the envelope layout this code writes. Readers accept every
 /// version up to and including it.

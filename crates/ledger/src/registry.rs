@@ -9,8 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::ledger::kinds::{Kind, KindEntry, nest_json_text};
-use crate::ledger::record::Record;
+use crate::kinds::{Kind, KindEntry, nest_json_text};
+use crate::record::Record;
 
 /// Every kind a binary knows, by code.
 #[derive(Clone, Default)]
@@ -21,7 +21,7 @@ pub struct KindRegistry {
 impl KindRegistry {
     /// A registry of the ledger's own kinds (the diagnostic probe).
     pub fn new() -> Self {
-        Self::default().with(crate::ledger::probe::KINDS)
+        Self::default().with(crate::probe::KINDS)
     }
 
     /// Adds a door's kinds. Two kinds with one code are a bug of the

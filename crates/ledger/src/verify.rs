@@ -13,8 +13,8 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use serde::Serialize;
 
-use crate::ledger::error::{Corruption, LedgerError, Result};
-use crate::ledger::record::Record;
+use crate::error::{Corruption, LedgerError, Result};
+use crate::record::Record;
 
 /// One problem found by a verification.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::{LocalStore, Result as LocalResult, Shared, lock, scan};
-use crate::ledger::contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
-use crate::ledger::error::{LedgerError, Result};
-use crate::ledger::record::{NewRecord, Record, StreamKey};
-use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
+use crate::contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
+use crate::error::{LedgerError, Result};
+use crate::record::{NewRecord, Record, StreamKey};
+use crate::{AppendOutcome, Durability, ExpectedPosition};
 
 /// Records a global-order scan keeps ahead, per stream and in the channel.
 pub const SCAN_PAGE_RECORDS: usize = 16;
@@ -78,7 +78,7 @@ impl LogStore for LocalStore {
             at = appended.next_position;
             outcome.get_or_insert(appended).next_position = at;
         }
-        let max = crate::ledger::MAX_RECORDS_PER_APPEND;
+        let max = crate::MAX_RECORDS_PER_APPEND;
         outcome.ok_or(LedgerError::BatchSize { len: 0, max })
     }
 

@@ -15,10 +15,10 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::ledger::error::Corruption;
-use crate::ledger::local::journal::{self, JournalFiles};
-use crate::ledger::local::keys;
-use crate::ledger::record::{self, Record, StreamKey};
+use crate::error::Corruption;
+use crate::local::journal::{self, JournalFiles};
+use crate::local::keys;
+use crate::record::{self, Record, StreamKey};
 
 /// The first byte of a pointer value (an envelope's is its format version, 1).
 pub const POINTER_TAG: u8 = 0xB7;
@@ -455,8 +455,8 @@ impl Iterator for Envelopes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::local::journal::JournalWriter;
-    use crate::ledger::record::{FORMAT_VERSION, Header};
+    use crate::local::journal::JournalWriter;
+    use crate::record::{FORMAT_VERSION, Header};
 
     fn record(stream: &StreamKey, position: u64, payload_len: usize) -> Record {
         let header = Header {

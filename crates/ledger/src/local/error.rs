@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use super::journal::JournalDamage;
 
-use crate::ledger::error::LedgerError;
+use crate::error::LedgerError;
 
 /// Errors inside the local store and of opening it.
 #[derive(Debug, thiserror::Error)]

@@ -12,11 +12,11 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use crate::ledger::AppendOutcome;
-use crate::ledger::error::LedgerError;
-use crate::ledger::local::Shared;
-use crate::ledger::local::error::{LocalError, Result};
-use crate::ledger::local::watermark::Watermark;
+use crate::AppendOutcome;
+use crate::error::LedgerError;
+use crate::local::Shared;
+use crate::local::error::{LocalError, Result};
+use crate::local::watermark::Watermark;
 
 /// Longest a group is held for its writers, in µs (a sync costs 100–300 µs).
 pub const GROUP_LINGER_US: u64 = 250;
@@ -89,7 +89,8 @@ pub(crate) fn commit(shared: &Shared, waiters: Vec<Waiter>, watermark: &mut Wate
         .stats
         .sync_micros
         .fetch_add(synced.as_micros() as u64, Ordering::Relaxed);
-    static METRICS: crate::telemetry::Kept<FlushMetrics> = crate::telemetry::Kept::new();
+    static METRICS: ledgerwire_foundations::telemetry::Kept<FlushMetrics> =
+        ledgerwire_foundations::telemetry::Kept::new();
     METRICS.with(FlushMetrics::register, |metrics| {
         metrics.flushes.increment(1);
         metrics.seconds.record(synced.as_secs_f64());
@@ -139,7 +140,9 @@ struct FlushMetrics {
 
 impl FlushMetrics {
     fn register() -> Self {
-        use crate::telemetry::{LEDGER_FLUSH_SECONDS, LEDGER_FLUSHES, LEDGER_GROUP_COMMIT};
+        use ledgerwire_foundations::telemetry::{
+            LEDGER_FLUSH_SECONDS, LEDGER_FLUSHES, LEDGER_GROUP_COMMIT,
+        };
         Self {
             flushes: metrics::counter!(LEDGER_FLUSHES),
             seconds: metrics::histogram!(LEDGER_FLUSH_SECONDS),

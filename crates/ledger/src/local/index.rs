@@ -38,8 +38,8 @@ pub(super) fn mark_damaged(path: &Path, found: &str) {
 }
 
 /// Whether a record failing its checks blames the index, not the journal.
-pub(super) fn blames_the_index(corruption: &crate::ledger::error::Corruption) -> bool {
-    use crate::ledger::error::Corruption::*;
+pub(super) fn blames_the_index(corruption: &crate::error::Corruption) -> bool {
+    use crate::error::Corruption::*;
     matches!(
         corruption,
         Pointer { .. } | Storage { .. } | BadKey | Gap { .. } | Misplaced { .. }
@@ -332,8 +332,8 @@ fn set_aside(path: &Path) -> Result<Option<PathBuf>> {
 
 #[cfg(test)]
 mod tests {
-    use crate::ledger::local::{LocalStore, OpenMode, keys};
-    use crate::ledger::{Durability, ExpectedPosition, NewRecord, StreamKey};
+    use crate::local::{LocalStore, OpenMode, keys};
+    use crate::{Durability, ExpectedPosition, NewRecord, StreamKey};
 
     /// A pointer that fails its check on a read while the store runs: the
     /// stream is refused then, the next open rebuilds the index and

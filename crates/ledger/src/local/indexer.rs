@@ -19,11 +19,11 @@ use std::sync::atomic::Ordering;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::ledger::local::Shared;
-use crate::ledger::local::entry::{self, Extent, Run};
-use crate::ledger::local::journal::JournalEnd;
-use crate::ledger::local::keys::{JOURNAL_END_KEY, NEXT_GLOBAL_KEY};
-use crate::ledger::record::{Record, StreamKey};
+use crate::local::Shared;
+use crate::local::entry::{self, Extent, Run};
+use crate::local::journal::JournalEnd;
+use crate::local::keys::{JOURNAL_END_KEY, NEXT_GLOBAL_KEY};
+use crate::record::{Record, StreamKey};
 
 /// Most bytes journaled not yet in sled (memory); past it the writer waits.
 pub const MAX_UNINDEXED_BYTES: usize = 32 * 1024 * 1024;
@@ -386,11 +386,11 @@ fn insert_records(shared: &Shared, runs: &[Run]) -> sled::Result<()> {
 mod tests {
     use std::sync::Arc;
 
-    use crate::ledger::LogStore;
-    use crate::ledger::local::testing::{self, Faults};
-    use crate::ledger::local::{LocalStore, OpenMode};
-    use crate::ledger::record::{NewRecord, StreamKey};
-    use crate::ledger::{Durability, ExpectedPosition};
+    use crate::LogStore;
+    use crate::local::testing::{self, Faults};
+    use crate::local::{LocalStore, OpenMode};
+    use crate::record::{NewRecord, StreamKey};
+    use crate::{Durability, ExpectedPosition};
 
     /// A new ledger in a scratch directory (kept while the test runs).
     fn new_ledger() -> (tempfile::TempDir, LocalStore) {
@@ -427,12 +427,11 @@ mod tests {
         ledger
             .shared
             .log
-            .scan_prefix(crate::ledger::local::keys::stream_prefix(stream))
+            .scan_prefix(crate::local::keys::stream_prefix(stream))
             .map(|entry| {
                 let (key, value) = entry.expect("a sled entry");
-                let (_, first) =
-                    crate::ledger::local::keys::parse_record_key(&key).expect("a record key");
-                (first, crate::ledger::local::entry::span(&value) as usize)
+                let (_, first) = crate::local::keys::parse_record_key(&key).expect("a record key");
+                (first, crate::local::entry::span(&value) as usize)
             })
             .collect()
     }

@@ -1,7 +1,7 @@
 //! Owns: the sled keys of the `log` tree (records' entries, counters); pure.
 //! Must never: let one stream's key prefix be a prefix of another's.
 
-use crate::ledger::record::StreamKey;
+use crate::record::StreamKey;
 
 /// First byte of every record key in the `log` tree.
 pub const RECORD_KEY_TAG: u8 = b's';

@@ -53,25 +53,22 @@ use std::thread::JoinHandle;
 use itertools::Itertools;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::ledger::error::{Corruption, LedgerError};
-use crate::ledger::record::{NewRecord, StreamKey, StreamMap};
-use crate::ledger::verify::VerifyReport;
-use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
+use crate::error::{Corruption, LedgerError};
+use crate::record::{NewRecord, StreamKey, StreamMap};
+use crate::verify::VerifyReport;
+use crate::{AppendOutcome, Durability, ExpectedPosition};
 pub use error::{LocalError, Result, StoreProblem};
 pub use open::OpenMode;
 pub use reader::StreamReader;
 
-/// [`LocalStore::open`] as a [`Ledger`](crate::ledger::Ledger) (tools, tests).
-pub fn open(
-    path: impl AsRef<Path>,
-    mode: OpenMode,
-) -> Result<(crate::ledger::Ledger, VerifyReport)> {
+/// [`LocalStore::open`] as a [`Ledger`](crate::Ledger) (tools, tests).
+pub fn open(path: impl AsRef<Path>, mode: OpenMode) -> Result<(crate::Ledger, VerifyReport)> {
     let (store, report) = LocalStore::open(path, mode)?;
     Ok((store.ledger(), report))
 }
 
-/// [`LocalStore::open_scrubbing`] as a [`Ledger`](crate::ledger::Ledger).
-pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<crate::ledger::Ledger> {
+/// [`LocalStore::open_scrubbing`] as a [`Ledger`](crate::Ledger).
+pub fn open_scrubbing(path: impl AsRef<Path>, mode: OpenMode) -> Result<crate::Ledger> {
     Ok(LocalStore::open_scrubbing(path, mode)?.ledger())
 }
 pub(crate) use index::stored_next_global;
@@ -449,8 +446,8 @@ impl LocalStore {
     }
 
     /// This store behind the contract, as the doors and tools use it.
-    pub fn ledger(&self) -> crate::ledger::Ledger {
-        crate::ledger::Ledger::new(Arc::new(self.clone()))
+    pub fn ledger(&self) -> crate::Ledger {
+        crate::Ledger::new(Arc::new(self.clone()))
     }
 
     /// The directory this store lives in.
@@ -466,7 +463,7 @@ impl LocalStore {
         durability: Durability,
         timestamp_ms: Option<u64>,
     ) -> Result<impl FnOnce(Reply<AppendOutcome>) -> Command> {
-        crate::ledger::check_append(&records)?;
+        crate::check_append(&records)?;
         let stream = stream.clone();
         Ok(move |reply| {
             Command::Append(AppendRequest {
@@ -601,7 +598,7 @@ fn lower_this_threads_priority() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::record;
+    use crate::record;
 
     impl LocalStore {
         /// Checks the whole store again through its files: every record

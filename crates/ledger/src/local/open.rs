@@ -6,7 +6,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::ledger::local::error::{Damage, LocalError, Result, StoreProblem, is_damage};
+use crate::local::error::{Damage, LocalError, Result, StoreProblem, is_damage};
 
 /// Version of the whole store, bumped only when old code would misread a new
 /// one (LOG-FORMAT.md lists them). An older store's marker is upgraded on

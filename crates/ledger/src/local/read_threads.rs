@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender};
 use tokio::sync::oneshot;
 
-use crate::ledger::error::{LedgerError, Result};
+use crate::error::{LedgerError, Result};
 
 /// Threads reading for async callers: one per core of the small hosts.
 pub const READ_THREADS: usize = 2;

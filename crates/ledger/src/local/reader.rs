@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use std::sync::atomic::Ordering;
 
-use crate::ledger::error::Corruption;
-use crate::ledger::local::entry;
-use crate::ledger::local::error::{LocalError, Result, is_damage};
-use crate::ledger::local::keys::{self, stream_prefix};
-use crate::ledger::local::{Shared, corrupt_error};
-use crate::ledger::record::{Record, StreamKey};
+use crate::error::Corruption;
+use crate::local::entry;
+use crate::local::error::{LocalError, Result, is_damage};
+use crate::local::keys::{self, stream_prefix};
+use crate::local::{Shared, corrupt_error};
+use crate::record::{Record, StreamKey};
 
 /// One stream's records in position order, up to the first bad one.
 pub struct StreamReader {
@@ -112,12 +112,12 @@ impl SledReader {
     fn corrupt(&mut self, corruption: Corruption) -> LocalError {
         self.failed = true;
         tracing::error!(stream = %self.stream, position = self.next_position, %corruption, "corrupt record");
-        if crate::ledger::local::index::blames_the_index(&corruption) {
+        if crate::local::index::blames_the_index(&corruption) {
             let found = format!(
                 "stream {} position {}: {corruption}",
                 self.stream, self.next_position
             );
-            crate::ledger::local::index::mark_damaged(&self.shared.path, &found);
+            crate::local::index::mark_damaged(&self.shared.path, &found);
         }
         self.shared.recent.forget(self.stream.as_str());
         self.shared
@@ -274,8 +274,8 @@ impl SledReader {
 
 #[cfg(test)]
 mod tests {
-    use crate::ledger::local::{LocalStore, OpenMode};
-    use crate::ledger::{Durability, ExpectedPosition, NewRecord, StreamKey};
+    use crate::local::{LocalStore, OpenMode};
+    use crate::{Durability, ExpectedPosition, NewRecord, StreamKey};
     use std::sync::atomic::Ordering;
 
     /// What a reader sees while the indexer is halfway through its

@@ -11,9 +11,9 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use crate::ledger::local::lock;
+use crate::local::lock;
 
-use crate::ledger::record::{Record, StreamKey, StreamMap};
+use crate::record::{Record, StreamKey, StreamMap};
 
 /// Records a trim leaves a stream (what a segment's folds and tails need, many
 /// times over); it holds up to twice this, then the older half goes at once.
@@ -187,7 +187,7 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::record::{FORMAT_VERSION, Header, encode};
+    use crate::record::{FORMAT_VERSION, Header, encode};
 
     fn record(stream: &StreamKey, position: u64) -> Record {
         let header = Header {

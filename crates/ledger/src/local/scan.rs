@@ -6,17 +6,17 @@ use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::ledger::local::entry;
+use crate::local::entry;
 use bit_set::BitSet;
 use itertools::Itertools;
 
-use crate::ledger::error::Corruption;
-use crate::ledger::local::error::{LocalError, Result};
-use crate::ledger::local::journal::JournalFiles;
-use crate::ledger::local::keys::RECORD_KEY_TAG;
-use crate::ledger::local::{LocalStore, keys};
-use crate::ledger::record::{Record, StreamKey};
-use crate::ledger::verify::{VerifyReport, problem};
+use crate::error::Corruption;
+use crate::local::error::{LocalError, Result};
+use crate::local::journal::JournalFiles;
+use crate::local::keys::RECORD_KEY_TAG;
+use crate::local::{LocalStore, keys};
+use crate::record::{Record, StreamKey};
+use crate::verify::{VerifyReport, problem};
 
 /// The per-stream part of the scan.
 #[derive(Default)]

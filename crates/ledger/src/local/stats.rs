@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::ledger::contract::StoreStats;
+use crate::contract::StoreStats;
 
 /// Write-path counters.
 #[derive(Default)]

@@ -13,18 +13,16 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::ledger::error::LedgerError;
-use crate::ledger::local::entry::Extent;
-use crate::ledger::local::error::{LocalError, Result};
-use crate::ledger::local::group_commit::{self, GROUP_LINGER_US, Group, Waiter};
-use crate::ledger::local::indexer::Round;
-use crate::ledger::local::journal::{self, JournalWriter};
-use crate::ledger::local::watermark::Watermark;
-use crate::ledger::local::{Shared, lock};
-use crate::ledger::record::{
-    self, FORMAT_VERSION, Header, NewRecord, Record, StreamKey, StreamMap,
-};
-use crate::ledger::{AppendOutcome, Durability, ExpectedPosition};
+use crate::error::LedgerError;
+use crate::local::entry::Extent;
+use crate::local::error::{LocalError, Result};
+use crate::local::group_commit::{self, GROUP_LINGER_US, Group, Waiter};
+use crate::local::indexer::Round;
+use crate::local::journal::{self, JournalWriter};
+use crate::local::watermark::Watermark;
+use crate::local::{Shared, lock};
+use crate::record::{self, FORMAT_VERSION, Header, NewRecord, Record, StreamKey, StreamMap};
+use crate::{AppendOutcome, Durability, ExpectedPosition};
 
 /// Most commands the writer takes into one round.
 pub const MAX_COMMANDS_PER_ROUND: usize = 1024;
@@ -259,7 +257,7 @@ impl Writer {
             }
             return Vec::new();
         }
-        let timestamp_ms = crate::ledger::record::now_ms();
+        let timestamp_ms = crate::record::now_ms();
         let commands = round.len();
         // The records of the round, by stream, in the order they apply.
         let mut written: Vec<(StreamKey, Vec<Record>)> = Vec::with_capacity(commands);
@@ -367,9 +365,9 @@ impl Writer {
             .stats
             .records
             .fetch_add(next_global - self.next_global, Ordering::Relaxed);
-        metrics::counter!(crate::telemetry::LEDGER_RECORDS)
+        metrics::counter!(ledgerwire_foundations::telemetry::LEDGER_RECORDS)
             .increment(next_global - self.next_global);
-        metrics::counter!(crate::telemetry::LEDGER_BYTES).increment(bytes);
+        metrics::counter!(ledgerwire_foundations::telemetry::LEDGER_BYTES).increment(bytes);
         self.next_global = next_global;
         shared
             .journaled_next_global

@@ -27,11 +27,9 @@ use tokio_postgres::types::ToSql;
 use super::error::PostgresError;
 use super::read::head;
 use super::{Shared, batch};
-use crate::ledger::error::{LedgerError, Result};
-use crate::ledger::record::{self, FORMAT_VERSION, Header, NewRecord, Record, StreamKey};
-use crate::ledger::{
-    AppendOutcome, Durability, ExpectedPosition, MAX_RECORDS_PER_APPEND, check_append,
-};
+use crate::error::{LedgerError, Result};
+use crate::record::{self, FORMAT_VERSION, Header, NewRecord, Record, StreamKey};
+use crate::{AppendOutcome, Durability, ExpectedPosition, MAX_RECORDS_PER_APPEND, check_append};
 
 /// Bits of a global position that number a record within its append:
 /// enough for [`MAX_RECORDS_PER_APPEND`] records.
@@ -150,7 +148,7 @@ pub(super) async fn append_copies(
     at: u64,
     records: &[Record],
 ) -> Result<AppendOutcome> {
-    let copied = crate::ledger::copied_fields(records)?;
+    let copied = crate::copied_fields(records)?;
     let envelopes = envelopes(stream, at, copied);
     let (outcome, _) = append_at(shared, stream, at, envelopes, Durability::Buffered).await?;
     Ok(outcome)

@@ -38,9 +38,9 @@ use tokio_postgres::types::ToSql;
 
 use super::Shared;
 use super::error::PostgresError;
-use crate::ledger::error::{LedgerError, Result};
-use crate::ledger::record::StreamKey;
-use crate::ledger::{Durability, MAX_RECORDS_PER_APPEND};
+use crate::error::{LedgerError, Result};
+use crate::record::StreamKey;
+use crate::{Durability, MAX_RECORDS_PER_APPEND};
 
 /// Most bytes of envelopes one batch carries (a lone append larger than
 /// this goes alone).

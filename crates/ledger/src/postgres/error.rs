@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use tokio_postgres::error::SqlState;
 
-use crate::ledger::error::LedgerError;
+use crate::error::LedgerError;
 
 /// Errors of the PostgreSQL store.
 #[derive(Debug, thiserror::Error)]

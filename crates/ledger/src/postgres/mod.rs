@@ -45,10 +45,10 @@ use futures_util::stream::BoxStream;
 use tokio::sync::watch;
 use tokio_postgres::NoTls;
 
-use crate::ledger::contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
-use crate::ledger::error::{Corruption, LedgerError, Result};
-use crate::ledger::record::{NewRecord, Record, StreamKey};
-use crate::ledger::{AppendOutcome, Durability, ExpectedPosition, Ledger};
+use crate::contract::{LogStore, SnapshotStore, StoreCondition, StoreStats};
+use crate::error::{Corruption, LedgerError, Result};
+use crate::record::{NewRecord, Record, StreamKey};
+use crate::{AppendOutcome, Durability, ExpectedPosition, Ledger};
 use error::Availability;
 use notify::Heads;
 use snapshots::PostgresSnapshots;

@@ -27,7 +27,7 @@ use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::Counters;
 use super::error::Availability;
-use crate::ledger::record::StreamKey;
+use crate::record::StreamKey;
 
 /// The `application_name` of the LISTEN connection (operators tell it
 /// from the pools' in `pg_stat_activity`).

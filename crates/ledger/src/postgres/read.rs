@@ -12,8 +12,8 @@ use bytes::Bytes;
 
 use super::Shared;
 use super::error::PostgresError;
-use crate::ledger::error::{Corruption, LedgerError, Result};
-use crate::ledger::record::{CRC_BYTES, Record, StreamKey};
+use crate::error::{Corruption, LedgerError, Result};
+use crate::record::{CRC_BYTES, Record, StreamKey};
 
 const READ_HEAD: &str = "SELECT head FROM ledgerwire_streams WHERE stream = $1";
 

@@ -25,8 +25,8 @@ use super::Shared;
 use super::append::GLOBAL_OFFSET_BITS;
 use super::error::PostgresError;
 use super::read::stored_record;
-use crate::ledger::error::{LedgerError, Result};
-use crate::ledger::record::Record;
+use crate::error::{LedgerError, Result};
+use crate::record::Record;
 
 /// Records one page of a global scan reads at a time.
 pub const SCAN_PAGE_RECORDS: usize = 256;

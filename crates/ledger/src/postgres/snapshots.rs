@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use deadpool_postgres::Pool;
 
 use super::error::PostgresError;
-use crate::ledger::contract::SnapshotStore;
-use crate::ledger::error::Result;
+use crate::contract::SnapshotStore;
+use crate::error::Result;
 
 const GET: &str = "SELECT value FROM ledgerwire_snapshots WHERE key = $1";
 const PUT: &str = "INSERT INTO ledgerwire_snapshots (key, value) VALUES ($1, $2)

@@ -16,11 +16,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::ledger::local::error::Damage;
-use crate::ledger::local::error::{LocalError, Result};
-use crate::ledger::local::keys::{self, NEXT_GLOBAL_KEY};
-use crate::ledger::local::storage;
-use crate::ledger::record::{self, Record};
+use crate::local::error::Damage;
+use crate::local::error::{LocalError, Result};
+use crate::local::keys::{self, NEXT_GLOBAL_KEY};
+use crate::local::storage;
+use crate::record::{self, Record};
 
 /// The journal's directory, inside the store directory.
 pub const JOURNAL_DIR: &str = "journal";
@@ -285,7 +285,7 @@ impl JournalWriter {
             self.next_global
         );
         for (global, envelope) in (first..).zip(envelopes) {
-            let header = crate::ledger::record::check_envelope(envelope);
+            let header = crate::record::check_envelope(envelope);
             invariant!(
                 header.as_ref().is_ok_and(|h| h.global_position == global),
                 "the record due at global position {global} does not check: {header:?}"
@@ -396,7 +396,7 @@ use spare::Spare;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::record::{FORMAT_VERSION, Header, StreamKey, encode};
+    use crate::record::{FORMAT_VERSION, Header, StreamKey, encode};
 
     fn scan_file(path: &Path, last: bool) -> io::Result<FileScan> {
         scan_file_from(path, last, None)
@@ -597,7 +597,7 @@ mod tests {
     /// The envelopes a stored value holds or points at, end to end.
     fn read_back(store: &Path, value: &sled::IVec) -> Vec<u8> {
         let files = JournalFiles::new(store);
-        crate::ledger::local::entry::envelopes(value.clone(), &files)
+        crate::local::entry::envelopes(value.clone(), &files)
             .flat_map(|envelope| envelope.unwrap().to_vec())
             .collect()
     }
@@ -636,7 +636,7 @@ mod tests {
             assert_eq!(read_back(dir.path(), value), one.as_slice());
         }
         let files = JournalFiles::new(dir.path());
-        let report = crate::ledger::local::scan::verify(&log, &files).unwrap();
+        let report = crate::local::scan::verify(&log, &files).unwrap();
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         assert_eq!(report.records, 3);
     }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::{JOURNAL_DIR, file_name};
-use crate::ledger::local::{lock, storage};
+use crate::local::{lock, storage};
 
 /// Most journal files kept open; past it all are closed and opened again.
 pub const MAX_OPEN_JOURNAL_FILES: usize = 64;

@@ -5,7 +5,7 @@
 //! check, or take damage to a synced entry for the torn end of a crash.
 
 use super::*;
-use crate::ledger::local::entry::{Extent, Run, cut};
+use crate::local::entry::{Extent, Run, cut};
 
 /// One entry read back: a round of records.
 pub struct Entry {
@@ -46,7 +46,7 @@ impl JournalDamage {
 
 /// `damage` as the store's, with the journal's watermark in `store`.
 pub fn journal_damage(damage: JournalDamage, store: &Path) -> Damage {
-    let watermark = crate::ledger::local::watermark::read(store);
+    let watermark = crate::local::watermark::read(store);
     Damage::Journal { damage, watermark }
 }
 

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::ledger::local::lock;
+use crate::local::lock;
 
 /// The directory the power-loss trace is written into.
 pub const TRACE_ENV: &str = "LEDGERWIRE_TEST_POWER_LOSS_TRACE";
