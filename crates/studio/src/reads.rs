@@ -9,6 +9,7 @@
 //! Must never: change anything, or show a conversation to another
 //! principal than its own.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use aide::axum::ApiRouter;
@@ -20,13 +21,14 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::auth;
+use super::auth::{self, Principal};
+use super::conversation::Conversation;
 use super::openapi as docs;
 use super::records::{self, conversation_stream};
 use super::rerun::{CheckOutcome, check_segments};
 use super::service::Studio;
 use ledgerwire_ledger::record::now_ms;
-use ledgerwire_ledger::{KindRegistry, Record};
+use ledgerwire_ledger::{Folded, KindRegistry, Record};
 use ledgerwire_wire::WireError;
 use ledgerwire_wire::error::{ErrorCode, Retry};
 use ledgerwire_wire::ids::ConversationId;
@@ -72,6 +74,19 @@ fn conversation_id(id: String) -> Result<ConversationId, WireError> {
     })
 }
 
+/// The conversation `id` folded, or not found unless `principal` holds it.
+async fn held(
+    studio: &Studio,
+    principal: &Principal,
+    id: &ConversationId,
+) -> Result<Arc<Folded<Conversation>>, WireError> {
+    let folded = studio.conversation(principal, id).await?;
+    if !folded.state.exists() {
+        return Err(unknown());
+    }
+    Ok(folded)
+}
+
 fn unknown() -> WireError {
     WireError::not_found(
         "/conversation_id",
@@ -89,11 +104,8 @@ pub async fn composition(
     let result = async {
         let principal = auth::from_headers(&studio.config().auth, &headers)?;
         let id = conversation_id(id)?;
-        let folded = studio.conversation(&principal, &id).await?;
-        if !folded.state.exists() {
-            return Err(unknown());
-        }
-        Ok(json!({
+        let folded = held(&studio, &principal, &id).await?;
+        Ok::<_, WireError>(json!({
             "conversation_id": id.as_str(),
             "composition": folded.state.composition,
         }))
@@ -151,9 +163,7 @@ pub async fn timeline(
             ));
         }
         let id = conversation_id(id)?;
-        if !studio.conversation(&principal, &id).await?.state.exists() {
-            return Err(unknown());
-        }
+        held(&studio, &principal, &id).await?;
         let stream = conversation_stream(&principal, &id).map_err(|_| unknown())?;
         let ledger = studio.ledger();
         let failed = |error: ledgerwire_ledger::LedgerError| {
@@ -221,10 +231,7 @@ pub async fn check(
     let result = async {
         let principal = auth::from_headers(&studio.config().auth, &headers)?;
         let id = conversation_id(id)?;
-        let folded = studio.conversation(&principal, &id).await?;
-        if !folded.state.exists() {
-            return Err(unknown());
-        }
+        let folded = held(&studio, &principal, &id).await?;
         let live = folded
             .state
             .live_lease(now_ms())
